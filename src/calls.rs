@@ -1,0 +1,52 @@
+//! `calls.log`: one JSON line per tool call (time, tool, session, duration,
+//! ok or error), never the call's input or output, so that a slow or missing
+//! reply can be pinned on the server or on the client.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// One line of the log.
+#[derive(Serialize)]
+struct Entry<'a> {
+    time: String,
+    tool: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a str>,
+    ms: f64,
+    ok: bool,
+}
+
+/// Appends entries to the call log; failures to write are ignored, since a
+/// log must never break the call it records.
+pub struct CallLog {
+    path: PathBuf,
+    lock: Mutex<()>,
+}
+
+impl CallLog {
+    /// A log at `path`.
+    pub fn new(path: PathBuf) -> CallLog {
+        CallLog { path, lock: Mutex::new(()) }
+    }
+
+    /// Records one call.
+    pub fn record(&self, tool: &str, session: Option<&str>, elapsed: std::time::Duration, ok: bool) {
+        let entry = Entry {
+            time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            tool,
+            session,
+            ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
+            ok,
+        };
+        let Ok(mut line) = serde_json::to_vec(&entry) else { return };
+        line.push(b'\n');
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path);
+        if let Ok(mut f) = file {
+            let _ = f.write_all(&line);
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Where things live: the state home, the tmux socket name, the helper
+//! binaries, and the environment variables that override them.
+
+use std::path::{Path, PathBuf};
+
+/// Overrides the state home (`~/.local/state/docent-terminal-mcp`).
+pub const ENV_HOME: &str = "DOCENT_TERMINAL_MCP_HOME";
+/// Overrides the tmux socket name (`docent-terminal-mcp`).
+pub const ENV_SOCKET: &str = "DOCENT_TERMINAL_MCP_SOCKET";
+/// Words put before the attach command in replies.
+pub const ENV_ATTACH_PREFIX: &str = "DOCENT_TERMINAL_MCP_ATTACH_PREFIX";
+
+/// The default tmux socket name.
+pub const DEFAULT_SOCKET: &str = "docent-terminal-mcp";
+
+/// The settings a server runs with, resolved once at start.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The state home: sessions, calls.log, the server lock.
+    pub home: PathBuf,
+    /// The tmux socket name (`tmux -L`).
+    pub socket: String,
+    /// The `dtmcp-pane-logger` binary tmux starts for each pane.
+    pub pane_logger: PathBuf,
+    /// Words put before `tmux -L … attach …` in replies.
+    pub attach_prefix: Vec<String>,
+}
+
+impl Config {
+    /// Reads the environment, falling back to the defaults.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let home = match std::env::var_os(ENV_HOME).filter(|v| !v.is_empty()) {
+            Some(h) => PathBuf::from(h),
+            None => default_home()?,
+        };
+        let socket =
+            std::env::var(ENV_SOCKET).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| DEFAULT_SOCKET.to_string());
+        if socket.contains('/') || socket.len() > 64 {
+            return Err(ConfigError::BadSocket(socket));
+        }
+        let attach_prefix = std::env::var(ENV_ATTACH_PREFIX)
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        Ok(Config { home: absolute(&home)?, socket, pane_logger: sibling_binary("dtmcp-pane-logger")?, attach_prefix })
+    }
+
+    /// `sessions/` under the state home.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.home.join("sessions")
+    }
+
+    /// The directory of session `name`.
+    pub fn session_dir(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(name)
+    }
+
+    /// The call log.
+    pub fn calls_log(&self) -> PathBuf {
+        self.home.join("calls.log")
+    }
+}
+
+/// Why the settings could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Neither the override nor `$HOME` is set.
+    #[error("neither {ENV_HOME} nor HOME is set; set one of them")]
+    NoHome,
+    /// The tmux socket name is not a plain name.
+    #[error("{ENV_SOCKET}={0:?} is not a plain socket name (no '/', at most 64 bytes)")]
+    BadSocket(String),
+    /// Our own executable could not be located.
+    #[error("cannot locate the {0} binary next to this program: {1}")]
+    Binary(String, std::io::Error),
+}
+
+fn default_home() -> Result<PathBuf, ConfigError> {
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(state).join("docent-terminal-mcp"));
+    }
+    let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).ok_or(ConfigError::NoHome)?;
+    Ok(PathBuf::from(home).join(".local/state/docent-terminal-mcp"))
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, ConfigError> {
+    std::path::absolute(p).map_err(|e| ConfigError::Binary("state home".into(), e))
+}
+
+/// The path of a binary installed beside the running one (cargo puts all of
+/// a package's binaries in one directory; so does `cargo install`).
+pub fn sibling_binary(name: &str) -> Result<PathBuf, ConfigError> {
+    let exe = std::env::current_exe().map_err(|e| ConfigError::Binary(name.into(), e))?;
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    // Test binaries live one level down, in target/<profile>/deps.
+    if dir.ends_with("deps") && !dir.join(name).exists() {
+        dir.pop();
+    }
+    Ok(dir.join(name))
+}
+
+/// This host's name, for meta.json and the server lock.
+pub fn hostname() -> String {
+    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

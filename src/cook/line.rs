@@ -1,0 +1,394 @@
+//! The unfinished line as a row of screen cells, and the edits a terminal
+//! makes to such a row.
+//!
+//! A cell holds one character of width 1 or 2; a wide character's second
+//! cell holds [`WIDE_TAIL`]. Zero-width characters (combining accents, ZWJ,
+//! variation selectors) ride on the cell before the cursor. Cells past the
+//! end of the row are blank: erasing to the right truncates the row, and
+//! moving the cursor past the end creates nothing until something is
+//! printed there. The row never wraps.
+//!
+//! The common case, printing ASCII at the end of the row, is one push onto
+//! a `Vec` of 12-byte cells; zero-width characters live in one side buffer
+//! per line, so nothing allocates per character.
+
+use unicode_width::UnicodeWidthChar;
+
+/// How far past the end of the row cursor movement, tabs, inserted blanks
+/// and a kept column after a line feed may reach.
+///
+/// A terminal bounds all of these by its width; a row without a width would
+/// let `ESC [ 65535 C x` turn nine bytes into 64 KiB of blanks, line after
+/// line. 4096 columns is wider than any real pane, so only hostile or
+/// broken output notices the limit. Printed text itself is never limited.
+pub(super) const BLANK_REACH: usize = 4096;
+
+/// The content of the second cell of a wide character. NUL never reaches a
+/// cell otherwise, because control characters are dropped before printing.
+const WIDE_TAIL: char = '\0';
+
+/// The side buffer of zero-width characters is first compacted at this
+/// size; see [`LineBuf::compact_marks`].
+const MARKS_COMPACT_MIN: usize = 4096;
+
+/// Tab stops are every eight columns, as on a freshly reset terminal.
+const TAB_WIDTH: usize = 8;
+
+/// One screen cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cell {
+    /// The character drawn here, a blank, or [`WIDE_TAIL`].
+    ch: char,
+    /// Where this cell's zero-width characters start in `LineBuf::marks`.
+    mark_start: u32,
+    /// How many zero-width characters this cell carries.
+    mark_len: u32,
+}
+
+impl Cell {
+    const BLANK: Cell = Cell::new(' ');
+    const TAIL: Cell = Cell::new(WIDE_TAIL);
+
+    const fn new(ch: char) -> Cell {
+        Cell { ch, mark_start: 0, mark_len: 0 }
+    }
+
+    fn is_tail(self) -> bool {
+        self.ch == WIDE_TAIL
+    }
+
+    fn is_blank(self) -> bool {
+        self.ch == ' ' && self.mark_len == 0
+    }
+
+    fn marks(self) -> std::ops::Range<usize> {
+        let start = self.mark_start as usize;
+        start..start + self.mark_len as usize
+    }
+}
+
+/// Which part of the row an erase in line (`CSI K`) clears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum EraseLine {
+    /// From the cursor to the end, the cursor's cell included.
+    Right,
+    /// From the start to the cursor, the cursor's cell included.
+    Left,
+    /// The whole row.
+    All,
+}
+
+impl EraseLine {
+    /// The mode `CSI n K` selects; other values of `n` mean nothing to a row.
+    pub(super) fn from_param(n: u16) -> Option<EraseLine> {
+        match n {
+            0 => Some(EraseLine::Right),
+            1 => Some(EraseLine::Left),
+            2 => Some(EraseLine::All),
+            _ => None,
+        }
+    }
+}
+
+/// The row being drawn and the cursor on it. It lives as long as the
+/// cooker; `finish` hands out the text and empties it for the next line,
+/// keeping its allocations.
+#[derive(Debug)]
+pub(super) struct LineBuf {
+    /// The row's cells from column 0; everything past the end is blank.
+    cells: Vec<Cell>,
+    /// The zero-width characters of all cells, back to back; cells refer to
+    /// ranges of it. Overwritten cells leave their marks behind until the
+    /// line is finished.
+    marks: Vec<char>,
+    /// The cursor column in cells, counted from 0; it may lie past the end
+    /// of `cells`, but never past [`LineBuf::reach`].
+    col: usize,
+    /// Whether a character other than ASCII was printed on this line. Until
+    /// one is, every cell holds one ASCII byte of text, and the text is a
+    /// plain copy of the cells; that keeps committing a line cheap.
+    non_ascii: bool,
+    /// The size of `marks` at which the marks of overwritten cells are
+    /// next dropped from it.
+    marks_compact_at: usize,
+}
+
+impl Default for LineBuf {
+    fn default() -> Self {
+        LineBuf { cells: Vec::new(), marks: Vec::new(), col: 0, non_ascii: false, marks_compact_at: MARKS_COMPACT_MIN }
+    }
+}
+
+impl LineBuf {
+    /// The cursor column, in cells.
+    pub(super) fn col(&self) -> usize {
+        self.col
+    }
+
+    /// Draws `c` at the cursor and moves past it. Control characters are
+    /// dropped here too, because vte hands a C1 character that arrived
+    /// split across feeds to `print` rather than `execute`, and DEL always.
+    #[inline(always)]
+    pub(super) fn print(&mut self, c: char) {
+        if (' '..='~').contains(&c) && self.col == self.cells.len() {
+            self.cells.push(Cell::new(c));
+            self.col += 1;
+        } else {
+            self.print_elsewhere(c);
+        }
+    }
+
+    /// `print` for everything but ASCII at the end of the row, kept out of
+    /// line so that the common case stays small enough to inline.
+    #[inline(never)]
+    fn print_elsewhere(&mut self, c: char) {
+        if c.is_control() {
+            return;
+        }
+        self.non_ascii |= !c.is_ascii();
+        match c.width() {
+            Some(0) => self.attach(c),
+            Some(1) => self.put(c, 1),
+            Some(_) => self.put(c, 2),
+            None => {}
+        }
+    }
+
+    /// Writes a character of `width` cells at the cursor, blanking the other
+    /// half of any wide character it partly covers.
+    fn put(&mut self, c: char, width: usize) {
+        let start = self.col;
+        let end = start + width;
+        self.pad_to(end);
+        self.split_wide_at(start);
+        self.split_wide_at(end);
+        self.cells[start] = Cell::new(c);
+        if width == 2 {
+            self.cells[start + 1] = Cell::TAIL;
+        }
+        self.col = end;
+    }
+
+    /// Attaches a zero-width character to the cell left of the cursor (the
+    /// head, if that is a wide character). At column 0 there is no such
+    /// cell, and the character is dropped as a terminal drops it.
+    fn attach(&mut self, mark: char) {
+        let Some(mut i) = self.col.checked_sub(1) else {
+            return;
+        };
+        self.pad_to(self.col);
+        if self.cells[i].is_tail() && i > 0 {
+            i -= 1;
+        }
+        self.push_mark(i, mark);
+    }
+
+    /// Appends `mark` to cell `i`'s marks. They usually end the side buffer
+    /// already and simply grow; otherwise they are copied to its end first.
+    fn push_mark(&mut self, i: usize, mark: char) {
+        let cell = self.cells[i];
+        let range = cell.marks();
+        let in_place = cell.mark_len > 0 && range.end == self.marks.len();
+        let start = if in_place { range.start } else { self.marks.len() };
+        // Past 4 Gi marks on one line the input is not text; dropping the
+        // mark beats a cell that points at the wrong place.
+        let (Ok(mark_start), Ok(mark_len)) = (u32::try_from(start), u32::try_from(range.len() + 1)) else {
+            return;
+        };
+        if !in_place {
+            self.marks.extend_from_within(range);
+        }
+        // Compacting moves every cell's marks, so it may only happen once
+        // this cell's marks are in place and counted.
+        let compact = self.marks.len() >= self.marks_compact_at;
+        self.marks.push(mark);
+        self.cells[i] = Cell { ch: cell.ch, mark_start, mark_len };
+        if compact {
+            self.compact_marks();
+        }
+    }
+
+    /// Rebuilds the side buffer from the marks cells still carry. Without
+    /// this a line redrawn with `\r` for hours, never ended, would keep
+    /// every mark it ever showed. The threshold doubles with what stays,
+    /// so the copying costs O(1) per mark over time.
+    fn compact_marks(&mut self) {
+        let mut marks = Vec::new();
+        for cell in &mut self.cells {
+            let range = cell.marks();
+            match u32::try_from(marks.len()) {
+                Ok(start) if !range.is_empty() => {
+                    marks.extend_from_slice(&self.marks[range]);
+                    cell.mark_start = start;
+                }
+                _ => cell.mark_len = 0,
+            }
+        }
+        self.marks = marks;
+        self.marks_compact_at = (2 * self.marks.len()).max(MARKS_COMPACT_MIN);
+    }
+
+    /// Makes the row at least `len` cells long by appending blanks.
+    fn pad_to(&mut self, len: usize) {
+        if self.cells.len() < len {
+            self.cells.resize(len, Cell::BLANK);
+        }
+    }
+
+    /// Makes the boundary before cell `i` clean: if it cuts a wide
+    /// character in two, both halves become blanks, as on a terminal.
+    fn split_wide_at(&mut self, i: usize) {
+        if i > 0 && self.cells.get(i).is_some_and(|cell| cell.is_tail()) {
+            self.cells[i - 1] = Cell::BLANK;
+            self.cells[i] = Cell::BLANK;
+        }
+    }
+
+    /// The furthest column the cursor may be moved to: the end of the row,
+    /// or [`BLANK_REACH`] if the row is shorter.
+    fn reach(&self) -> usize {
+        self.cells.len().max(BLANK_REACH)
+    }
+
+    /// Carriage return: back to column 0.
+    pub(super) fn carriage_return(&mut self) {
+        self.col = 0;
+    }
+
+    /// Backspace: one cell left, stopping at column 0.
+    pub(super) fn backspace(&mut self) {
+        self.back(1);
+    }
+
+    /// Horizontal tab: on to the next tab stop, writing nothing.
+    pub(super) fn tab(&mut self) {
+        self.set_col((self.col / TAB_WIDTH + 1) * TAB_WIDTH);
+    }
+
+    /// Cursor forward (`CSI n C`).
+    pub(super) fn forward(&mut self, n: usize) {
+        self.set_col(self.col.saturating_add(n));
+    }
+
+    /// Cursor back (`CSI n D`), stopping at column 0.
+    pub(super) fn back(&mut self, n: usize) {
+        self.col = self.col.saturating_sub(n);
+    }
+
+    /// Moves the cursor to column `col` (0-based), within reach.
+    pub(super) fn set_col(&mut self, col: usize) {
+        self.col = col.min(self.reach());
+    }
+
+    /// Erase in line (`CSI K`). Erasing to the right truncates the row,
+    /// which reads the same as blanks and keeps trimming cheap.
+    pub(super) fn erase_line(&mut self, mode: EraseLine) {
+        match mode {
+            EraseLine::Right => self.truncate(self.col),
+            EraseLine::Left => self.blank(0, self.col.saturating_add(1)),
+            EraseLine::All => self.cells.clear(),
+        }
+    }
+
+    /// Erase characters (`CSI n X`): blanks `n` cells from the cursor on.
+    pub(super) fn erase_chars(&mut self, n: usize) {
+        self.blank(self.col, self.col.saturating_add(n));
+    }
+
+    /// Blanks the cells from `start` up to `end`, as far as they exist.
+    fn blank(&mut self, start: usize, end: usize) {
+        let end = end.min(self.cells.len());
+        if start >= end {
+            return;
+        }
+        self.split_wide_at(start);
+        self.split_wide_at(end);
+        self.cells[start..end].fill(Cell::BLANK);
+    }
+
+    /// Delete characters (`CSI n P`): removes `n` cells at the cursor and
+    /// shifts the rest of the row left.
+    pub(super) fn delete_chars(&mut self, n: usize) {
+        let start = self.col;
+        let end = start.saturating_add(n).min(self.cells.len());
+        if start >= end {
+            return;
+        }
+        self.split_wide_at(start);
+        self.split_wide_at(end);
+        self.cells.drain(start..end);
+    }
+
+    /// Insert characters (`CSI n @`): shifts the row right of the cursor by
+    /// `n` blanks. Past the end of the row there is nothing to shift. Cells
+    /// pushed beyond reach fall off, as they fall off a terminal's margin.
+    pub(super) fn insert_blanks(&mut self, n: usize) {
+        let start = self.col;
+        if start >= self.cells.len() {
+            return;
+        }
+        let limit = self.reach();
+        let n = n.min(limit - start);
+        self.split_wide_at(start);
+        self.cells.splice(start..start, std::iter::repeat_n(Cell::BLANK, n));
+        self.truncate(limit);
+    }
+
+    /// Cuts the row to `len` cells, blanking a wide character cut in two.
+    fn truncate(&mut self, len: usize) {
+        if len < self.cells.len() {
+            self.split_wide_at(len);
+            self.cells.truncate(len);
+        }
+    }
+
+    /// Ends the line: returns its text and empties the row. The cursor
+    /// keeps its column, as a bare line feed keeps it on a terminal.
+    pub(super) fn finish(&mut self) -> String {
+        let text = self.text();
+        self.cells.clear();
+        self.marks.clear();
+        self.marks_compact_at = MARKS_COMPACT_MIN;
+        self.non_ascii = false;
+        self.col = self.col.min(BLANK_REACH);
+        text
+    }
+
+    /// The row's text, trailing blanks trimmed.
+    pub(super) fn text(&self) -> String {
+        let end = self.cells.iter().rposition(|cell| !cell.is_blank()).map_or(0, |i| i + 1);
+        if !self.non_ascii {
+            let bytes = self.cells[..end].iter().map(|cell| cell.ch as u8).collect();
+            // The bytes are all ASCII, so this never falls back; the
+            // fallback only spares the code a panic path.
+            return String::from_utf8(bytes).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned());
+        }
+        let mut text = String::with_capacity(end);
+        for &cell in &self.cells[..end] {
+            if cell.is_tail() {
+                continue;
+            }
+            text.push(cell.ch);
+            if cell.mark_len > 0 {
+                text.extend(&self.marks[cell.marks()]);
+            }
+        }
+        text
+    }
+
+    /// How many bytes of the untrimmed text lie left of the cursor: a wide
+    /// character counts once, and blanks past the end count as spaces.
+    pub(super) fn text_len(&self) -> usize {
+        let end = self.col.min(self.cells.len());
+        let drawn: usize = self.cells[..end].iter().map(|&cell| self.cell_text_len(cell)).sum();
+        drawn + (self.col - end)
+    }
+
+    fn cell_text_len(&self, cell: Cell) -> usize {
+        if cell.is_tail() {
+            return 0;
+        }
+        let marks: usize = self.marks[cell.marks()].iter().map(|c| c.len_utf8()).sum();
+        cell.ch.len_utf8() + marks
+    }
+}

@@ -1,0 +1,60 @@
+//! The cooker: turns the raw byte stream of a tmux pane into the readable
+//! lines of `session.txt`, and reports the OSC 133 markers shells send so
+//! that the region core can split the session into commands.
+//!
+//! It models what a terminal would show on one unfinished line: printable
+//! characters are drawn into screen cells at a cursor, carriage returns,
+//! backspaces and line-editing sequences rewrite them, and a line feed
+//! commits the line as it then reads. So a progress bar redrawn with `\r`
+//! leaves its last state, and a readline edit leaves the edited command.
+//! Colours and every sequence that does not change the line's text are
+//! dropped; the text never holds control characters.
+//!
+//! The cooker is pure: it knows no file, socket, clock or tmux. Its results
+//! do not depend on how the stream is split into [`Cooker::feed`] calls,
+//! because partial escape sequences and partial UTF-8 wait inside the
+//! parser and all other state lives in the line model.
+//!
+//! vte parses; `model` gives the parsed pieces their meaning; `line`
+//! holds the cells.
+
+mod line;
+mod model;
+#[cfg(test)]
+mod tests;
+
+use crate::types::{CookEvent, Cursor, LineNo};
+use model::{Model, Performer};
+
+/// Turns the raw byte stream of a pane into cooked lines and markers.
+pub struct Cooker {
+    /// vte's state machine; it carries partial escape sequences and partial
+    /// UTF-8 from one feed to the next.
+    parser: vte::Parser,
+    /// The unfinished line, its number and the cursor.
+    model: Model,
+}
+
+impl Cooker {
+    /// A cooker whose first line will be numbered `first_line`.
+    pub fn new(first_line: LineNo) -> Self {
+        Cooker { parser: vte::Parser::new(), model: Model::new(first_line) }
+    }
+
+    /// Feeds the next bytes of the stream; events are appended to `out` in
+    /// stream order.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
+        let mut performer = Performer { model: &mut self.model, out };
+        self.parser.advance(&mut performer, bytes);
+    }
+
+    /// Where the cursor is now.
+    pub fn cursor(&self) -> Cursor {
+        self.model.cursor()
+    }
+
+    /// The text of the line not yet finished, trailing blanks trimmed.
+    pub fn current_text(&self) -> String {
+        self.model.current_text()
+    }
+}

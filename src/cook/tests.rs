@@ -1,0 +1,280 @@
+//! Edge cases of the cooker as tables, plus the chunking invariant: feeding
+//! the same bytes whole, byte by byte or in random pieces gives the same
+//! events and leaves the same unfinished line.
+
+use rstest::rstest;
+
+use super::Cooker;
+use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN};
+
+/// What a cooker produced from one input: its events, and the cursor and
+/// text it was left with.
+#[derive(Debug, PartialEq, Eq)]
+struct Cooked {
+    events: Vec<CookEvent>,
+    cursor: Cursor,
+    current: String,
+}
+
+/// Cooks `input` fed in the pieces `chunks` gives, from line 1.
+fn cook_in(input: &[u8], mut chunks: impl FnMut() -> usize) -> Cooked {
+    let mut cooker = Cooker::new(LineNo::FIRST);
+    let mut events = Vec::new();
+    let mut rest = input;
+    while !rest.is_empty() {
+        let (piece, tail) = rest.split_at(chunks().clamp(1, rest.len()));
+        cooker.feed(piece, &mut events);
+        rest = tail;
+    }
+    Cooked { events, cursor: cooker.cursor(), current: cooker.current_text() }
+}
+
+/// Cooks `input` fed in one piece.
+fn cook(input: &[u8]) -> Cooked {
+    cook_in(input, || usize::MAX)
+}
+
+/// The committed texts among `events`, markers left out.
+fn texts(events: &[CookEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            CookEvent::Line { text, .. } => Some(text.as_str()),
+            CookEvent::Osc133 { .. } => None,
+        })
+        .collect()
+}
+
+/// Asserts the committed lines and the unfinished line, showing the input
+/// on failure.
+macro_rules! assert_lines {
+    ($input:expr, $cooked:expr, $lines:expr, $current:expr) => {
+        let (input, cooked) = ($input, $cooked);
+        let shown = String::from_utf8_lossy(input);
+        assert_eq!(texts(&cooked.events), $lines, "committed lines of {shown:?}");
+        assert_eq!(cooked.current, $current, "unfinished line of {shown:?}");
+    };
+}
+
+fn at(line: u64, col: u32, text_len: u32) -> Cursor {
+    Cursor { line: LineNo(line), col, text_len }
+}
+
+fn marker(params: &str, at: Cursor) -> CookEvent {
+    CookEvent::Osc133 { params: params.as_bytes().to_vec(), at }
+}
+
+fn line(n: u64, text: &str) -> CookEvent {
+    CookEvent::Line { line: LineNo(n), text: text.to_owned() }
+}
+
+#[rstest]
+#[case::plain_lines(b"one\r\ntwo\r\nthree", &["one", "two"], "three")]
+#[case::crlf(b"one\r\ntwo\r\n", &["one", "two"], "")]
+#[case::empty_lines(b"\r\n\r\nx\r\n", &["", "", "x"], "")]
+#[case::trailing_blanks_trimmed(b"ab   \r\n", &["ab"], "")]
+#[case::progress_bar_cr(b" 10% [#   ]\r 50% [##  ]\r100% [####]\r\n", &["100% [####]"], "")]
+#[case::shorter_redraw_keeps_tail(b"downloading\rdone\n", &["doneloading"], "")]
+#[case::backspace_overwrites(b"abc\x08X\n", &["abX"], "")]
+#[case::backspace_stops_at_column_0(b"\x08\x08ab\n", &["ab"], "")]
+#[case::readline_rubout(b"ls -lx\x08\x1b[K\r\n", &["ls -l"], "")]
+#[case::readline_cursor_back(b"echo hallo\x1b[4De\x1b[3C\r\n", &["echo hello"], "")]
+#[case::readline_insert(b"ac\x1b[D\x1b[@b\r\n", &["abc"], "")]
+#[case::readline_insert_past_end_is_noop(b"ab\x1b[5@c\r\n", &["abc"], "")]
+#[case::readline_delete(b"abxxc\x1b[3D\x1b[2P\r\n", &["abc"], "")]
+#[case::erase_right(b"hello world\x1b[6D\x1b[0K\n", &["hello"], "")]
+#[case::erase_right_default(b"hello world\x1b[6D\x1b[K\n", &["hello"], "")]
+#[case::erase_left(b"hello world\x1b[6D\x1b[1K\n", &["      world"], "")]
+#[case::erase_whole_keeps_column(b"hello\x1b[2Kbye\n", &["     bye"], "")]
+#[case::erase_chars(b"abcdef\x1b[3G\x1b[2X\n", &["ab  ef"], "")]
+#[case::cursor_forward_pads(b"a\x1b[3Cb\n", &["a   b"], "")]
+#[case::column_absolute(b"hello\x1b[2Gi\x1b[4`p\n", &["hilpo"], "")]
+#[case::tab_to_next_stop(b"a\tb\tc\n", &["a       b       c"], "")]
+#[case::tab_does_not_overwrite(b"abcdefghij\rab\tX\n", &["abcdefghXj"], "")]
+#[case::cjk(b"\xe4\xb8\xad\xe6\x96\x87\n", &["中文"], "")]
+#[case::cjk_overwrite_head("中文\ra\n".as_bytes(), &["a 文"], "")]
+#[case::cjk_overwrite_tail("中文\x1b[2Gb\n".as_bytes(), &[" b文"], "")]
+#[case::cjk_wide_over_two_halves("中文\x1b[2G字\n".as_bytes(), &[" 字"], "")]
+#[case::cjk_erase_half("中文\x1b[4G\x1b[X".as_bytes(), &[] as &[&str], "中")]
+#[case::cjk_delete_tail("中文\x1b[2G\x1b[P".as_bytes(), &[] as &[&str], " 文")]
+#[case::emoji("ok 😀!\r\n".as_bytes(), &["ok 😀!"], "")]
+#[case::emoji_backspace_twice("😀x\x08\x08y".as_bytes(), &[] as &[&str], " yx")]
+#[case::combining_accent("cafe\u{301}\r\n".as_bytes(), &["cafe\u{301}"], "")]
+#[case::combining_on_wide("中\u{301}x".as_bytes(), &[] as &[&str], "中\u{301}x")]
+#[case::combining_after_move("ab\x1b[D\u{301}c".as_bytes(), &[] as &[&str], "a\u{301}c")]
+#[case::combining_overwritten("e\u{301}\x08x".as_bytes(), &[] as &[&str], "x")]
+#[case::combining_at_column_0_dropped("\u{301}a".as_bytes(), &[] as &[&str], "a")]
+#[case::zwj_sequence("👨\u{200d}👩".as_bytes(), &[] as &[&str], "👨\u{200d}👩")]
+#[case::invalid_utf8(b"a\xffb\xe4\xb8c\n", &["a\u{fffd}b\u{fffd}c"], "")]
+#[case::c1_as_utf8(b"a\xc2\x85b\xc2\x9bc\n", &["abc"], "")]
+#[case::c1_raw_byte(b"a\x85b\x9bc\n", &["abc"], "")]
+#[case::del_dropped(b"a\x7fb\n", &["ab"], "")]
+#[case::other_c0_ignored(b"a\x07\x0e\x0f\x00\x1cb\n", &["ab"], "")]
+#[case::sgr_stripped(b"\x1b[1;31mred\x1b[0m \x1b[38;2;1;2;3mrgb\x1b[m\n", &["red rgb"], "")]
+#[case::osc_0_title_dropped(b"\x1b]0;user@h: ~\x07text\n", &["text"], "")]
+#[case::osc_8_hyperlink_dropped(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\n", &["link"], "")]
+#[case::dcs_dropped(b"a\x1bP1$r0m\x1b\\b\n", &["ab"], "")]
+#[case::private_csi_dropped(b"a\x1b[?25l\x1b[?2004hb\n", &["ab"], "")]
+#[case::cursor_up_ignored_for_now(b"a\x1b[Ab\x1b[2Jc\n", &["abc"], "")]
+#[case::esc_sequences_dropped(b"a\x1b7\x1b(Bb\x1b8c\n", &["abc"], "")]
+#[case::bare_lf_keeps_column(b"abc\ndef\n", &["abc", "   def"], "")]
+#[case::vt_and_ff_end_lines(b"a\x0bb\x0cc", &["a", " b"], "  c")]
+fn cooks_text(#[case] input: &[u8], #[case] lines: &[&str], #[case] current: &str) {
+    assert_lines!(input, cook(input), lines, current);
+}
+
+#[rstest]
+#[case::start_of_stream(b"", at(1, 0, 0))]
+#[case::after_prompt(b"user@h:~$ ", at(1, 10, 10))]
+#[case::after_carriage_return(b"abc\r", at(1, 0, 0))]
+#[case::on_second_line(b"one\r\ntwo", at(2, 3, 3))]
+#[case::bare_lf_keeps_column(b"one\n", at(2, 3, 3))]
+#[case::past_end_counts_blanks(b"ab\x1b[3C", at(1, 5, 5))]
+#[case::after_tab(b"a\t", at(1, 8, 8))]
+#[case::wide_counts_once("中a".as_bytes(), at(1, 3, 4))]
+#[case::on_wide_tail("中\x1b[D".as_bytes(), at(1, 1, 3))]
+#[case::combining_counts_with_its_cell("e\u{301}x".as_bytes(), at(1, 2, 4))]
+#[case::inside_line(b"hello\x1b[2G", at(1, 1, 1))]
+#[case::column_absolute_clamped(b"\x1b[65535G", at(1, 4096, 4096))]
+fn reports_cursor(#[case] input: &[u8], #[case] cursor: Cursor) {
+    assert_eq!(cook(input).cursor, cursor, "after {:?}", String::from_utf8_lossy(input));
+}
+
+#[rstest]
+#[case::prompt_marks(
+    b"\x1b]133;A\x07user@h:~$ \x1b]133;B\x07ls\r\n\x1b]133;C\x07",
+    vec![
+        marker("A", at(1, 0, 0)),
+        marker("B", at(1, 10, 10)),
+        line(1, "user@h:~$ ls"),
+        marker("C", at(2, 0, 0)),
+    ],
+)]
+#[case::bel_terminated(b"x\x1b]133;D;0\x07", vec![marker("D;0", at(1, 1, 1))])]
+#[case::st_terminated(b"x\x1b]133;D;0\x1b\\y", vec![marker("D;0", at(1, 1, 1))])]
+#[case::key_value_params(b"\x1b]133;A;cl=m;aid=42\x07", vec![marker("A;cl=m;aid=42", at(1, 0, 0))])]
+#[case::empty_params(b"\x1b]133;\x07", vec![marker("", at(1, 0, 0))])]
+#[case::after_wide_prompt("中$ \x1b]133;B\x07".as_bytes(), vec![marker("B", at(1, 4, 5))])]
+#[case::fifteen_params(
+    b"\x1b]133;1;2;3;4;5;6;7;8;9;10;11;12;13;14\x07",
+    vec![marker("1;2;3;4;5;6;7;8;9;10;11;12;13;14", at(1, 0, 0))],
+)]
+#[case::sixteen_params_may_be_cut(b"\x1b]133;1;2;3;4;5;6;7;8;9;10;11;12;13;14;15\x07", vec![])]
+#[case::without_params_dropped(b"\x1b]133\x07", vec![])]
+#[case::other_number_dropped(b"\x1b]1337;A\x07\x1b]13;A\x07", vec![])]
+#[case::osc_0_dropped(b"\x1b]0;133;A\x07", vec![])]
+fn reports_markers(#[case] input: &[u8], #[case] events: Vec<CookEvent>) {
+    let cooked = cook(input);
+    assert_eq!(cooked.events, events, "events of {:?}", String::from_utf8_lossy(input));
+    assert!(!cooked.current.contains("133"), "marker bytes leaked into {:?}", cooked.current);
+}
+
+#[rstest]
+#[case::at_limit(MAX_MARKER_LEN, true)]
+#[case::one_over_limit(MAX_MARKER_LEN + 1, false)]
+#[case::far_over_limit(100_000, false)]
+fn caps_marker_length(#[case] len: usize, #[case] reported: bool) {
+    let params = "k".repeat(len);
+    let input = format!("\x1b]133;{params}\x07after");
+    let cooked = cook(input.as_bytes());
+    let expected = if reported { vec![marker(&params, at(1, 0, 0))] } else { vec![] };
+    assert_eq!(cooked.events, expected);
+    assert_eq!(cooked.current, "after");
+}
+
+#[test]
+fn numbers_lines_from_first_line() {
+    let mut cooker = Cooker::new(LineNo(41));
+    let mut events = Vec::new();
+    cooker.feed(b"a\r\nb\r\n", &mut events);
+    assert_eq!(events, vec![line(41, "a"), line(42, "b")]);
+    assert_eq!(cooker.cursor().line, LineNo(43));
+}
+
+#[test]
+fn bounds_blanks_from_control_sequences() {
+    let input = b"ab\x1b[65535@\x1b[65535Cx\r\n".repeat(50);
+    let cooked = cook(&input);
+    assert_eq!(cooked.events.len(), 50);
+    assert!(texts(&cooked.events).iter().all(|text| text.len() <= 4097));
+}
+
+/// Inputs that exercise every path where state crosses a feed boundary:
+/// split UTF-8, split CSI and OSC, OSC ended by `ESC \`, wide and
+/// combining characters, and invalid bytes next to escapes.
+const CHUNKING_INPUTS: &[&[u8]] = &[
+    b"\x1b]133;A\x07user@host:~/src$ \x1b]133;B\x07cargo build\r\n\x1b]133;C\x07",
+    b"   Compiling vte v0.15.0\r\n\x1b[1m\x1b[32m    Finished\x1b[0m release\r\n",
+    b" 10% [##        ]\r 50% [#####     ]\r100% [##########]\r\n",
+    b"ls -lx\x08\x1b[K\x1b[3D\x1b[@z\x1b[2P\x1b[1K\x1b[5G\x1b[2X\tq\r\n",
+    "中文\ra\x1b[4Gb😀\u{301}e\u{301}\u{302}\x08\x08字\r\n".as_bytes(),
+    b"bad \xff\xe4\xb8\x1b[31m\xe4\x1b]133;D;0\x1b\\\xc2\x85\xc2\x9b\x85 end\n",
+    b"\x1b]0;title\x07\x1bP1$r0m\x1b\\\x1b]133;A;cl=m;aid=7\x1b\\$ \x1b[?2004h\x0b\x0c",
+];
+
+/// A small linear congruential generator, so chunk sizes vary but every
+/// run sees the same ones.
+fn lcg(seed: u64) -> impl FnMut() -> usize {
+    let mut state = seed;
+    move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % 17 + 1
+    }
+}
+
+#[test]
+fn chunking_never_changes_results() {
+    let mut inputs: Vec<Vec<u8>> = CHUNKING_INPUTS.iter().map(|input| input.to_vec()).collect();
+    inputs.push(CHUNKING_INPUTS.concat());
+    inputs.push(typical_output(4096));
+    for input in &inputs {
+        let whole = cook(input);
+        let shown = String::from_utf8_lossy(input);
+        assert_eq!(cook_in(input, || 1), whole, "byte by byte: {shown:?}");
+        for seed in 1..=8 {
+            assert_eq!(cook_in(input, lcg(seed)), whole, "seed {seed}: {shown:?}");
+        }
+    }
+}
+
+/// Typical build output: ASCII lines of 60 to 120 characters, some with
+/// SGR colour, ended by CR LF.
+fn typical_output(bytes: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes + 200);
+    let mut next = lcg(7);
+    while out.len() < bytes {
+        if next().is_multiple_of(4) {
+            out.extend_from_slice(b"\x1b[1m\x1b[32m   Compiling\x1b[0m ");
+        }
+        let len = 60 + next() * 60 / 17;
+        out.extend((0..len).map(|i| b"abcdefghij klmnopqrstuvwxyz0123456789/.-_"[(i * 7 + len) % 41]));
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Run with `cargo test --release -- --ignored --nocapture throughput`.
+#[test]
+#[ignore = "timing; run in release"]
+fn throughput() {
+    let input = typical_output(256 << 20);
+    let mut cooker = Cooker::new(LineNo::FIRST);
+    let mut events = Vec::new();
+    let start = std::time::Instant::now();
+    let mut lines = 0;
+    for chunk in input.chunks(64 << 10) {
+        cooker.feed(chunk, &mut events);
+        lines += events.len();
+        events.clear();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let rate = input.len() as f64 / secs / 1e6;
+    println!("cooked {} MB, {lines} lines in {secs:.3} s: {rate:.0} MB/s", input.len() >> 20);
+}
+
+#[test]
+fn marks_survive_compaction() {
+    let redraw = "\rcafe\u{301} na\u{303}o \u{4e2d}\u{301}";
+    let cooked = cook(redraw.repeat(3000).as_bytes());
+    assert_eq!(cooked.current, "cafe\u{301} na\u{303}o \u{4e2d}\u{301}");
+}

@@ -1,0 +1,124 @@
+//! The stdin pump: every chunk tmux hands over is logged raw at once, then
+//! cooked, indexed and published to waiters.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+
+use super::LoggerError;
+use super::state::Shared;
+use crate::config::now_ms;
+use crate::cook::Cooker;
+use crate::region::{RegionChange, RegionTracker};
+use crate::store::{LineWriter, RegionLog, StoreError, files};
+use crate::types::{CookEvent, LineNo, RegionId};
+
+/// The pump's own state: the writers and the pure cores.
+struct Pump {
+    raw: File,
+    lines: LineWriter,
+    regions: RegionLog,
+    cooker: Cooker,
+    tracker: RegionTracker,
+    events: Vec<CookEvent>,
+    changes: Vec<RegionChange>,
+}
+
+/// Reads `input` until it ends, logging and publishing as it goes.
+pub fn pump(mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
+    let mut p = Pump::open(shared)?;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
+            }
+        };
+        p.chunk(&buf[..n], shared)?;
+    }
+}
+
+impl Pump {
+    fn open(shared: &Shared) -> Result<Pump, LoggerError> {
+        let dir = &shared.dir;
+        let raw_path = dir.join(files::RAW);
+        let raw = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&raw_path)
+            .map_err(|source| StoreError::Io { path: raw_path, source })?;
+        let lines = LineWriter::open(dir)?;
+        let (first_line, next_region) = {
+            let live = shared.lock();
+            (LineNo(lines.lines() + 1), RegionId(live.shell.regions + 1))
+        };
+        Ok(Pump {
+            raw,
+            lines,
+            regions: RegionLog::open(dir)?,
+            cooker: Cooker::new(first_line),
+            tracker: RegionTracker::new(shared.secret.clone(), next_region),
+            events: Vec::new(),
+            changes: Vec::new(),
+        })
+    }
+
+    fn chunk(&mut self, bytes: &[u8], shared: &Shared) -> Result<(), LoggerError> {
+        // The raw log comes first and unbuffered: whatever happens next,
+        // these bytes are on disk.
+        self.raw.write_all(bytes).map_err(|source| StoreError::Io { path: shared.dir.join(files::RAW), source })?;
+        let now = now_ms();
+        self.events.clear();
+        self.cooker.feed(bytes, &mut self.events);
+        self.changes.clear();
+        for ev in &self.events {
+            if let CookEvent::Line { text, .. } = ev {
+                self.lines.push(text)?;
+            }
+            self.tracker.on_event(ev, now, &mut self.changes);
+        }
+        self.lines.flush()?;
+        for change in &self.changes {
+            let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
+            self.regions.append(r)?;
+        }
+        self.publish(bytes.len(), now, shared);
+        Ok(())
+    }
+
+    fn publish(&mut self, n: usize, now: u64, shared: &Shared) {
+        let cursor = self.cooker.cursor();
+        let text = self.cooker.current_text();
+        let shell = self.tracker.shell().clone();
+        let lines = self.lines.lines();
+        let changes = std::mem::take(&mut self.changes);
+        shared.publish(|live| {
+            live.raw_len += n as u64;
+            live.lines = lines;
+            live.cursor = cursor;
+            live.current_text = text;
+            live.shell = shell;
+            live.last_output_ms = now;
+            for change in changes {
+                let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
+                upsert(live, r);
+            }
+        });
+    }
+}
+
+fn upsert(live: &mut super::state::Live, r: crate::region::Region) {
+    if live.regions.is_empty() {
+        live.first_region = r.id.0;
+    }
+    let idx = r.id.0.saturating_sub(live.first_region) as usize;
+    if idx < live.regions.len() {
+        live.regions[idx] = r;
+    } else {
+        live.regions.push(r);
+    }
+}

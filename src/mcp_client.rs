@@ -1,0 +1,86 @@
+//! A small MCP client that starts a server as a child process and calls its
+//! tools: the demo, the end-to-end tests and the benchmarks drive the real
+//! server through it, exactly as an agent's harness would.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use anyhow::Context;
+use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use tokio::process::{Child, Command};
+
+/// A server child and the MCP session with it.
+pub struct McpChild {
+    service: RunningService<RoleClient, ClientConfig>,
+    child: Child,
+}
+
+/// One tool call's reply: its text and whether it is flagged as an error.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// The text content, joined.
+    pub text: String,
+    /// The `isError` flag.
+    pub is_error: bool,
+}
+
+impl McpChild {
+    /// Starts `program args` with `env` added, and initializes MCP with it.
+    pub async fn start(program: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<McpChild> {
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().with_context(|| format!("starting {}", program.display()))?;
+        let stdout = child.stdout.take().context("child stdout")?;
+        let stdin = child.stdin.take().context("child stdin")?;
+        let info = ClientConfig::new(Default::default(), Implementation::new("dtmcp-test-client", "0"));
+        let service = info.serve((stdout, stdin)).await.context("MCP initialize")?;
+        Ok(McpChild { service, child })
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The server's instructions.
+    pub fn instructions(&self) -> Option<String> {
+        self.service.peer_info().and_then(|i| i.instructions.clone())
+    }
+
+    /// Calls `tool` with JSON object `args`.
+    pub async fn call(&self, tool: &str, args: serde_json::Value) -> anyhow::Result<Reply> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let serde_json::Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        let result = self.service.call_tool(params).await?;
+        let text =
+            result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n");
+        Ok(Reply { text, is_error: result.is_error.unwrap_or(false) })
+    }
+
+    /// The names of the server's tools.
+    pub async fn tool_names(&self) -> anyhow::Result<Vec<String>> {
+        let tools = self.service.list_all_tools().await?;
+        Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
+    }
+
+    /// Kills the server with SIGKILL, as a crash would.
+    pub async fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().await?;
+        Ok(())
+    }
+
+    /// Ends the MCP session and waits for the server to exit.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.service.cancel().await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.child.wait()).await;
+        let _ = self.child.kill().await;
+        Ok(())
+    }
+}

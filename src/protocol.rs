@@ -1,0 +1,283 @@
+//! The wire protocol between the router and a pane logger.
+//!
+//! # Transport
+//! One local (Unix-domain, stream) socket per pane, `logger.sock` in the
+//! session's directory, mode 0600 inside a 0700 directory: only the user who
+//! owns the session may connect, and the logger trusts whoever can.
+//!
+//! # Framing
+//! Every message is one frame: a 4-byte little-endian length `N`, then `N`
+//! bytes of a [`Request`] or [`Response`] encoded with `postcard`. A frame
+//! larger than [`MAX_FRAME`] is a protocol error and closes the connection;
+//! so does a frame that does not decode. A connection carries any number of
+//! request/response pairs, strictly in turn.
+//!
+//! # Versions
+//! The first request on a connection should be [`Request::Hello`]; the
+//! logger answers with its own [`PROTOCOL_VERSION`]. postcard is not
+//! self-describing: a message of another version would be misread rather
+//! than rejected, so a router that meets a different version stops and says
+//! so instead of talking on. Any change to a message bumps the version.
+//!
+//! # Waiting
+//! [`Request::Wait`] holds the connection until its condition is met or its
+//! timeout (capped at [`MAX_WAIT_MS`]) runs out; a timeout is an ordinary
+//! answer, never an error. Other requests are answered at once.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::region::{Region, ShellState};
+use crate::types::{ByteOffset, LineNo, RegionId};
+
+/// The version both sides must speak.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The largest frame either side sends or accepts.
+pub const MAX_FRAME: usize = 16 << 20;
+/// The longest a single wait may last.
+pub const MAX_WAIT_MS: u64 = 10 * 60 * 1000;
+/// The most lines one read returns.
+pub const MAX_READ_LINES: u64 = 100_000;
+
+/// What the router asks.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Names the protocol version; answered by [`Response::Hello`].
+    Hello {
+        /// The caller's [`PROTOCOL_VERSION`].
+        version: u32,
+    },
+    /// The logger's state now.
+    Status,
+    /// Cooked lines `from..from+count` (committed ones; the unfinished line
+    /// is in the status).
+    Read {
+        /// The first line wanted.
+        from: LineNo,
+        /// How many lines, at most [`MAX_READ_LINES`].
+        count: u64,
+    },
+    /// The last `last` regions, oldest first.
+    Regions {
+        /// How many.
+        last: u64,
+    },
+    /// One region by id.
+    Region {
+        /// Its id.
+        id: RegionId,
+    },
+    /// Waits for something to happen after a mark.
+    Wait(WaitSpec),
+}
+
+/// What the logger answers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Response {
+    /// The logger's protocol version and pid.
+    Hello {
+        /// Its [`PROTOCOL_VERSION`].
+        version: u32,
+        /// Its process id.
+        pid: u32,
+    },
+    /// A status snapshot.
+    Status(Status),
+    /// Lines read.
+    Lines {
+        /// The number of the first line in `lines`.
+        first: LineNo,
+        /// The lines' text.
+        lines: Vec<String>,
+    },
+    /// Regions, oldest first.
+    Regions(Vec<Region>),
+    /// A wait ended.
+    Waited {
+        /// Why.
+        reason: WaitReason,
+        /// The state at that moment.
+        status: Status,
+    },
+    /// The request could not be served.
+    Error {
+        /// What went wrong, for a person.
+        message: String,
+    },
+}
+
+/// A moment in the logger's stream, for waits to start from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    /// Bytes logged so far.
+    pub raw: ByteOffset,
+    /// Regions opened so far.
+    pub regions: u64,
+    /// Primary prompts shown so far.
+    pub prompts: u64,
+    /// The line the cursor was on.
+    pub line: LineNo,
+}
+
+/// The logger's state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Status {
+    /// Where the stream is now.
+    pub mark: Mark,
+    /// What the region tracker knows about the shells.
+    pub shell: ShellState,
+    /// The text of the line not yet finished (usually the prompt and what
+    /// is typed at it).
+    pub current_text: String,
+    /// When output last arrived, in ms since the epoch (0: never).
+    pub last_output_ms: u64,
+    /// The pane's output ended (the pane closed or the pipe was detached).
+    pub eof: bool,
+    /// The most recent region, if any.
+    pub last_region: Option<Region>,
+}
+
+/// What to wait for. The first condition met ends the wait.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WaitSpec {
+    /// Where the caller's action began.
+    pub after: Mark,
+    /// The first region opened after the mark has finished, or a new
+    /// primary prompt was shown after the mark.
+    pub command_done: bool,
+    /// A regex found in output after the mark (in the region's output when
+    /// one opened, so the echoed command line never matches).
+    pub pattern: Option<String>,
+    /// No output for this long, once some output came after the mark.
+    pub settle_ms: Option<u64>,
+    /// Give up after this long.
+    pub timeout_ms: u64,
+}
+
+/// Why a wait ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WaitReason {
+    /// The command's region finished.
+    RegionEnded(RegionId),
+    /// A new primary prompt appeared (no region finished: a program's
+    /// prompt, an inner shell, or a line that ran nothing).
+    Prompt,
+    /// The pattern matched on this line.
+    Matched(LineNo),
+    /// Output went quiet.
+    Settled,
+    /// The pane's output ended.
+    Eof,
+    /// The timeout ran out.
+    Timeout,
+}
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The socket failed.
+    #[error("logger socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// The frame was too large.
+    #[error("frame of {0} bytes exceeds the limit of {MAX_FRAME}")]
+    TooLarge(usize),
+    /// The frame did not decode.
+    #[error("undecodable frame: {0}")]
+    Decode(#[from] postcard::Error),
+}
+
+/// Encodes `msg` as one frame.
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, FrameError> {
+    let body = postcard::to_stdvec(msg)?;
+    if body.len() > MAX_FRAME {
+        return Err(FrameError::TooLarge(body.len()));
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Decodes the body of a frame.
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
+    Ok(postcard::from_bytes(body)?)
+}
+
+/// Reads the length prefix of a frame and checks it.
+pub fn frame_len(prefix: [u8; 4]) -> Result<usize, FrameError> {
+    let len = u32::from_le_bytes(prefix) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge(len));
+    }
+    Ok(len)
+}
+
+/// Writes one frame to a blocking stream.
+pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), FrameError> {
+    w.write_all(&encode(msg)?)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame from a blocking stream; `None` at a clean end of stream.
+pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<Option<T>, FrameError> {
+    let mut prefix = [0u8; 4];
+    match r.read_exact(&mut prefix) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let mut body = vec![0u8; frame_len(prefix)?];
+    r.read_exact(&mut body)?;
+    decode(&body).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_through_frames() {
+        let reqs = vec![
+            Request::Hello { version: PROTOCOL_VERSION },
+            Request::Read { from: LineNo(7), count: 3 },
+            Request::Wait(WaitSpec {
+                after: Mark { raw: ByteOffset(9), regions: 2, prompts: 3, line: LineNo(4) },
+                command_done: true,
+                pattern: Some("a.*b".into()),
+                settle_ms: None,
+                timeout_ms: 500,
+            }),
+        ];
+        let mut buf = Vec::new();
+        for r in &reqs {
+            write_frame(&mut buf, r).expect("encode");
+        }
+        let mut rd = &buf[..];
+        for r in &reqs {
+            let back: Request = read_frame(&mut rd).expect("decode").expect("frame");
+            assert_eq!(format!("{r:?}"), format!("{back:?}"));
+        }
+        assert!(read_frame::<Request>(&mut rd).expect("eof").is_none());
+    }
+
+    #[test]
+    fn oversized_frames_are_refused() {
+        let prefix = ((MAX_FRAME + 1) as u32).to_le_bytes();
+        assert!(matches!(frame_len(prefix), Err(FrameError::TooLarge(_))));
+    }
+
+    #[test]
+    fn status_with_regions_round_trips() {
+        let status = Status {
+            last_region: Some(Region { command: "ls".into(), exit: Some(2), ..Region::default() }),
+            current_text: "$ ".into(),
+            ..Status::default()
+        };
+        let frame = encode(&Response::Status(status)).expect("encode");
+        let back: Response = decode(&frame[4..]).expect("decode");
+        let Response::Status(s) = back else { panic!("wrong variant") };
+        assert_eq!(s.last_region.and_then(|r| r.exit), Some(2));
+    }
+}

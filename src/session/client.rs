@@ -1,0 +1,132 @@
+//! The router's side of the logger protocol: one connection per call, every
+//! exchange bounded by a timeout.
+
+use std::path::Path;
+use std::time::Duration;
+
+use interprocess::local_socket::tokio::{Stream, prelude::*};
+use interprocess::local_socket::{GenericFilePath, ToFsName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::protocol::{self, PROTOCOL_VERSION, Request, Response, Status, WaitReason, WaitSpec};
+use crate::region::Region;
+use crate::types::{LineNo, RegionId};
+
+/// How long an ordinary (non-wait) exchange may take before the logger is
+/// called wedged.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why talking to a logger failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No logger answers on the socket.
+    #[error("the session's logger does not answer at {path}: {source}")]
+    Connect {
+        /// The socket.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The exchange failed midway.
+    #[error("the session's logger failed: {0}")]
+    Frame(#[from] protocol::FrameError),
+    /// The logger took too long.
+    #[error("the session's logger did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The logger speaks another protocol version.
+    #[error(
+        "the session's logger speaks protocol {theirs}, this server {PROTOCOL_VERSION}; restart the session or use a matching server"
+    )]
+    Version {
+        /// The logger's version.
+        theirs: u32,
+    },
+    /// The logger answered with an error.
+    #[error("the session's logger says: {0}")]
+    Remote(String),
+    /// The logger answered something else than asked.
+    #[error("the session's logger answered out of turn")]
+    Unexpected,
+}
+
+/// A connection to one pane's logger.
+pub struct LoggerClient {
+    stream: Stream,
+}
+
+impl LoggerClient {
+    /// Connects to the logger socket at `path` and checks its version.
+    pub async fn connect(path: &Path) -> Result<LoggerClient, ClientError> {
+        let err = |source| ClientError::Connect { path: path.display().to_string(), source };
+        let name = path.to_fs_name::<GenericFilePath>().map_err(err)?;
+        let stream = tokio::time::timeout(EXCHANGE_TIMEOUT, Stream::connect(name))
+            .await
+            .map_err(|_| ClientError::Timeout(EXCHANGE_TIMEOUT))?
+            .map_err(err)?;
+        let mut client = LoggerClient { stream };
+        match client.exchange(&Request::Hello { version: PROTOCOL_VERSION }, EXCHANGE_TIMEOUT).await? {
+            Response::Hello { version, .. } if version == PROTOCOL_VERSION => Ok(client),
+            Response::Hello { version, .. } => Err(ClientError::Version { theirs: version }),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    async fn exchange(&mut self, req: &Request, limit: Duration) -> Result<Response, ClientError> {
+        let frame = protocol::encode(req)?;
+        let io = async {
+            self.stream.write_all(&frame).await?;
+            let mut prefix = [0u8; 4];
+            self.stream.read_exact(&mut prefix).await?;
+            let mut body = vec![0u8; protocol::frame_len(prefix)?];
+            self.stream.read_exact(&mut body).await?;
+            protocol::decode::<Response>(&body)
+        };
+        let response = tokio::time::timeout(limit, io).await.map_err(|_| ClientError::Timeout(limit))??;
+        match response {
+            Response::Error { message } => Err(ClientError::Remote(message)),
+            r => Ok(r),
+        }
+    }
+
+    /// The logger's state now.
+    pub async fn status(&mut self) -> Result<Status, ClientError> {
+        match self.exchange(&Request::Status, EXCHANGE_TIMEOUT).await? {
+            Response::Status(s) => Ok(s),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Committed lines `from..from+count`.
+    pub async fn read(&mut self, from: LineNo, count: u64) -> Result<Vec<String>, ClientError> {
+        match self.exchange(&Request::Read { from, count }, EXCHANGE_TIMEOUT).await? {
+            Response::Lines { lines, .. } => Ok(lines),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// The last `last` regions.
+    pub async fn regions(&mut self, last: u64) -> Result<Vec<Region>, ClientError> {
+        match self.exchange(&Request::Regions { last }, EXCHANGE_TIMEOUT).await? {
+            Response::Regions(r) => Ok(r),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// One region.
+    pub async fn region(&mut self, id: RegionId) -> Result<Option<Region>, ClientError> {
+        match self.exchange(&Request::Region { id }, EXCHANGE_TIMEOUT).await? {
+            Response::Regions(r) => Ok(r.into_iter().next()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Waits as `spec` says; the exchange may last the wait's timeout plus
+    /// the usual margin.
+    pub async fn wait(&mut self, spec: WaitSpec) -> Result<(WaitReason, Status), ClientError> {
+        let limit = Duration::from_millis(spec.timeout_ms) + EXCHANGE_TIMEOUT;
+        match self.exchange(&Request::Wait(spec), limit).await? {
+            Response::Waited { reason, status } => Ok((reason, status)),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+}

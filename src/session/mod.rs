@@ -1,0 +1,397 @@
+//! Sessions: making a pane with its logger, finding it again on every call,
+//! listing and closing. A session is one tmux pane; its name is the tmux
+//! session's name and the name of its directory under the state home.
+//!
+//! Nothing here is kept between calls: tmux and the session directories are
+//! the truth, so a router killed at any moment leaves nothing to clean up.
+
+pub mod client;
+mod names;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, hostname, now_ms};
+use crate::logger::{OPT_DIR, OPT_LOGGER, PIPE_COMMAND};
+use crate::marker::Secret;
+use crate::protocol::{Status, WaitSpec};
+use crate::store::{self, Meta, files};
+use crate::tmux::{PaneInfo, Tmux, TmuxError};
+
+pub use client::{ClientError, LoggerClient};
+pub use names::validate_name;
+
+/// How long a new pane's logger may take to come up.
+const LOGGER_START_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `session_create` waits for the first prompt.
+const FIRST_PROMPT_TIMEOUT_MS: u64 = 10_000;
+
+/// Why a session operation failed; each message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The name is not acceptable.
+    #[error("{0}")]
+    BadName(String),
+    /// No live session has that name.
+    #[error("no session named {name:?} is open{}; session_create makes one", known_list(.known))]
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// The sessions that do exist.
+        known: Vec<String>,
+    },
+    /// The name is taken.
+    #[error("a session named {0:?} is already open; pick another name or omit it to get a free one")]
+    Exists(String),
+    /// A value for the pane is not usable.
+    #[error("{0}")]
+    BadInput(String),
+    /// tmux failed.
+    #[error(transparent)]
+    Tmux(#[from] TmuxError),
+    /// The logger failed.
+    #[error(transparent)]
+    Logger(#[from] ClientError),
+    /// A file failed.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// Some other I/O failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+fn known_list(known: &[String]) -> String {
+    if known.is_empty() { String::new() } else { format!(" (open: {})", known.join(", ")) }
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
+    let what = what.into();
+    move |source| SessionError::Io { what, source }
+}
+
+/// What `session_create` was asked for.
+#[derive(Clone, Debug, Default)]
+pub struct CreateOptions {
+    /// The name; a free `tN` when absent.
+    pub name: Option<String>,
+    /// A command line for `sh -c`; an integrated bash when absent or `bash`.
+    pub command: Option<String>,
+    /// Columns.
+    pub cols: Option<u16>,
+    /// Rows.
+    pub rows: Option<u16>,
+    /// Working directory.
+    pub cwd: Option<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+}
+
+/// A live session, resolved for one call.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// Its name.
+    pub name: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its pane.
+    pub pane: PaneInfo,
+    /// What was recorded at creation.
+    pub meta: Meta,
+}
+
+impl Session {
+    /// Connects to the session's logger.
+    pub async fn logger(&self) -> Result<LoggerClient, ClientError> {
+        LoggerClient::connect(&self.dir.join(files::SOCKET)).await
+    }
+}
+
+/// The sessions of one server: its tmux socket and state home.
+pub struct Sessions {
+    /// The server's settings.
+    pub cfg: Config,
+    /// Its tmux server.
+    pub tmux: Arc<Tmux>,
+    /// Where the shell scripts were written.
+    shell_dir: PathBuf,
+}
+
+impl Sessions {
+    /// Prepares the state home (directories, shell scripts).
+    pub fn new(cfg: Config, tmux: Arc<Tmux>) -> Result<Sessions, SessionError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(cfg.sessions_dir())
+            .map_err(io(format!("creating {}", cfg.sessions_dir().display())))?;
+        let shell_dir = crate::shell::install(&cfg.home).map_err(io("writing the shell integration"))?;
+        Ok(Sessions { cfg, tmux, shell_dir })
+    }
+
+    /// The command a person runs to watch or join session `name`.
+    pub fn attach_command(&self, name: &str) -> String {
+        let mut words = self.cfg.attach_prefix.clone();
+        words.extend(["tmux", "-L", &self.cfg.socket, "attach", "-t", name].map(str::to_string));
+        words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ")
+    }
+
+    /// Every live pane that is one of our sessions.
+    pub async fn panes(&self) -> Result<Vec<PaneInfo>, SessionError> {
+        let panes = self.tmux.list_panes().await?;
+        Ok(panes.into_iter().filter(|p| validate_name(&p.session_name).is_ok()).collect())
+    }
+
+    /// Finds the live session `name`.
+    pub async fn resolve(&self, name: &str) -> Result<Session, SessionError> {
+        validate_name(name).map_err(SessionError::BadName)?;
+        let panes = self.panes().await?;
+        let Some(pane) = panes.iter().find(|p| p.session_name == name).cloned() else {
+            let mut known: Vec<String> = panes.into_iter().map(|p| p.session_name).collect();
+            known.dedup();
+            return Err(SessionError::NotFound { name: name.to_string(), known });
+        };
+        let dir = self.cfg.session_dir(name);
+        let meta = store::read_meta(&dir)?;
+        Ok(Session { name: name.to_string(), dir, pane, meta })
+    }
+
+    /// Makes a new session and waits for its first prompt.
+    pub async fn create(&self, opts: CreateOptions) -> Result<(Session, Status), SessionError> {
+        let live: Vec<String> = self.panes().await?.into_iter().map(|p| p.session_name).collect();
+        let name = match &opts.name {
+            Some(n) => {
+                validate_name(n).map_err(SessionError::BadName)?;
+                if live.contains(n) {
+                    return Err(SessionError::Exists(n.clone()));
+                }
+                n.clone()
+            }
+            None => names::free_name(&live),
+        };
+        check_options(&opts)?;
+        let dir = self.prepare_dir(&name)?;
+        let secret = Secret::generate().map_err(io("making the session secret"))?;
+        write_private(&dir.join(files::SECRET), &secret.to_nonce())?;
+        let (argv, integrated) = self.program(&opts);
+        let pane = self.start_pane(&name, &dir, &opts, &argv, &secret).await?;
+        let meta = Meta {
+            name: name.clone(),
+            host: hostname(),
+            tmux_socket: self.cfg.socket.clone(),
+            tmux_pid: pane.tmux_pid,
+            pane_id: pane.pane_id.clone(),
+            command: argv,
+            integrated,
+            created_ms: now_ms(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        store::write_meta(&dir, &meta)?;
+        let session = Session { name, dir, pane: pane.info, meta };
+        let status = match self.attach_logger(&session, &pane.channel).await {
+            Ok(()) => self.first_prompt(&session, integrated).await?,
+            Err(e) => {
+                let _ = self.tmux.run(&["kill-session", "-t", &format!("={}", session.name)]).await;
+                return Err(e);
+            }
+        };
+        Ok((session, status))
+    }
+
+    fn program(&self, opts: &CreateOptions) -> (Vec<String>, bool) {
+        match opts.command.as_deref().map(str::trim) {
+            None | Some("") | Some("bash") => (crate::shell::bash_argv(&self.shell_dir), true),
+            Some(cmd) => (vec!["sh".into(), "-c".into(), cmd.to_string()], false),
+        }
+    }
+
+    /// Makes the session directory, moving a closed session's old one aside
+    /// as `NAME.N`.
+    fn prepare_dir(&self, name: &str) -> Result<PathBuf, SessionError> {
+        let dir = self.cfg.session_dir(name);
+        if dir.exists() {
+            let archived = (1..)
+                .map(|n| self.cfg.session_dir(&format!("{name}.{n}")))
+                .find(|p| !p.exists())
+                .unwrap_or_else(|| self.cfg.session_dir(&format!("{name}.old")));
+            std::fs::rename(&dir, &archived).map_err(io(format!("archiving {}", dir.display())))?;
+        }
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        Ok(dir)
+    }
+
+    async fn start_pane(
+        &self,
+        name: &str,
+        dir: &Path,
+        opts: &CreateOptions,
+        argv: &[String],
+        secret: &Secret,
+    ) -> Result<NewPane, SessionError> {
+        let channel = format!("dtmcp-ready-{}-{}", std::process::id(), now_ms());
+        let cols = opts.cols.unwrap_or(120).to_string();
+        let rows = opts.rows.unwrap_or(40).to_string();
+        let mut args: Vec<String> =
+            ["new-session", "-d", "-P", "-F", "#{pid} #{pane_id}", "-s", name, "-x", &cols, "-y", &rows]
+                .map(str::to_string)
+                .to_vec();
+        if let Some(cwd) = &opts.cwd {
+            args.extend(["-c".to_string(), cwd.clone()]);
+        }
+        let mut env = opts.env.clone();
+        env.insert("__DTMCP_NONCE".into(), secret.to_nonce());
+        env.insert("DOCENT_TERMINAL_MCP_SESSION".into(), name.to_string());
+        for (k, v) in &env {
+            args.extend(["-e".to_string(), format!("{k}={v}")]);
+        }
+        // The pane's first program waits on a tmux channel until its logger
+        // is attached, so not one byte of its output goes unlogged.
+        let hold = "\"$0\" wait-for \"$1\"; shift; exec \"$@\"";
+        args.extend(["--", "sh", "-c", hold, &tmux_path(), &channel].map(str::to_string));
+        args.extend(argv.iter().cloned());
+        let argv_ref: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.tmux.spawn(&argv_ref).await?;
+        let (tmux_pid, pane_id) = parse_new_pane(&out)
+            .ok_or_else(|| SessionError::BadInput(format!("tmux answered new-session with {out:?}")))?;
+        let info = self.find_pane(&pane_id).await?;
+        Ok(NewPane { tmux_pid, pane_id, channel, info, dir: dir.to_path_buf() })
+    }
+
+    async fn find_pane(&self, pane_id: &str) -> Result<PaneInfo, SessionError> {
+        let panes = self.tmux.list_panes().await?;
+        panes
+            .into_iter()
+            .find(|p| p.pane_id == pane_id)
+            .ok_or_else(|| SessionError::BadInput(format!("the new pane {pane_id} vanished at once")))
+    }
+
+    /// Starts the pane's logger, waits until it answers, then releases the
+    /// pane's first program.
+    async fn attach_logger(&self, s: &Session, channel: &str) -> Result<(), SessionError> {
+        let logger = self.cfg.pane_logger.to_string_lossy().into_owned();
+        let dir = s.dir.to_string_lossy().into_owned();
+        let pane = s.pane.pane_id.as_str();
+        self.tmux.run(&["set-option", "-p", "-t", pane, OPT_LOGGER, &logger]).await?;
+        self.tmux.run(&["set-option", "-p", "-t", pane, OPT_DIR, &dir]).await?;
+        self.tmux.run(&["pipe-pane", "-O", "-t", pane, PIPE_COMMAND]).await?;
+        let started = Instant::now();
+        loop {
+            match s.logger().await {
+                Ok(_) => break,
+                Err(e) if started.elapsed() > LOGGER_START_TIMEOUT => {
+                    return Err(SessionError::BadInput(format!(
+                        "the pane logger ({logger}) did not come up within {LOGGER_START_TIMEOUT:?}: {e}"
+                    )));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+        }
+        self.tmux.run(&["wait-for", "-S", channel]).await?;
+        Ok(())
+    }
+
+    async fn first_prompt(&self, s: &Session, integrated: bool) -> Result<Status, SessionError> {
+        let mut logger = s.logger().await?;
+        let status = logger.status().await?;
+        let spec = if integrated {
+            WaitSpec {
+                after: status.mark,
+                command_done: true,
+                timeout_ms: FIRST_PROMPT_TIMEOUT_MS,
+                ..WaitSpec::default()
+            }
+        } else {
+            WaitSpec { after: status.mark, settle_ms: Some(300), timeout_ms: 2_000, ..WaitSpec::default() }
+        };
+        Ok(logger.wait(spec).await?.1)
+    }
+
+    /// Closes session `name`: its pane ends, its logger finishes, its logs stay.
+    pub async fn close(&self, name: &str) -> Result<PathBuf, SessionError> {
+        let s = self.resolve(name).await?;
+        self.tmux.run(&["kill-session", "-t", &format!("={name}")]).await?;
+        // The logger ends when its pipe closes; wait briefly so the caller
+        // sees a finished log.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while s.dir.join(files::SOCKET).exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(s.dir)
+    }
+}
+
+/// A pane just made.
+struct NewPane {
+    tmux_pid: u32,
+    pane_id: String,
+    channel: String,
+    info: PaneInfo,
+    #[allow(dead_code)]
+    dir: PathBuf,
+}
+
+fn parse_new_pane(out: &str) -> Option<(u32, String)> {
+    let mut words = out.split_whitespace();
+    let pid = words.next()?.parse().ok()?;
+    let pane = words.next()?;
+    (pane.starts_with('%') && pane[1..].bytes().all(|b| b.is_ascii_digit())).then(|| (pid, pane.to_string()))
+}
+
+fn check_options(opts: &CreateOptions) -> Result<(), SessionError> {
+    for (k, v) in &opts.env {
+        let name_ok = !k.is_empty()
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+            && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !name_ok || v.contains('\0') {
+            return Err(SessionError::BadInput(format!(
+                "env name {k:?} is not a valid variable name (letters, digits, '_', not starting with a digit)"
+            )));
+        }
+    }
+    for (what, n) in [("cols", opts.cols), ("rows", opts.rows)] {
+        if n.is_some_and(|n| !(2..=1000).contains(&n)) {
+            return Err(SessionError::BadInput(format!("{what} must be between 2 and 1000")));
+        }
+    }
+    if let Some(cwd) = &opts.cwd
+        && !Path::new(cwd).is_dir()
+    {
+        return Err(SessionError::BadInput(format!("cwd {cwd:?} is not a directory")));
+    }
+    if opts.command.as_deref().is_some_and(|c| c.contains('\0')) {
+        return Err(SessionError::BadInput("command contains a NUL byte".into()));
+    }
+    Ok(())
+}
+
+fn write_private(path: &Path, body: &str) -> Result<(), SessionError> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io(format!("writing {}", path.display())))?;
+    f.write_all(body.as_bytes()).map_err(io(format!("writing {}", path.display())))
+}
+
+/// The tmux binary the pane uses to wait on its channel: the same one we run.
+fn tmux_path() -> String {
+    std::env::var("DTMCP_TMUX_BIN").unwrap_or_else(|_| "tmux".to_string())
+}
+
+/// Quotes `w` for a POSIX shell when it needs it.
+pub fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b)) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}

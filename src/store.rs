@@ -1,0 +1,347 @@
+//! The on-disk format of a session, and the code that reads and writes it.
+//!
+//! This format is the contract between the logger (the only writer) and the
+//! router (a reader, also of closed sessions). Per session directory:
+//!
+//! - `raw.log`: every byte the pane printed, as it came.
+//! - `session.txt`: the cooked lines, each ended by `\n`. Line numbers in
+//!   replies are line numbers of this file.
+//! - `lines.idx`: for line `n`, the little-endian u64 at byte `8 * (n - 1)`
+//!   is the offset in `session.txt` just past that line's `\n`. A reader
+//!   counts lines by the index's length and so never sees half a line: the
+//!   writer appends the text before the index entry.
+//! - `regions.jsonl`: one JSON [`Region`] per line, written at every change;
+//!   the last line for an id wins.
+//! - `meta.json`: [`Meta`], written by the router when it creates the session.
+//! - `secret`: the session's marker secret, mode 0600.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::region::Region;
+use crate::types::LineNo;
+
+/// File names inside a session directory.
+pub mod files {
+    /// Every byte of output.
+    pub const RAW: &str = "raw.log";
+    /// Cooked lines.
+    pub const TEXT: &str = "session.txt";
+    /// Line end offsets.
+    pub const INDEX: &str = "lines.idx";
+    /// Region changes.
+    pub const REGIONS: &str = "regions.jsonl";
+    /// Session facts.
+    pub const META: &str = "meta.json";
+    /// The marker secret.
+    pub const SECRET: &str = "secret";
+    /// The logger's socket.
+    pub const SOCKET: &str = "logger.sock";
+}
+
+/// What the router records about a session when it makes it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Meta {
+    /// The session's name.
+    pub name: String,
+    /// The host the server runs on.
+    pub host: String,
+    /// The tmux socket name.
+    pub tmux_socket: String,
+    /// The tmux server's pid when the session was made.
+    pub tmux_pid: u32,
+    /// The pane's id (`%N`).
+    pub pane_id: String,
+    /// The program the pane started with.
+    pub command: Vec<String>,
+    /// Whether that program is an integrated shell.
+    pub integrated: bool,
+    /// When it was made, in ms since the epoch.
+    pub created_ms: u64,
+    /// The version of docent-terminal-mcp that made it.
+    pub version: String,
+}
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// Which file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A JSON file did not parse.
+    #[error("{path}: {source}")]
+    Json {
+        /// Which file.
+        path: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { path: path.to_path_buf(), source }
+}
+
+fn open_append(path: &Path) -> Result<File, StoreError> {
+    OpenOptions::new().create(true).append(true).mode(0o600).open(path).map_err(io_err(path))
+}
+
+/// Appends cooked lines to `session.txt` and `lines.idx`.
+pub struct LineWriter {
+    text: BufWriter<File>,
+    index: BufWriter<File>,
+    /// Length of `session.txt` including buffered bytes.
+    text_len: u64,
+    /// Lines written, buffered or not.
+    lines: u64,
+    dir: PathBuf,
+}
+
+impl LineWriter {
+    /// Opens the files of `dir` for appending, continuing after what they
+    /// already hold (cut back to the last indexed line).
+    pub fn open(dir: &Path) -> Result<LineWriter, StoreError> {
+        let (lines, text_len) = LineReader::open(dir)?.extent()?;
+        let text_path = dir.join(files::TEXT);
+        let text = open_append(&text_path)?;
+        text.set_len(text_len).map_err(io_err(&text_path))?;
+        let index_path = dir.join(files::INDEX);
+        let index = open_append(&index_path)?;
+        index.set_len(lines * 8).map_err(io_err(&index_path))?;
+        Ok(LineWriter {
+            text: BufWriter::with_capacity(1 << 16, text),
+            index: BufWriter::with_capacity(1 << 12, index),
+            text_len,
+            lines,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Lines written so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Appends one line (its text must hold no `\n`).
+    pub fn push(&mut self, text: &str) -> Result<(), StoreError> {
+        let path = self.dir.join(files::TEXT);
+        self.text.write_all(text.as_bytes()).map_err(io_err(&path))?;
+        self.text.write_all(b"\n").map_err(io_err(&path))?;
+        self.text_len += text.len() as u64 + 1;
+        self.lines += 1;
+        let path = self.dir.join(files::INDEX);
+        self.index.write_all(&self.text_len.to_le_bytes()).map_err(io_err(&path))
+    }
+
+    /// Makes every pushed line visible to readers: text first, then index.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.text.flush().map_err(io_err(&self.dir.join(files::TEXT)))?;
+        self.index.flush().map_err(io_err(&self.dir.join(files::INDEX)))
+    }
+}
+
+/// Reads cooked lines by number without holding a table in memory.
+pub struct LineReader {
+    text: Option<File>,
+    index: Option<File>,
+}
+
+impl LineReader {
+    /// Opens the files of `dir`; missing files read as an empty session.
+    pub fn open(dir: &Path) -> Result<LineReader, StoreError> {
+        let open = |name: &str| -> Result<Option<File>, StoreError> {
+            let path = dir.join(name);
+            match File::open(&path) {
+                Ok(f) => Ok(Some(f)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io_err(&path)(e)),
+            }
+        };
+        Ok(LineReader { text: open(files::TEXT)?, index: open(files::INDEX)? })
+    }
+
+    /// (lines, bytes of text) that are complete on disk: the index counts,
+    /// and a text shorter than the index claims cuts the count back.
+    pub fn extent(&self) -> Result<(u64, u64), StoreError> {
+        let (Some(text), Some(_)) = (&self.text, &self.index) else { return Ok((0, 0)) };
+        let text_len = text.metadata().map_err(|e| StoreError::Io { path: files::TEXT.into(), source: e })?.len();
+        let mut lines = self.count()?;
+        while lines > 0 && self.end_of(lines)? > text_len {
+            lines -= 1;
+        }
+        let end = if lines == 0 { 0 } else { self.end_of(lines)? };
+        Ok((lines, end))
+    }
+
+    /// Lines in the index.
+    pub fn count(&self) -> Result<u64, StoreError> {
+        match &self.index {
+            None => Ok(0),
+            Some(f) => Ok(f.metadata().map_err(|e| StoreError::Io { path: files::INDEX.into(), source: e })?.len() / 8),
+        }
+    }
+
+    fn end_of(&self, line: u64) -> Result<u64, StoreError> {
+        if line == 0 {
+            return Ok(0);
+        }
+        let Some(index) = &self.index else { return Ok(0) };
+        let mut buf = [0u8; 8];
+        index
+            .read_exact_at(&mut buf, (line - 1) * 8)
+            .map_err(|e| StoreError::Io { path: files::INDEX.into(), source: e })?;
+        Ok(u64::from_le_bytes(buf))
+    }
+
+    /// Lines `from..from+count`, clipped to what exists.
+    pub fn read(&self, from: LineNo, count: u64) -> Result<Vec<String>, StoreError> {
+        let total = self.count()?;
+        let first = from.0.max(1);
+        let last = (first + count).min(total + 1); // exclusive
+        if first >= last {
+            return Ok(Vec::new());
+        }
+        let start = self.end_of(first - 1)?;
+        let end = self.end_of(last - 1)?;
+        let Some(text) = &self.text else { return Ok(Vec::new()) };
+        let mut buf = vec![0u8; end.saturating_sub(start) as usize];
+        text.read_exact_at(&mut buf, start).map_err(|e| StoreError::Io { path: files::TEXT.into(), source: e })?;
+        let body = String::from_utf8_lossy(&buf);
+        Ok(body.split_terminator('\n').map(str::to_string).collect())
+    }
+}
+
+/// Appends region records to `regions.jsonl`.
+pub struct RegionLog {
+    file: File,
+    path: PathBuf,
+}
+
+impl RegionLog {
+    /// Opens `regions.jsonl` of `dir` for appending.
+    pub fn open(dir: &Path) -> Result<RegionLog, StoreError> {
+        let path = dir.join(files::REGIONS);
+        Ok(RegionLog { file: open_append(&path)?, path })
+    }
+
+    /// Appends one record, as one write so a reader never sees half.
+    pub fn append(&mut self, region: &Region) -> Result<(), StoreError> {
+        let mut line =
+            serde_json::to_vec(region).map_err(|source| StoreError::Json { path: self.path.clone(), source })?;
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(io_err(&self.path))
+    }
+}
+
+/// Reads `regions.jsonl`: the latest record of every region, by id order.
+/// A torn last line (a crash mid-write) is skipped.
+pub fn read_regions(dir: &Path) -> Result<Vec<Region>, StoreError> {
+    let path = dir.join(files::REGIONS);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let mut by_id: std::collections::BTreeMap<u64, Region> = Default::default();
+    for line in BufReader::new(file).lines() {
+        let line = line.map_err(io_err(&path))?;
+        if let Ok(r) = serde_json::from_str::<Region>(&line) {
+            by_id.insert(r.id.0, r);
+        }
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// Reads `meta.json` of `dir`.
+pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
+    let path = dir.join(files::META);
+    let text = std::fs::read(&path).map_err(io_err(&path))?;
+    serde_json::from_slice(&text).map_err(|source| StoreError::Json { path, source })
+}
+
+/// Writes `meta.json` of `dir` atomically (a temporary file renamed).
+pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
+    let path = dir.join(files::META);
+    let tmp = dir.join(".meta.json.tmp");
+    let body = serde_json::to_vec_pretty(meta).map_err(|source| StoreError::Json { path: path.clone(), source })?;
+    std::fs::write(&tmp, body).map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::RegionId;
+
+    #[test]
+    fn lines_read_back_by_number() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = LineWriter::open(dir.path()).expect("open");
+        for i in 1..=100 {
+            w.push(&format!("line {i}")).expect("push");
+        }
+        w.flush().expect("flush");
+        let r = LineReader::open(dir.path()).expect("reader");
+        assert_eq!(r.count().expect("count"), 100);
+        assert_eq!(r.read(LineNo(1), 2).expect("read"), vec!["line 1", "line 2"]);
+        assert_eq!(r.read(LineNo(99), 10).expect("read"), vec!["line 99", "line 100"]);
+        assert!(r.read(LineNo(101), 10).expect("read").is_empty());
+    }
+
+    #[test]
+    fn empty_lines_and_unicode_survive() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = LineWriter::open(dir.path()).expect("open");
+        for t in ["", "日本語", "", "x"] {
+            w.push(t).expect("push");
+        }
+        w.flush().expect("flush");
+        let r = LineReader::open(dir.path()).expect("reader");
+        assert_eq!(r.read(LineNo(1), 4).expect("read"), vec!["", "日本語", "", "x"]);
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_back_on_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = LineWriter::open(dir.path()).expect("open");
+        w.push("one").expect("push");
+        w.push("two").expect("push");
+        w.flush().expect("flush");
+        drop(w);
+        // A crash after the text of a third line but before its index entry,
+        // and a torn index entry.
+        let mut t = OpenOptions::new().append(true).open(dir.path().join(files::TEXT)).expect("text");
+        t.write_all(b"thr").expect("write");
+        let mut i = OpenOptions::new().append(true).open(dir.path().join(files::INDEX)).expect("idx");
+        i.write_all(&[1, 2, 3]).expect("write");
+        let mut w = LineWriter::open(dir.path()).expect("reopen");
+        assert_eq!(w.lines(), 2);
+        w.push("three").expect("push");
+        w.flush().expect("flush");
+        let r = LineReader::open(dir.path()).expect("reader");
+        assert_eq!(r.read(LineNo(1), 5).expect("read"), vec!["one", "two", "three"]);
+    }
+
+    #[test]
+    fn the_last_region_record_wins_and_torn_lines_are_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = RegionLog::open(dir.path()).expect("open");
+        let mut r = Region { id: RegionId(1), command: "make".into(), ..Region::default() };
+        log.append(&r).expect("append");
+        r.exit = Some(2);
+        log.append(&r).expect("append");
+        log.file.write_all(b"{\"id\": 2, \"comm").expect("torn");
+        let back = read_regions(dir.path()).expect("read");
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].exit, Some(2));
+    }
+}

@@ -1,0 +1,358 @@
+//! Talking to the tmux server on our private socket (`tmux -L NAME`).
+//!
+//! Everything the router asks of tmux goes through [`Tmux`]: [`Tmux::run`]
+//! for the hot path (send-keys, display, capture, list), [`Tmux::spawn`] for
+//! a `tmux` process of its own. Starting a process costs about 1.6 ms, a
+//! command over a control client about 0.02 ms, so `run` keeps one
+//! persistent control client (`tmux -C`) per [`Tmux`] and
+//! sends each command over it as one quoted line (see [`quote_arg`]).
+//!
+//! # The hidden session
+//!
+//! A control client must be attached to a session, so it attaches to one of
+//! its own, [`CONTROL_SESSION`] (`__dtmcp_ctl`, one `sleep` pane, directory
+//! `/`), with the client flags `ignore-size` (it never resizes windows) and
+//! `no-output` (no pane output is sent to it). It is never a person:
+//!
+//! - sessions: leave out `#{session_name}` for which [`is_control_session`]
+//!   holds; [`Tmux::list_panes`] already does;
+//! - clients: leave out `#{client_control_mode}` = `1`, which is how
+//!   `list-clients -F` marks every control client (ours, another router's).
+//!
+//! The hidden session keeps the tmux server alive after the last real
+//! session closes; [`Tmux::shutdown_control`] kills it (and the client) so
+//! the server can exit. To avoid starting or reviving a server by itself,
+//! `run` connects only when the server runs and holds at least one real
+//! session; otherwise it spawns. Hooks such as `session-created` fire for the
+//! hidden session too and should skip it.
+//!
+//! # Semantics of `run`
+//!
+//! - One command per call. Every argument is literal: `;`, quotes, `$`, `~`,
+//!   `#`, braces, UTF-8 and control characters (encoded as octal escapes) all
+//!   arrive as given. NUL cannot be carried and is refused.
+//! - Commands run as if from the control client, whose current session is
+//!   the hidden one: always give an exact target (`-t %N`; `-t =NAME` where
+//!   a session is expected, `-t =NAME:` where a window or pane is; see
+//!   [`session_target`], [`window_target`]) rather than relying on "the
+//!   current" anything. `display -t` falls back to the current pane when its
+//!   target does not exist, so check existence with `has-session`.
+//! - Commands that would attach, move or detach the calling client, run
+//!   other commands later, or block the client's queue (`new-session`,
+//!   `attach`, `if-shell`, `run-shell`, `wait-for` without `-S`, …) are
+//!   spawned instead, where they behave as on the command line.
+//! - Each command has a timeout (default 5 s, [`Tmux::with_timeout`]). A
+//!   control client that times out is killed; the next call starts another.
+//! - When tmux restarts, the next call reconnects. A command in flight when
+//!   the client dies fails with [`TmuxError::Lost`]: it may or may not have
+//!   run. A command never sent (the client had already died) is spawned.
+
+mod control;
+mod format;
+mod ops;
+mod quote;
+mod reply;
+mod target;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use control::{Control, Reply};
+
+pub use format::{FormatError, PANE_FORMAT, PaneInfo, SEP, parse_panes};
+pub use quote::quote_arg;
+pub use target::{BadPaneId, CONTROL_SESSION, PaneId, is_control_session, session_target, window_target};
+
+/// How long a command may take unless [`Tmux::with_timeout`] says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A failed tmux command, with what was asked and what tmux said.
+#[derive(Debug, thiserror::Error)]
+pub enum TmuxError {
+    /// tmux could not be started.
+    #[error("could not run tmux {argv:?}: {source}")]
+    Spawn {
+        /// The arguments.
+        argv: Vec<String>,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// tmux answered with an error.
+    #[error("tmux {argv:?} failed: {stderr}")]
+    Command {
+        /// The arguments.
+        argv: Vec<String>,
+        /// What tmux said.
+        stderr: String,
+    },
+    /// tmux did not answer in time.
+    #[error("tmux {argv:?} did not answer within {ms} ms")]
+    Timeout {
+        /// The arguments.
+        argv: Vec<String>,
+        /// How long we waited.
+        ms: u64,
+    },
+    /// The command was not sent: it cannot be expressed to tmux.
+    #[error("tmux {argv:?} not sent: {reason}")]
+    Invalid {
+        /// The arguments.
+        argv: Vec<String>,
+        /// What is wrong with them.
+        reason: String,
+    },
+    /// The control client died between sending the command and its answer
+    /// (usually because the tmux server went away); it may or may not have run.
+    #[error("tmux {argv:?}: the connection to tmux was lost before it answered; the command may or may not have run")]
+    Lost {
+        /// The arguments.
+        argv: Vec<String>,
+    },
+    /// tmux answered with output we could not read.
+    #[error("tmux {argv:?} gave unreadable output: {reason}")]
+    Unexpected {
+        /// The arguments.
+        argv: Vec<String>,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+impl TmuxError {
+    /// Whether tmux said no server runs on the socket (none was ever started,
+    /// it exited, or its socket file is stale or gone).
+    pub fn is_no_server(&self) -> bool {
+        match self {
+            TmuxError::Command { stderr, .. } => {
+                stderr.contains("no server running") || stderr.contains("error connecting to")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// One tmux server, reached by its socket name (`tmux -L NAME`).
+///
+/// Share it in an `Arc`; every method takes `&self`. Dropping it kills its
+/// control client.
+pub struct Tmux {
+    /// The `-L` socket name.
+    socket: String,
+    /// The tmux executable.
+    bin: PathBuf,
+    /// How long one command may take.
+    timeout: Duration,
+    /// The live control client, if any; replaced when it dies.
+    current: Mutex<Option<Arc<Control>>>,
+    /// Held while a control client is being started (or shut down), so that
+    /// concurrent callers start one, not one each.
+    connecting: tokio::sync::Mutex<()>,
+    /// Failed connection attempts so far; callers that waited for an attempt
+    /// that failed spawn instead of trying again at once.
+    failed_attempts: AtomicU64,
+    /// When a control client last failed to start although the server ran;
+    /// until [`RESTART_PAUSE`] has passed, commands are spawned without
+    /// trying again (each try costs two processes).
+    start_failed: Mutex<Option<Instant>>,
+}
+
+/// How long to spawn commands after a control client failed to start.
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+
+impl Tmux {
+    /// The tmux server on socket `socket` (a `-L` name), using `tmux` from `PATH`.
+    pub fn new(socket: &str) -> Tmux {
+        Tmux {
+            socket: socket.to_string(),
+            bin: PathBuf::from("tmux"),
+            timeout: DEFAULT_TIMEOUT,
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            failed_attempts: AtomicU64::new(0),
+            start_failed: Mutex::new(None),
+        }
+    }
+
+    /// The same, with another tmux executable.
+    pub fn with_bin(self, bin: impl Into<PathBuf>) -> Tmux {
+        Tmux { bin: bin.into(), ..self }
+    }
+
+    /// The same, with another per-command timeout.
+    pub fn with_timeout(self, timeout: Duration) -> Tmux {
+        Tmux { timeout, ..self }
+    }
+
+    /// The socket name.
+    pub fn socket(&self) -> &str {
+        &self.socket
+    }
+
+    /// The tmux executable.
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// Runs one command, over the control client when the server runs, and
+    /// returns its output (each line ended by `\n`). See the module docs.
+    pub async fn run(&self, args: &[&str]) -> Result<String, TmuxError> {
+        let line = quote::command_line(args).map_err(|reason| TmuxError::Invalid { argv: self.argv(args), reason })?;
+        if !quote::needs_own_process(args)
+            && let Some(control) = self.control().await
+            && let Some(answer) = self.run_on(&control, args, line).await
+        {
+            return answer;
+        }
+        self.spawn_argv(quote::argv_literal(args)).await
+    }
+
+    /// Runs one command as a spawned `tmux -u -L NAME ARGS…` process. As with
+    /// [`Tmux::run`], every argument is literal: one ending in `;` (which on a
+    /// command line would end the command) is passed so that tmux reads the
+    /// `;` back. Commands that want a terminal (`attach`, `new-session`
+    /// without `-d`) fail here as anywhere without one.
+    pub async fn spawn(&self, args: &[&str]) -> Result<String, TmuxError> {
+        quote::check_args(args).map_err(|reason| TmuxError::Invalid { argv: self.argv(args), reason })?;
+        self.spawn_argv(quote::argv_literal(args)).await
+    }
+
+    /// The pid of the live control client, if one runs.
+    pub fn control_pid(&self) -> Option<u32> {
+        self.live_control().and_then(|control| control.pid())
+    }
+
+    /// Kills the hidden session (by its exact name, so whichever router's
+    /// control clients are attached to it leave) and our control client, so
+    /// that a server with no real session left can exit. Call it after
+    /// closing the last real session. Errors (no server, no such session)
+    /// mean there was nothing to shut down.
+    pub async fn shutdown_control(&self) {
+        let _connecting = self.connecting.lock().await;
+        let old = self.take_control();
+        let _ = self.spawn(&["kill-session", "-t", &session_target(CONTROL_SESSION)]).await;
+        drop(old);
+    }
+
+    /// Sends `line` over `control` and waits for the answer. `None` means
+    /// it was never sent (the client had died), so spawning it is safe.
+    async fn run_on(&self, control: &Control, args: &[&str], line: String) -> Option<Result<String, TmuxError>> {
+        let answer = tokio::time::timeout(self.timeout, control.submit(line)).await;
+        let argv = || self.argv(args);
+        Some(match answer {
+            Ok(Ok(Reply::Done(output))) => Ok(output),
+            Ok(Ok(Reply::Failed(stderr))) => Err(TmuxError::Command { argv: argv(), stderr }),
+            Ok(Ok(Reply::NotSent)) => return None,
+            Ok(Ok(Reply::Lost) | Err(_)) => Err(TmuxError::Lost { argv: argv() }),
+            Err(_) => {
+                control.kill();
+                Err(TmuxError::Timeout { argv: argv(), ms: millis(self.timeout) })
+            }
+        })
+    }
+
+    /// The live control client, starting one if there is none and the
+    /// server holds a real session; `None` means "spawn instead".
+    async fn control(&self) -> Option<Arc<Control>> {
+        if let Some(control) = self.live_control() {
+            return Some(control);
+        }
+        let seen = self.failed_attempts.load(Ordering::SeqCst);
+        let _connecting = self.connecting.lock().await;
+        if let Some(control) = self.live_control() {
+            return Some(control);
+        }
+        if self.failed_attempts.load(Ordering::SeqCst) != seen {
+            return None;
+        }
+        match self.connect().await {
+            Some(control) => {
+                let control = Arc::new(control);
+                *self.slot() = Some(control.clone());
+                Some(control)
+            }
+            None => {
+                self.failed_attempts.fetch_add(1, Ordering::SeqCst);
+                None
+            }
+        }
+    }
+
+    /// Starts a control client if the server runs and holds a session other
+    /// than the hidden one (so that we never start or keep alive a server
+    /// nobody uses).
+    async fn connect(&self) -> Option<Control> {
+        let paused = |failed: &Option<Instant>| failed.is_some_and(|at| at.elapsed() < RESTART_PAUSE);
+        if paused(&lock(&self.start_failed)) {
+            return None;
+        }
+        let sessions = self.spawn(&["list-sessions", "-F", "#{session_name}"]).await.ok()?;
+        if !sessions.lines().any(|name| !is_control_session(name)) {
+            return None;
+        }
+        let started = Control::start(&self.bin, &self.socket, self.timeout).await;
+        *lock(&self.start_failed) = started.is_err().then(Instant::now);
+        started.ok()
+    }
+
+    /// The current control client if it is alive; a dead one is dropped.
+    fn live_control(&self) -> Option<Arc<Control>> {
+        let mut slot = self.slot();
+        match slot.as_ref() {
+            Some(control) if control.is_alive() => Some(control.clone()),
+            Some(_) => {
+                slot.take();
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn take_control(&self) -> Option<Arc<Control>> {
+        self.slot().take()
+    }
+
+    fn slot(&self) -> MutexGuard<'_, Option<Arc<Control>>> {
+        lock(&self.current)
+    }
+
+    async fn spawn_argv(&self, args: Vec<String>) -> Result<String, TmuxError> {
+        let mut argv = vec!["-L".to_string(), self.socket.clone()];
+        argv.extend(args);
+        let run = tokio::process::Command::new(&self.bin)
+            .arg("-u")
+            .args(&argv)
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = match tokio::time::timeout(self.timeout, run).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(source)) => return Err(TmuxError::Spawn { argv, source }),
+            Err(_) => return Err(TmuxError::Timeout { argv, ms: millis(self.timeout) }),
+        };
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            return Err(TmuxError::Command { argv, stderr });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The argument vector as reported in errors: `-L NAME ARGS…`.
+    fn argv(&self, args: &[&str]) -> Vec<String> {
+        ["-L", &self.socket].iter().chain(args).map(|s| s.to_string()).collect()
+    }
+}
+
+/// Locks a mutex whose value stays valid even if a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,117 @@
+//! The MCP tool layer: one file per tool family, their routers combined here.
+//!
+//! A tool never keeps state between calls: it resolves the session through
+//! tmux and the state home, acts, waits through the session's logger and
+//! composes the reply. Failures the model can act on come back as tool
+//! results flagged as errors, with what to do next; malformed arguments are
+//! refused by the schema before anything is done.
+
+mod output;
+mod read;
+mod run;
+mod session;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, tool_handler};
+
+use crate::calls::CallLog;
+use crate::session::Sessions;
+
+/// The server's instructions to the model (a fuller guide comes with the
+/// docent's issue; this stays well under the 2048 characters clients keep).
+const INSTRUCTIONS: &str = "\
+Terminal sessions in tmux panes that a person can watch and join. Open one \
+session at the start of a task (session_create) and keep using it: its shell \
+keeps cwd, environment and history, and every line of output is logged. \
+run types one command line and returns when it finishes, with its exit \
+status; long output is clipped to head and tail, and read fetches any line \
+range or region later, so there is no need for `| tail` or `| head`. Tell the \
+user the attach command from session_create so they can watch.";
+
+/// The MCP server: every tool, over shared state.
+#[derive(Clone)]
+pub struct Terminal {
+    inner: Arc<Inner>,
+    tool_router: ToolRouter<Terminal>,
+}
+
+/// What every call shares.
+pub struct Inner {
+    /// The sessions of this server.
+    pub sessions: Sessions,
+    /// The call log.
+    pub calls: CallLog,
+}
+
+impl Terminal {
+    /// A server over `sessions`.
+    pub fn new(sessions: Sessions) -> Terminal {
+        let calls = CallLog::new(sessions.cfg.calls_log());
+        Terminal {
+            inner: Arc::new(Inner { sessions, calls }),
+            tool_router: Self::session_router() + Self::run_router() + Self::read_router(),
+        }
+    }
+
+    fn sessions(&self) -> &Sessions {
+        &self.inner.sessions
+    }
+
+    /// Runs one tool body, records it in `calls.log`, and turns its outcome
+    /// into a tool result.
+    async fn call<F>(&self, tool: &str, session: Option<&str>, body: F) -> CallToolResult
+    where
+        F: Future<Output = Result<String, String>>,
+    {
+        let started = Instant::now();
+        let outcome = body.await;
+        self.inner.calls.record(tool, session, started.elapsed(), outcome.is_ok());
+        match outcome {
+            Ok(text) => CallToolResult::success(vec![ContentBlock::text(clean(&text))]),
+            Err(text) => CallToolResult::error(vec![ContentBlock::text(clean(&text))]),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Terminal {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("docent-terminal-mcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// Makes `text` safe to hand to a model: valid UTF-8 already (a `String`),
+/// and no control character but newline and tab. The cooker produces none;
+/// this is the last guard for text from elsewhere (tmux, errors, paths).
+pub fn clean(text: &str) -> String {
+    if !text.chars().any(is_unwanted) {
+        return text.to_string();
+    }
+    text.chars().map(|c| if is_unwanted(c) { '\u{fffd}' } else { c }).collect()
+}
+
+fn is_unwanted(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_lose_escapes_and_c1_but_keep_newlines_and_tabs() {
+        assert_eq!(clean("a\tb\nc"), "a\tb\nc");
+        assert_eq!(clean("a\u{1b}[0mb\u{9b}c\u{f}"), "a\u{fffd}[0mb\u{fffd}c\u{fffd}");
+    }
+
+    #[test]
+    fn instructions_fit_the_clients_budget() {
+        assert!(INSTRUCTIONS.len() < 2048);
+    }
+}

@@ -1,0 +1,192 @@
+//! `read`: lines of a session's log, by region or by line range, numbered.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{schemars, tool, tool_router};
+use serde::Deserialize;
+
+use super::Terminal;
+use super::output::{self, digits};
+use crate::protocol::Status;
+use crate::region::{LinePos, Region};
+use crate::session::LoggerClient;
+use crate::types::{LineNo, RegionId};
+
+/// The most lines one `read` returns.
+const MAX_READ: u64 = 400;
+/// Lines shown when neither a region nor a range is given.
+const DEFAULT_TAIL: u64 = 40;
+
+/// Arguments of `read`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {
+    /// The session's name, as session_create or session_list gave it.
+    pub session: String,
+    /// "cooked" (default): the log as readable numbered lines.
+    #[serde(default)]
+    pub view: Option<String>,
+    /// A region number (from run's reply or regions): read that command's output.
+    #[serde(default)]
+    pub region: Option<u64>,
+    /// First line to read (line numbers of the session log, from 1).
+    #[serde(default)]
+    pub from_line: Option<u64>,
+    /// Last line to read, inclusive. At most 400 lines come back per call.
+    #[serde(default)]
+    pub to_line: Option<u64>,
+}
+
+#[tool_router(router = read_router, vis = "pub(super)")]
+impl Terminal {
+    /// Reads the session log.
+    #[tool(
+        name = "read",
+        description = "Read a session's logged output as numbered lines, instead of re-running a command or piping it through head/tail. Give region=N for one command's output (run's reply names its region), or from_line/to_line for any range of the session log; with neither, the last 40 lines. At most 400 lines per call; the reply says how to continue.",
+        annotations(read_only_hint = true)
+    )]
+    pub async fn read(&self, Parameters(p): Parameters<ReadParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("read", Some(&name), self.read_body(p)).await
+    }
+}
+
+impl Terminal {
+    async fn read_body(&self, p: ReadParams) -> Result<String, String> {
+        match p.view.as_deref() {
+            None | Some("cooked") => {}
+            Some(v) => return Err(format!("view {v:?} is not available; use view=\"cooked\"")),
+        }
+        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
+        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let status = logger.status().await.map_err(|e| e.to_string())?;
+        let last_line = last_line(&status);
+        let (first, last, region) = match (p.region, p.from_line, p.to_line) {
+            (Some(id), None, None) => {
+                let r = logger.region(RegionId(id)).await.map_err(|e| e.to_string())?.ok_or_else(|| {
+                    format!("session {} has no region {id}; it has {} regions", p.session, status.mark.regions)
+                })?;
+                let (a, b) = region_lines(&r, &status);
+                (a, b, Some(r))
+            }
+            (Some(_), _, _) => return Err("give either region or from_line/to_line, not both".into()),
+            (None, from, to) => line_range(from, to, last_line)?,
+        };
+        let (last, more) =
+            if last.0 >= first.0 + MAX_READ { (LineNo(first.0 + MAX_READ - 1), true) } else { (last, false) };
+        let lines = fetch(&mut logger, &status, first, last, region.as_ref()).await.map_err(|e| e.to_string())?;
+        let mut out = match &region {
+            Some(r) => format!("region {} `{}` · lines {first}-{last}\n", r.id, r.command),
+            None => format!("lines {first}-{last} of {last_line}\n"),
+        };
+        if lines.is_empty() {
+            out.push_str("(no lines)\n");
+        }
+        out.push_str(&output::numbered(first, &lines, digits(last.0)));
+        if more {
+            out.push_str(&format!("… more: read session={} from_line={}\n", p.session, last.0 + 1));
+        }
+        Ok(out)
+    }
+}
+
+fn line_range(
+    from: Option<u64>,
+    to: Option<u64>,
+    last_line: LineNo,
+) -> Result<(LineNo, LineNo, Option<Region>), String> {
+    let to = to.map(LineNo).unwrap_or(last_line).min(last_line);
+    let from = match from {
+        Some(0) => return Err("from_line counts from 1".into()),
+        Some(f) => LineNo(f),
+        None => LineNo(to.0.saturating_sub(DEFAULT_TAIL - 1).max(1)),
+    };
+    if from > last_line && last_line.0 > 0 {
+        return Err(format!("the session log has {last_line} lines; from_line {from} is past its end"));
+    }
+    Ok((from, to, None))
+}
+
+/// The last line of the log that has text: the unfinished line if it has
+/// any, else the last committed one.
+pub(super) fn last_line(status: &Status) -> LineNo {
+    let cur = status.mark.line;
+    if status.current_text.is_empty() { LineNo(cur.0.saturating_sub(1)) } else { cur }
+}
+
+/// The first and last line holding a region's output (last < first: none).
+pub(super) fn region_lines(r: &Region, status: &Status) -> (LineNo, LineNo) {
+    let end = r.end.unwrap_or(LinePos { line: status.mark.line, bytes: status.current_text.len() as u32 });
+    let last = if end.bytes > 0 { end.line } else { LineNo(end.line.0.saturating_sub(1)) };
+    (r.start.line, last)
+}
+
+/// Lines `first..=last`, the unfinished line taken from `status`, and cut
+/// to the region's bounds when one is given.
+pub(super) async fn fetch(
+    logger: &mut LoggerClient,
+    status: &Status,
+    first: LineNo,
+    last: LineNo,
+    region: Option<&Region>,
+) -> Result<Vec<String>, crate::session::ClientError> {
+    if last < first {
+        return Ok(Vec::new());
+    }
+    let committed_end = status.mark.line; // exclusive
+    let upto = last.min(LineNo(committed_end.0.saturating_sub(1)));
+    let mut lines = if upto >= first { logger.read(first, upto.0 - first.0 + 1).await? } else { Vec::new() };
+    if last >= committed_end && first <= committed_end {
+        lines.push(status.current_text.clone());
+    }
+    if let Some(r) = region {
+        let end = r.end.unwrap_or(LinePos { line: status.mark.line, bytes: status.current_text.len() as u32 });
+        cut_region(&mut lines, first, r.start, end);
+    }
+    Ok(lines)
+}
+
+/// Cuts the first and last line of a region's text at its byte bounds.
+fn cut_region(lines: &mut [String], first: LineNo, start: LinePos, end: LinePos) {
+    let last = LineNo(first.0 + lines.len() as u64).0.saturating_sub(1);
+    if end.line.0 == last
+        && end.bytes > 0
+        && let Some(l) = lines.last_mut()
+    {
+        *l = prefix(l, end.bytes as usize).to_string();
+    }
+    if start.line == first
+        && start.bytes > 0
+        && let Some(l) = lines.first_mut()
+    {
+        *l = l.get(start.bytes as usize..).unwrap_or("").to_string();
+    }
+}
+
+fn prefix(s: &str, mut n: usize) -> &str {
+    n = n.min(s.len());
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    &s[..n]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_bounds_cut_the_prompt_off_a_partial_last_line() {
+        let mut lines = vec!["out".to_string(), "foo$ ls".to_string()];
+        cut_region(&mut lines, LineNo(5), LinePos { line: LineNo(5), bytes: 0 }, LinePos { line: LineNo(6), bytes: 3 });
+        assert_eq!(lines, ["out", "foo"]);
+    }
+
+    #[test]
+    fn ranges_default_to_the_tail_and_refuse_line_zero() {
+        let (a, b, _) = line_range(None, None, LineNo(100)).expect("range");
+        assert_eq!((a, b), (LineNo(61), LineNo(100)));
+        assert!(line_range(Some(0), None, LineNo(100)).is_err());
+        assert!(line_range(Some(200), None, LineNo(100)).is_err());
+    }
+}

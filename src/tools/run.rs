@@ -1,0 +1,287 @@
+//! `run` and `wait`: type a command line, and wait for it to finish.
+
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{schemars, tool, tool_router};
+use serde::Deserialize;
+
+use super::Terminal;
+use super::output::{self, Plan};
+use super::read::{fetch, region_lines};
+use crate::protocol::{Status, WaitReason, WaitSpec};
+use crate::region::Region;
+use crate::session::{LoggerClient, Session};
+use crate::types::{LineNo, RegionId};
+
+/// The default wait, well under the 60 s some clients allow one call.
+const DEFAULT_TIMEOUT_S: f64 = 30.0;
+/// How long a shell may take from a command's end to its next prompt.
+const PROMPT_GRACE_MS: u64 = 2_000;
+/// The longest wait one call may ask for.
+const MAX_TIMEOUT_S: f64 = 600.0;
+
+/// Arguments of `run`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunParams {
+    /// The session's name, as session_create or session_list gave it.
+    pub session: String,
+    /// The command line to type and run, e.g. "make -j4". Several lines run one after another, each waited for.
+    pub command: String,
+    /// Seconds to wait for the command to finish (default 30, at most 600). At the timeout the command keeps running: the reply says so and wait picks it up.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// Arguments of `wait`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitParams {
+    /// The session's name.
+    pub session: String,
+    /// Seconds to wait (default 30, at most 600).
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+#[tool_router(router = run_router, vis = "pub(super)")]
+impl Terminal {
+    /// Types a command line and waits for it.
+    #[tool(
+        name = "run",
+        description = "Type a command line into a session's shell and wait until it finishes. Use this instead of one-shot shell calls: the session keeps cwd, environment and history, and a person can watch. The reply gives the exit status (and every pipeline stage's), the duration and the output; long output is clipped to its first and last lines with the line numbers to read the rest with read, so `| tail`/`| head` are unnecessary. If the command is still running at the timeout, it keeps running and the reply says so: call wait to keep waiting."
+    )]
+    pub async fn run(&self, Parameters(p): Parameters<RunParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("run", Some(&name), self.run_body(p)).await
+    }
+
+    /// Keeps waiting for a running command.
+    #[tool(
+        name = "wait",
+        description = "Keep waiting for the command running in a session (after run timed out, say). Returns when it finishes, with its exit status and output, or at the timeout with the output so far; the command is never interrupted."
+    )]
+    pub async fn wait(&self, Parameters(p): Parameters<WaitParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("wait", Some(&name), self.wait_body(p)).await
+    }
+}
+
+impl Terminal {
+    async fn run_body(&self, p: RunParams) -> Result<String, String> {
+        let timeout = timeout_ms(p.timeout)?;
+        let lines = command_lines(&p.command)?;
+        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
+        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let mut out = String::new();
+        let deadline = Instant::now() + Duration::from_millis(timeout);
+        for (i, line) in lines.iter().enumerate() {
+            let status = ready_status(&s, &mut logger).await?;
+            refuse_if_busy(&s, &status)?;
+            let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+            let (text, finished) = self.run_line(&s, &mut logger, &status, line, left.max(1)).await?;
+            if lines.len() > 1 {
+                let _ = writeln!(out, "$ {line}");
+            }
+            out.push_str(&text);
+            if !finished && i + 1 < lines.len() {
+                let _ = writeln!(out, "(the remaining {} lines were not typed)", lines.len() - i - 1);
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn run_line(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        before: &Status,
+        line: &str,
+        timeout: u64,
+    ) -> Result<(String, bool), String> {
+        let tmux = &self.sessions().tmux;
+        let pane = s.pane.pane_id.as_str();
+        tmux.send_text(pane, line).await.map_err(|e| e.to_string())?;
+        tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
+        let spec = WaitSpec { after: before.mark, command_done: true, timeout_ms: timeout, ..WaitSpec::default() };
+        let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let region = match status.mark.regions > before.mark.regions {
+            true => logger.region(RegionId(before.mark.regions + 1)).await.map_err(|e| e.to_string())?,
+            false => None,
+        };
+        let finished = !matches!(reason, WaitReason::Timeout | WaitReason::Eof);
+        let text = describe(s, logger, &status, &reason, region.as_ref(), before.mark.line).await?;
+        Ok((text, finished))
+    }
+
+    async fn wait_body(&self, p: WaitParams) -> Result<String, String> {
+        let timeout = timeout_ms(p.timeout)?;
+        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
+        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let status = logger.status().await.map_err(|e| e.to_string())?;
+        let Some(&open) = status.shell.open.first() else {
+            return Ok(format!("nothing is running in {}; it is at its prompt", s.name));
+        };
+        // Wait as if the command had just been typed: its region is the
+        // first one after a mark taken just before it opened.
+        let mut after = status.mark;
+        after.regions = open.0 - 1;
+        let spec = WaitSpec { after, command_done: true, timeout_ms: timeout, ..WaitSpec::default() };
+        let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let region = logger.region(open).await.map_err(|e| e.to_string())?;
+        describe(&s, &mut logger, &status, &reason, region.as_ref(), status.mark.line).await
+    }
+}
+
+/// The logger's status once the shell shows its prompt: a command that has
+/// just finished leaves a moment between its end and the next prompt, and a
+/// mark taken in it would take that prompt for the end of the next command.
+async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, String> {
+    let status = logger.status().await.map_err(|e| e.to_string())?;
+    let between =
+        s.meta.integrated && status.shell.integrated && !status.shell.at_prompt && status.shell.open.is_empty();
+    if !between || status.eof {
+        return Ok(status);
+    }
+    let spec = WaitSpec { after: status.mark, command_done: true, timeout_ms: PROMPT_GRACE_MS, ..WaitSpec::default() };
+    Ok(logger.wait(spec).await.map_err(|e| e.to_string())?.1)
+}
+
+/// The reply for a finished (or timed-out) command.
+async fn describe(
+    s: &Session,
+    logger: &mut LoggerClient,
+    status: &Status,
+    reason: &WaitReason,
+    region: Option<&Region>,
+    typed_on: LineNo,
+) -> Result<String, String> {
+    let mut out = headline(s, reason, region);
+    let (first, last) = match region {
+        Some(r) => region_lines(r, status),
+        None => (typed_on.next(), super::read::last_line(status)),
+    };
+    let hint = |a: u64, b: u64| match region {
+        Some(r) => format!("read session={} region={} (or from_line={a} to_line={b})", s.name, r.id),
+        None => format!("read session={} from_line={a} to_line={b}", s.name),
+    };
+    match output::plan(first, last) {
+        Plan::Empty => out.push_str("(no output)\n"),
+        Plan::Whole(a, b) => {
+            let lines = fetch(logger, status, a, b, region).await.map_err(|e| e.to_string())?;
+            out.push_str(&output::plain(&lines));
+        }
+        Plan::Clipped { head, tail } => {
+            let h = fetch(logger, status, head.0, head.1, region).await.map_err(|e| e.to_string())?;
+            let t = fetch(logger, status, tail.0, tail.1, region).await.map_err(|e| e.to_string())?;
+            let _ =
+                writeln!(out, "{} lines of output (lines {first}-{last}); first and last shown:", last.0 - first.0 + 1);
+            out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));
+        }
+    }
+    if matches!(reason, WaitReason::Timeout) {
+        let _ = writeln!(out, "It keeps running: call wait session={} to keep waiting.", s.name);
+    }
+    Ok(out)
+}
+
+fn headline(s: &Session, reason: &WaitReason, region: Option<&Region>) -> String {
+    let id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
+    match (reason, region) {
+        (WaitReason::RegionEnded(_), Some(r)) => {
+            let exit = r.exit.map_or("finished (exit status unknown)".to_string(), |e| format!("exit {e}"));
+            let pipe = if r.pipestatus.len() > 1 {
+                format!(" (pipeline: {})", r.pipestatus.iter().map(i32::to_string).collect::<Vec<_>>().join(" "))
+            } else {
+                String::new()
+            };
+            let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
+            format!("{exit}{pipe} · {}{id}\n", duration(ms))
+        }
+        (WaitReason::Prompt, Some(_)) => {
+            format!("waiting at a new prompt (a shell or program inside is ready for input){id}\n")
+        }
+        (WaitReason::Prompt, None) => {
+            "back at the prompt; nothing ran (an empty line, a comment, or a syntax error)\n".to_string()
+        }
+        (WaitReason::Eof, _) => format!("the session {} ended (its pane closed){id}\n", s.name),
+        (WaitReason::Timeout, _) => format!("still running{id}; output so far:\n"),
+        _ => format!("done{id}\n"),
+    }
+}
+
+fn duration(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
+fn timeout_ms(t: Option<f64>) -> Result<u64, String> {
+    let t = t.unwrap_or(DEFAULT_TIMEOUT_S);
+    if !t.is_finite() || t <= 0.0 || t > MAX_TIMEOUT_S {
+        return Err(format!("timeout must be between 0 and {MAX_TIMEOUT_S} seconds; got {t}"));
+    }
+    Ok((t * 1000.0) as u64)
+}
+
+/// Splits `command` into the lines to type, refusing what cannot be typed
+/// as a command line.
+fn command_lines(command: &str) -> Result<Vec<String>, String> {
+    let lines: Vec<String> =
+        command.trim_end_matches(['\n', '\r']).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect();
+    if lines.iter().all(|l| l.trim().is_empty()) {
+        return Err("command is empty; give the line to type, e.g. \"ls -l\"".into());
+    }
+    if lines.iter().any(|l| l.chars().any(|c| c.is_control() && c != '\t')) {
+        return Err("command holds control characters; type plain text here (keys such as ctrl+c are not part of a command line)".into());
+    }
+    Ok(lines)
+}
+
+fn refuse_if_busy(s: &Session, status: &Status) -> Result<(), String> {
+    if status.eof {
+        return Err(format!("the session {} has ended; session_create makes a new one", s.name));
+    }
+    if s.meta.integrated && status.shell.integrated && !status.shell.at_prompt && !status.shell.open.is_empty() {
+        let what = status.last_region.as_ref().map(|r| format!(" (`{}`)", r.command)).unwrap_or_default();
+        return Err(format!(
+            "a command is still running in {}{what}; wait for it with wait session={}, or read the session to see what it does",
+            s.name, s.name
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_refuse_empty_and_control_input() {
+        assert!(command_lines("").is_err());
+        assert!(command_lines("  \n ").is_err());
+        assert!(command_lines("echo \u{1b}[31m").is_err());
+        assert_eq!(command_lines("a\nb\n").expect("lines"), ["a", "b"]);
+    }
+
+    #[test]
+    fn timeouts_are_bounded() {
+        assert_eq!(timeout_ms(None), Ok(30_000));
+        assert!(timeout_ms(Some(0.0)).is_err());
+        assert!(timeout_ms(Some(f64::NAN)).is_err());
+        assert!(timeout_ms(Some(601.0)).is_err());
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(12), "12 ms");
+        assert_eq!(duration(1500), "1.5 s");
+        assert_eq!(duration(125_000), "2m05s");
+    }
+}

@@ -1,0 +1,133 @@
+//! `session_create`, `session_list` and `session_close`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{schemars, tool, tool_router};
+use serde::Deserialize;
+
+use super::Terminal;
+use crate::session::CreateOptions;
+
+/// Arguments of `session_create`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateParams {
+    /// A name for the session (letters, digits, '_', '-'); by default the first free of t1, t2, …
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the pane runs: omit (or "bash") for a bash with shell integration, which gives exact exit statuses; anything else is run with sh -c.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Width in columns (default 120).
+    #[serde(default)]
+    pub cols: Option<u16>,
+    /// Height in rows (default 40).
+    #[serde(default)]
+    pub rows: Option<u16>,
+    /// Working directory to start in.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Extra environment variables for the session.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// Arguments of tools that take only a session.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionParams {
+    /// The session's name.
+    pub session: String,
+}
+
+/// Arguments of `session_list` (none).
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {}
+
+#[tool_router(router = session_router, vis = "pub(super)")]
+impl Terminal {
+    /// Makes a session.
+    #[tool(
+        name = "session_create",
+        description = "Start a terminal session: a tmux pane running bash with shell integration (or any command), logged line by line. Open one at the start of a task and keep using it with run, instead of one-shot shell calls. The reply has the command a person runs to watch or join it: pass it on to the user."
+    )]
+    pub async fn session_create(&self, Parameters(p): Parameters<CreateParams>) -> CallToolResult {
+        let name = p.name.clone();
+        self.call("session_create", name.as_deref(), self.create_body(p)).await
+    }
+
+    /// Lists sessions.
+    #[tool(
+        name = "session_list",
+        description = "List the open sessions: name, what runs in each, its working directory, the last command's exit status, and the command to attach to it.",
+        annotations(read_only_hint = true)
+    )]
+    pub async fn session_list(&self, Parameters(_): Parameters<ListParams>) -> CallToolResult {
+        self.call("session_list", None, self.list_body()).await
+    }
+
+    /// Closes a session.
+    #[tool(
+        name = "session_close",
+        description = "Close a session: its pane and everything running in it end. Its logs stay on disk."
+    )]
+    pub async fn session_close(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("session_close", Some(&name), self.close_body(p)).await
+    }
+}
+
+impl Terminal {
+    async fn create_body(&self, p: CreateParams) -> Result<String, String> {
+        let opts = CreateOptions {
+            name: p.name,
+            command: p.command,
+            cols: p.cols,
+            rows: p.rows,
+            cwd: p.cwd,
+            env: p.env.unwrap_or_default(),
+        };
+        let (s, status) = self.sessions().create(opts).await.map_err(|e| e.to_string())?;
+        let mut out = format!("session {} ready", s.name);
+        if s.meta.integrated {
+            let at = if status.shell.at_prompt { "at its prompt" } else { "starting (no prompt yet)" };
+            let _ = write!(out, ": bash with shell integration, {at}");
+        } else {
+            let _ = write!(out, ": {}", s.meta.command.last().map(String::as_str).unwrap_or(""));
+        }
+        let _ = writeln!(out, "\nwatch or join: {}", self.sessions().attach_command(&s.name));
+        let _ = writeln!(out, "log: {}", s.dir.display());
+        Ok(out)
+    }
+
+    async fn list_body(&self) -> Result<String, String> {
+        let panes = self.sessions().panes().await.map_err(|e| e.to_string())?;
+        if panes.is_empty() {
+            return Ok("no sessions are open; session_create makes one".into());
+        }
+        let mut out = String::new();
+        for pane in panes {
+            let name = &pane.session_name;
+            let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
+            if let Ok(s) = self.sessions().resolve(name).await
+                && let Ok(mut logger) = s.logger().await
+                && let Ok(status) = logger.status().await
+                && let Some(r) = status.last_region
+            {
+                let exit = r.exit.map_or_else(|| "running".to_string(), |e| format!("exit {e}"));
+                let _ = write!(out, " · last: `{}` {exit}", r.command);
+            }
+            let _ = writeln!(out, "\n  attach: {}", self.sessions().attach_command(name));
+        }
+        Ok(out)
+    }
+
+    async fn close_body(&self, p: SessionParams) -> Result<String, String> {
+        let dir = self.sessions().close(&p.session).await.map_err(|e| e.to_string())?;
+        Ok(format!("session {} closed; its log stays in {}", p.session, dir.display()))
+    }
+}

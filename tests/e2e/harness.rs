@@ -1,0 +1,138 @@
+//! The vocabulary of the end-to-end tests: a private tmux socket and state
+//! home per test, a real server binary driven by a real MCP client, and
+//! teardown that kills only what the test started.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use dtmcp::mcp_client::{McpChild, Reply};
+use serde_json::{Value, json};
+
+/// The server binary under test.
+pub const SERVER: &str = env!("CARGO_BIN_EXE_docent-terminal-mcp");
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// One test's world: state home, runtime dir and tmux socket of its own.
+pub struct World {
+    /// The temporary directory holding the state home and runtime dir.
+    pub tmp: tempfile::TempDir,
+    /// The tmux socket name (`-L`).
+    pub socket: String,
+}
+
+impl World {
+    /// A fresh world.
+    pub fn new() -> World {
+        let tmp = tempfile::Builder::new().prefix("dtmcp-e2e-").tempdir().expect("tempdir");
+        std::fs::create_dir_all(tmp.path().join("run")).expect("runtime dir");
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let socket = format!("dtmcp-e2e-{}-{n}", std::process::id());
+        World { tmp, socket }
+    }
+
+    /// The state home.
+    pub fn home(&self) -> PathBuf {
+        self.tmp.path().join("state")
+    }
+
+    /// A session's directory.
+    pub fn session_dir(&self, name: &str) -> PathBuf {
+        self.home().join("sessions").join(name)
+    }
+
+    /// The environment a server of this world runs with.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("DOCENT_TERMINAL_MCP_HOME".into(), self.home().display().to_string()),
+            ("DOCENT_TERMINAL_MCP_SOCKET".into(), self.socket.clone()),
+            ("XDG_RUNTIME_DIR".into(), self.tmp.path().join("run").display().to_string()),
+        ]
+    }
+
+    /// Starts a server of this world and connects to it.
+    pub async fn server(&self) -> Server {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let child = McpChild::start(Path::new(SERVER), &[], &env).await.expect("start server");
+        Server { child: Some(child) }
+    }
+
+    /// Runs tmux on this world's socket.
+    pub fn tmux(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux")
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // Only this test's tmux server, by its own socket.
+        let _ = std::process::Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+    }
+}
+
+/// A running server and its MCP client.
+pub struct Server {
+    child: Option<McpChild>,
+}
+
+impl Server {
+    fn child(&self) -> &McpChild {
+        self.child.as_ref().expect("server is running")
+    }
+
+    /// Calls a tool and returns its reply.
+    pub async fn call(&self, tool: &str, args: Value) -> Reply {
+        self.child().call(tool, args).await.unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e:#}"))
+    }
+
+    /// Calls a tool that must succeed, and returns its text.
+    pub async fn ok(&self, tool: &str, args: Value) -> String {
+        let r = self.call(tool, args).await;
+        assert!(!r.is_error, "{tool} returned an error: {}", r.text);
+        r.text
+    }
+
+    /// Calls a tool that must fail, and returns its message.
+    pub async fn err(&self, tool: &str, args: Value) -> String {
+        let r = self.call(tool, args).await;
+        assert!(r.is_error, "{tool} should have failed but said: {}", r.text);
+        r.text
+    }
+
+    /// Makes a session named `name` and returns the reply.
+    pub async fn create(&self, name: &str) -> String {
+        self.ok("session_create", json!({ "name": name })).await
+    }
+
+    /// Runs `command` in `session` and returns the reply.
+    pub async fn run(&self, session: &str, command: &str) -> String {
+        self.ok("run", json!({ "session": session, "command": command })).await
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child().pid().expect("pid")
+    }
+
+    /// Kills the server with SIGKILL.
+    pub async fn kill(mut self) {
+        if let Some(c) = self.child.take() {
+            c.kill().await.expect("kill server");
+        }
+    }
+
+    /// Direct access to the client.
+    pub fn client(&self) -> &McpChild {
+        self.child()
+    }
+}
+
+/// Asserts that `haystack` contains `needle`, printing both when not.
+#[macro_export]
+macro_rules! assert_has {
+    ($haystack:expr, $needle:expr) => {{
+        let (h, n) = (&$haystack, &$needle);
+        assert!(h.contains(n as &str), "expected to find {:?} in:\n{}", n, h);
+    }};
+}

@@ -1,0 +1,6 @@
+//! End-to-end tests: the real server binary, driven by a real MCP client,
+//! with real tmux and bash on private sockets.
+
+mod harness;
+mod run;
+mod sessions;

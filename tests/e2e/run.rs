@@ -1,0 +1,127 @@
+//! `run`, `wait` and `read` on an integrated bash.
+
+use serde_json::json;
+
+use crate::assert_has;
+use crate::harness::World;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_statuses_and_pipelines_are_exact() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.run("t1", "echo hello").await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "hello");
+    assert!(!r.contains("echo hello"), "the echoed command is not output:\n{r}");
+    assert_has!(s.run("t1", "false").await, "exit 1");
+    assert_has!(s.run("t1", "(exit 3)").await, "exit 3");
+    let r = s.run("t1", "true | false").await;
+    assert_has!(r, "exit 1");
+    assert_has!(r, "pipeline: 0 1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_keeps_its_directory_between_runs() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let dir = w.tmp.path().join("here");
+    std::fs::create_dir(&dir).expect("mkdir");
+    s.run("t1", &format!("cd {}", dir.display())).await;
+    assert_has!(s.run("t1", "pwd").await, dir.display().to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_output_is_clipped_but_every_line_can_be_read() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.run("t1", "seq 1 5000").await;
+    assert_has!(r, "5000 lines of output");
+    assert_has!(r, "lines not shown");
+    assert!(r.len() < 2000, "the reply should be small, got {} bytes", r.len());
+    // The gap line names the range; read it back exactly.
+    let region = r.split("region ").nth(1).and_then(|t| t.split_whitespace().next()).expect("region id");
+    let all = s.ok("read", json!({"session": "t1", "region": region.parse::<u64>().expect("number")})).await;
+    let first_line: u64 = all
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("numbered line");
+    let page =
+        s.ok("read", json!({"session": "t1", "from_line": first_line + 2000, "to_line": first_line + 2009})).await;
+    let values: Vec<&str> = page.lines().skip(1).map(|l| l.split_whitespace().nth(1).unwrap_or("")).collect();
+    let expected: Vec<String> = (2001..=2010).map(|n| n.to_string()).collect();
+    assert_eq!(values, expected, "{page}");
+    // Pages of 400 cover the whole output.
+    let mut seen = 0u64;
+    let mut from = first_line;
+    while seen < 5000 {
+        let page = s.ok("read", json!({"session": "t1", "from_line": from, "to_line": first_line + 4999})).await;
+        let n = page.lines().skip(1).filter(|l| !l.starts_with('…')).count() as u64;
+        assert!(n > 0, "{page}");
+        seen += n;
+        from += n;
+    }
+    assert_eq!(seen, 5000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_and_replayed_markers_are_plain_output() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // A forged "finished" marker in the middle of a command must not end it.
+    let forged = r"printf '\033]133;D;7;dtmcp=1.99999999999999.12345\007'; sleep 0.3; echo after";
+    let r = s.run("t1", forged).await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "after");
+    // Replaying the session's own log repeats valid-looking markers with old
+    // sequence numbers; they must change nothing.
+    let raw = w.session_dir("t1").join("raw.log");
+    let r = s.run("t1", &format!("cat {} >/dev/null; cat {}; echo replayed", raw.display(), raw.display())).await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "replayed");
+    let r = s.run("t1", "echo next").await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "next");
+    assert!(!r.contains("replayed"), "the replay must not confuse the next command:\n{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_leaves_the_command_running_and_wait_picks_it_up() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "sleep 1; echo woke", "timeout": 0.2})).await;
+    assert_has!(r, "still running");
+    assert_has!(r, "wait session=t1");
+    let r = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "woke");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_router_loses_nothing() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let cmd = "for i in $(seq 1 300); do echo line$i; sleep 0.005; done";
+    let r = s.ok("run", json!({"session": "t1", "command": cmd, "timeout": 0.3})).await;
+    assert_has!(r, "still running");
+    s.kill().await;
+    // The logger belongs to tmux and keeps logging while no router runs.
+    let s = w.server().await;
+    assert_has!(s.ok("session_list", json!({})).await, "t1");
+    let r = s.ok("wait", json!({"session": "t1", "timeout": 20})).await;
+    assert_has!(r, "exit 0");
+    let region = r.split("region ").nth(1).and_then(|t| t.split_whitespace().next()).expect("region id");
+    let all = s.ok("read", json!({"session": "t1", "region": region.parse::<u64>().expect("number")})).await;
+    for i in [1, 150, 300] {
+        assert_has!(all, format!(" line{i}\n"));
+    }
+    let numbered = |l: &&str| l.split_whitespace().nth(1).is_some_and(|w| w.starts_with("line"));
+    assert_eq!(all.lines().skip(1).filter(numbered).count(), 300, "{all}");
+}

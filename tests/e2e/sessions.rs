@@ -1,0 +1,113 @@
+//! Making, listing and closing sessions; bad input; the server lock and the
+//! call log.
+
+use serde_json::json;
+
+use crate::assert_has;
+use crate::harness::{SERVER, World};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_named_listed_attached_and_closed() {
+    let w = World::new();
+    let s = w.server().await;
+    let r = s.ok("session_create", json!({})).await;
+    assert_has!(r, "session t1 ready");
+    assert_has!(r, format!("tmux -L {} attach -t t1", w.socket));
+    assert_has!(s.ok("session_create", json!({})).await, "session t2 ready");
+    let list = s.ok("session_list", json!({})).await;
+    assert_has!(list, "t1: bash");
+    assert_has!(list, "t2: bash");
+    s.run("t1", "(exit 4)").await;
+    assert_has!(s.ok("session_list", json!({})).await, "exit 4");
+    assert_has!(s.ok("session_close", json!({"session": "t2"})).await, "closed");
+    let list = s.ok("session_list", json!({})).await;
+    assert!(!list.contains("t2:"), "{list}");
+    // The log of a closed session stays.
+    assert!(w.session_dir("t2").join("raw.log").exists());
+    assert!(!w.session_dir("t2").join("logger.sock").exists(), "the logger finished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_clearly_and_the_server_keeps_answering() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    assert_has!(s.err("run", json!({"session": "nope", "command": "ls"})).await, "no session named \"nope\"");
+    for bad in ["a/b", "..", "a\u{1b}b", "a:1", "=t1", "%1", "t1.0", ""] {
+        assert_has!(s.err("session_create", json!({"name": bad})).await, "use letters, digits");
+        assert_has!(s.err("run", json!({"session": bad, "command": "ls"})).await, "use letters, digits");
+    }
+    assert_has!(s.err("run", json!({"session": "t1", "command": "  "})).await, "command is empty");
+    assert_has!(s.err("session_create", json!({"name": "t1"})).await, "already open");
+    assert_has!(s.err("read", json!({"session": "t1", "view": "bogus"})).await, "not available");
+    // A call the schema refuses is refused whole, and nothing is done.
+    for args in [json!({"session": "t1", "command": "ls", "bogus": 1}), json!({"session": "t1"})] {
+        let r = s.client().call("run", args).await;
+        eprintln!("{r:?}");
+        assert!(r.is_err() || r.is_ok_and(|r| r.is_error));
+    }
+    // The server still answers normally, and no stray session was made.
+    assert_has!(s.run("t1", "echo still-here").await, "still-here");
+    let list = s.ok("session_list", json!({})).await;
+    assert_eq!(list.matches("attach:").count(), 1, "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_the_same_home_is_refused_by_name() {
+    let w = World::new();
+    let s = w.server().await;
+    let out = std::process::Command::new(SERVER)
+        .envs(w.env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("second server");
+    assert!(!out.status.success());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert_has!(msg, format!("pid {}", s.pid()));
+    assert_has!(msg, "on host");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_are_logged_without_their_input_or_output() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    s.run("t1", "echo secret-value").await;
+    s.err("run", json!({"session": "nope", "command": "ls"})).await;
+    let log = std::fs::read_to_string(w.home().join("calls.log")).expect("calls.log");
+    let lines: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(lines.len(), 3, "{log}");
+    assert_eq!(lines[1]["tool"], "run");
+    assert_eq!(lines[1]["session"], "t1");
+    assert_eq!(lines[1]["ok"], true);
+    assert_eq!(lines[2]["ok"], false);
+    assert!(lines[1]["ms"].as_f64().is_some());
+    assert!(!log.contains("secret-value"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_command_can_be_a_session_and_no_output_is_lost_at_start() {
+    let w = World::new();
+    let s = w.server().await;
+    // The program prints at once; the pane holds it until the logger is
+    // attached, so its first line is in the log.
+    let r = s.ok("session_create", json!({"name": "p", "command": "echo first-line-$((6*7)); exec cat"})).await;
+    assert_has!(r, "session p ready");
+    let text = std::fs::read_to_string(w.session_dir("p").join("session.txt")).expect("session.txt");
+    assert_has!(text, "first-line-42");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_are_exact_so_similar_names_never_collide() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t10").await;
+    s.create("t1").await;
+    assert_has!(s.run("t1", "echo in-t1").await, "in-t1");
+    s.ok("session_close", json!({"session": "t1"})).await;
+    // tmux would take "t1" as a prefix of "t10" without the exact form.
+    let ls = String::from_utf8_lossy(&w.tmux(&["ls", "-F", "#{session_name}"]).stdout).to_string();
+    assert!(ls.lines().any(|l| l == "t10"), "{ls}");
+    assert!(!ls.lines().any(|l| l == "t1"), "{ls}");
+    assert_has!(s.run("t10", "echo in-t10").await, "in-t10");
+}
