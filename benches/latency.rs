@@ -47,11 +47,14 @@ async fn floor(tmp: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
     let fifo = tmp.join("pipe");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
     let tmux = Arc::new(Tmux::new(&socket));
-    let mut args =
-        vec!["new-session", "-d", "-s", "floor", "-x", "120", "-y", "40", "-e", "__DTMCP_NONCE=11.22.33.44", "--"];
-    let argv = dtmcp::shell::bash_argv(&shell);
-    args.extend(argv.iter().map(String::as_str));
-    tmux.spawn(&args).await?;
+    // Started by hand so that the tmux server, and the shell, get the clean HOME.
+    let started = std::process::Command::new("tmux")
+        .args(["-L", &socket, "new-session", "-d", "-s", "floor", "-x", "120", "-y", "40"])
+        .args(["-e", "__DTMCP_NONCE=11.22.33.44", "--"])
+        .args(dtmcp::shell::bash_argv(&shell))
+        .env("HOME", clean_home(tmp)?)
+        .status()?;
+    anyhow::ensure!(started.success(), "tmux new-session failed");
     let pipe_cmd = format!("cat > {}", fifo.display());
     tmux.run(&["pipe-pane", "-O", "-t", "=floor:", &pipe_cmd]).await?;
     let fifo_path = fifo.clone();
@@ -59,7 +62,8 @@ async fn floor(tmp: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
         let mut pipe = std::fs::File::open(&fifo_path)?;
         let rt = tokio::runtime::Handle::current();
         let mut out = Vec::with_capacity(samples);
-        wait_marker(&mut pipe)?; // the first prompt's
+        // Let the first prompt come up; the warm-up rounds absorb the rest.
+        std::thread::sleep(Duration::from_millis(300));
         for i in 0..samples + 20 {
             let t = Instant::now();
             rt.block_on(tmux.run(&["send-keys", "-t", "=floor:", "-l", "true"]))?;
@@ -72,8 +76,16 @@ async fn floor(tmp: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
         Ok(out)
     })
     .await?;
-    let _ = std::process::Command::new("tmux").args(["-L", &socket, "kill-server"]).output();
+    dtmcp::tmux::kill_server_now(&socket);
     result
+}
+
+/// An empty home directory for the shells of both measurements, so that
+/// the machine's own prompt hooks (pyenv, git prompts) weigh on neither.
+fn clean_home(tmp: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let home = tmp.join("home");
+    std::fs::create_dir_all(&home)?;
+    Ok(home)
 }
 
 /// Reads until a "finished" marker (`ESC ] 133 ; D`) has gone by.
@@ -98,7 +110,12 @@ async fn end_to_end(tmp: &Path, samples: usize) -> anyhow::Result<Vec<Duration>>
     let socket = format!("dtmcp-bench-e2e-{}", std::process::id());
     let home = tmp.join("e2e").display().to_string();
     let exe = Path::new(env!("CARGO_BIN_EXE_docent-terminal-mcp"));
-    let env = [("DOCENT_TERMINAL_MCP_HOME", home.as_str()), ("DOCENT_TERMINAL_MCP_SOCKET", socket.as_str())];
+    let user_home = clean_home(tmp)?.display().to_string();
+    let env = [
+        ("DOCENT_TERMINAL_MCP_HOME", home.as_str()),
+        ("DOCENT_TERMINAL_MCP_SOCKET", socket.as_str()),
+        ("HOME", user_home.as_str()),
+    ];
     let server = McpChild::start(exe, &[], &env).await?;
     let result = async {
         let created = server.call("session_create", json!({"name": "b"})).await?;
@@ -116,6 +133,6 @@ async fn end_to_end(tmp: &Path, samples: usize) -> anyhow::Result<Vec<Duration>>
     }
     .await;
     server.stop().await?;
-    let _ = std::process::Command::new("tmux").args(["-L", &socket, "kill-server"]).output();
+    dtmcp::tmux::kill_server_now(&socket);
     result
 }

@@ -64,7 +64,7 @@ pub async fn run(pause_ms: u64) -> anyhow::Result<()> {
     let home = tmp.join("state");
     let result = narrate(&home, &socket, pause_ms).await;
     // Only the demo's own tmux server, by its private socket.
-    let _ = std::process::Command::new("tmux").args(["-L", &socket, "kill-server"]).output();
+    crate::tmux::kill_server_now(&socket);
     let _ = std::fs::remove_dir_all(&tmp);
     result
 }

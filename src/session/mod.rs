@@ -323,6 +323,11 @@ impl Sessions {
         while s.dir.join(files::SOCKET).exists() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        // Our hidden control session would keep an otherwise empty tmux
+        // server alive; let it go with the last session.
+        if self.tmux.list_panes().await.is_ok_and(|p| p.is_empty()) {
+            self.tmux.shutdown_control().await;
+        }
         Ok(s.dir)
     }
 }

@@ -64,6 +64,21 @@ use std::time::{Duration, Instant};
 
 use control::{Control, Reply};
 
+/// Where tmux keeps the socket of `-L name`: `$TMUX_TMPDIR/tmux-UID/name`.
+pub fn socket_path(name: &str) -> PathBuf {
+    let uid = nix::unistd::getuid();
+    let dir = std::env::var_os("TMUX_TMPDIR").filter(|d| !d.is_empty()).unwrap_or_else(|| "/tmp".into());
+    Path::new(&dir).join(format!("tmux-{uid}")).join(name)
+}
+
+/// Kills the tmux server on socket `name`, and only it, and removes the
+/// socket file tmux 3.3a leaves behind. For teardown of private servers
+/// (tests, the demo, benchmarks); blocking.
+pub fn kill_server_now(name: &str) {
+    let _ = std::process::Command::new("tmux").args(["-L", name, "kill-server"]).env_remove("TMUX").output();
+    let _ = std::fs::remove_file(socket_path(name));
+}
+
 pub use format::{FormatError, PANE_FORMAT, PaneInfo, SEP, parse_panes};
 pub use quote::quote_arg;
 pub use target::{BadPaneId, CONTROL_SESSION, PaneId, is_control_session, session_target, window_target};

@@ -67,7 +67,7 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         // Only this test's tmux server, by its own socket.
-        let _ = std::process::Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        dtmcp::tmux::kill_server_now(&self.socket);
     }
 }
 

@@ -111,3 +111,21 @@ async fn targets_are_exact_so_similar_names_never_collide() {
     assert!(!ls.lines().any(|l| l == "t1"), "{ls}");
     assert_has!(s.run("t10", "echo in-t10").await, "in-t10");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_last_session_lets_the_tmux_server_exit() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("only").await;
+    s.run("only", "true").await;
+    s.ok("session_close", json!({"session": "only"})).await;
+    let mut gone = false;
+    for _ in 0..200 {
+        if !w.tmux(&["ls"]).status.success() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(gone, "the hidden control session kept tmux alive");
+}

@@ -67,20 +67,8 @@ impl TmuxHarness {
 
 impl Drop for TmuxHarness {
     fn drop(&mut self) {
-        let _ = self.tmux_cli(&["-L", &self.socket, "kill-server"]).output();
-        // tmux 3.3a leaves its socket file behind.
-        if let Some(path) = socket_path(&self.socket) {
-            let _ = std::fs::remove_file(path);
-        }
+        super::super::kill_server_now(&self.socket);
     }
-}
-
-/// Where tmux puts the socket `-L name`: `$TMUX_TMPDIR/tmux-UID/name`.
-fn socket_path(name: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let uid = std::fs::metadata("/proc/self").ok()?.uid();
-    let dir = std::env::var_os("TMUX_TMPDIR").unwrap_or_else(|| "/tmp".into());
-    Some(std::path::Path::new(&dir).join(format!("tmux-{uid}")).join(name))
 }
 
 /// Polls `check` every 10 ms until it holds or `limit` passes.
