@@ -19,10 +19,11 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let tmp = tempfile::tempdir()?;
     let floor = rt.block_on(floor(tmp.path(), samples))?;
-    let e2e = rt.block_on(end_to_end(tmp.path(), samples))?;
+    let (e2e, create) = rt.block_on(end_to_end(tmp.path(), samples))?;
     println!("\n{:<52} {:>10} {:>10} {:>10}", "what (n = samples)", "median", "p90", "target");
     row(&format!("floor: keys over control client + marker from pipe (n={samples})"), &floor, "0.45 ms*");
     row(&format!("run `true`, integrated bash, MCP over stdio (n={samples})"), &e2e, "≤ 1.5 ms");
+    row(&format!("session_create → first prompt ready (n={})", create.len()), &create, "≤ 150 ms");
     println!("* the floor DESIGN.md measured on its reference machine; this run's floor is the row above.");
     Ok(())
 }
@@ -106,7 +107,7 @@ fn wait_marker(pipe: &mut std::fs::File) -> anyhow::Result<()> {
 }
 
 /// The product: `run` of `true` through the real server over stdio.
-async fn end_to_end(tmp: &Path, samples: usize) -> anyhow::Result<Vec<Duration>> {
+async fn end_to_end(tmp: &Path, samples: usize) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
     let socket = format!("dtmcp-bench-e2e-{}", std::process::id());
     let home = tmp.join("e2e").display().to_string();
     let exe = Path::new(env!("CARGO_BIN_EXE_docent-terminal-mcp"));
@@ -129,7 +130,16 @@ async fn end_to_end(tmp: &Path, samples: usize) -> anyhow::Result<Vec<Duration>>
                 out.push(t.elapsed());
             }
         }
-        Ok(out)
+        let mut creates = Vec::new();
+        for i in 0..15 {
+            let name = format!("c{i}");
+            let t = Instant::now();
+            let r = server.call("session_create", json!({"name": name})).await?;
+            creates.push(t.elapsed());
+            anyhow::ensure!(r.text.contains("at its prompt"), "unexpected reply: {}", r.text);
+            server.call("session_close", json!({"session": name})).await?;
+        }
+        Ok((out, creates))
     }
     .await;
     server.stop().await?;

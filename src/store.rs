@@ -133,13 +133,13 @@ impl LineWriter {
 
     /// Appends one line (its text must hold no `\n`).
     pub fn push(&mut self, text: &str) -> Result<(), StoreError> {
-        let path = self.dir.join(files::TEXT);
-        self.text.write_all(text.as_bytes()).map_err(io_err(&path))?;
-        self.text.write_all(b"\n").map_err(io_err(&path))?;
+        // Paths are only built on failure: this runs once per line.
+        let text_err = |e| io_err(&self.dir.join(files::TEXT))(e);
+        self.text.write_all(text.as_bytes()).map_err(text_err)?;
+        self.text.write_all(b"\n").map_err(|e| io_err(&self.dir.join(files::TEXT))(e))?;
         self.text_len += text.len() as u64 + 1;
         self.lines += 1;
-        let path = self.dir.join(files::INDEX);
-        self.index.write_all(&self.text_len.to_le_bytes()).map_err(io_err(&path))
+        self.index.write_all(&self.text_len.to_le_bytes()).map_err(|e| io_err(&self.dir.join(files::INDEX))(e))
     }
 
     /// Makes every pushed line visible to readers: text first, then index.

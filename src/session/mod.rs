@@ -278,6 +278,15 @@ impl Sessions {
         let logger = self.cfg.pane_logger.to_string_lossy().into_owned();
         let dir = s.dir.to_string_lossy().into_owned();
         let pane = s.pane.pane_id.as_str();
+        // `#{q:...}` escapes shell specials but not newlines or other control
+        // characters, which would end the pipe command early.
+        for path in [&logger, &dir] {
+            if path.chars().any(char::is_control) {
+                return Err(SessionError::BadInput(format!(
+                    "the path {path:?} holds control characters; move the state home or the binary elsewhere"
+                )));
+            }
+        }
         self.tmux.run(&["set-option", "-p", "-t", pane, OPT_LOGGER, &logger]).await?;
         self.tmux.run(&["set-option", "-p", "-t", pane, OPT_DIR, &dir]).await?;
         self.tmux.run(&["pipe-pane", "-O", "-t", pane, PIPE_COMMAND]).await?;
@@ -286,8 +295,10 @@ impl Sessions {
             match s.logger().await {
                 Ok(_) => break,
                 Err(e) if started.elapsed() > LOGGER_START_TIMEOUT => {
+                    let said = std::fs::read_to_string(s.dir.join("logger.log")).unwrap_or_default();
                     return Err(SessionError::BadInput(format!(
-                        "the pane logger ({logger}) did not come up within {LOGGER_START_TIMEOUT:?}: {e}"
+                        "the pane logger ({logger}) did not come up within {LOGGER_START_TIMEOUT:?}: {e} {}",
+                        said.trim()
                     )));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,

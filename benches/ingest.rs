@@ -1,0 +1,207 @@
+//! Ingest, memory and restart on a big session: `cat` of a 25 MB /
+//! 3 million-line file through a real pane, with our logger against
+//! `pipe-pane` into plain `cat > file` in the same run; peak RSS of router
+//! and logger with that session open, read and searched; router restart to
+//! first answer.
+//!
+//! `cargo bench --bench ingest` (add `-- LINES` for another size). Prints a
+//! table against DESIGN.md's targets; asserts nothing.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use dtmcp::mcp_client::McpChild;
+use serde_json::json;
+
+fn main() -> anyhow::Result<()> {
+    let lines: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(3_000_000);
+    let tmp = tempfile::tempdir()?;
+    let big = tmp.path().join("big.txt");
+    let bytes = write_big(&big, lines)?;
+    println!("input: {lines} lines, {:.1} MB", bytes as f64 / 1e6);
+    let plain = plain_pipe(tmp.path(), &big, bytes)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let ours = rt.block_on(through_server(tmp.path(), &big, lines))?;
+    println!("\n{:<58} {:>12} {:>14}", "what", "measured", "target");
+    println!("{:<58} {:>12} {:>14}", "cat through a pane, pipe-pane into `cat > file` (floor)", secs(plain), "");
+    println!("{:<58} {:>12} {:>14}", "cat through a pane, our logger", secs(ours.ingest), "within 10 %");
+    println!("{:<58} {:>12} {:>14}", "bytes in raw.log = bytes cat printed", ours.lossless.to_string(), "true");
+    println!("{:<58} {:>12} {:>14}", "lines in session.txt", ours.lines.to_string(), format!("≥ {lines}"));
+    println!("{:<58} {:>12} {:>14}", "CPU, tmux server", secs(ours.tmux_cpu), "");
+    println!("{:<58} {:>12} {:>14}", "CPU, logger", secs(ours.logger_cpu), "< 25 % of tmux's");
+    println!("{:<58} {:>9} kB {:>14}", "peak RSS, router", ours.router_kb, "");
+    println!("{:<58} {:>9} kB {:>14}", "peak RSS, logger", ours.logger_kb, "");
+    println!("{:<58} {:>9} kB {:>14}", "peak RSS, router + logger", ours.router_kb + ours.logger_kb, "≤ 16000 kB");
+    println!("{:<58} {:>12} {:>14}", "router restart → first answer (session_list)", ms(ours.restart), "≤ 100 ms");
+    println!("{:<58} {:>12} {:>14}", "router restart → read of the last lines", ms(ours.restart_read), "");
+    Ok(())
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Writes `lines` lines of log-like text; returns the byte count.
+fn write_big(path: &Path, lines: u64) -> anyhow::Result<u64> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut n = 0u64;
+    for i in 0..lines {
+        let line = format!("{i:07} ok\n");
+        n += line.len() as u64;
+        f.write_all(line.as_bytes())?;
+    }
+    f.flush()?;
+    Ok(n)
+}
+
+/// The floor: a plain shell pane piped into `cat > file`; done when the
+/// file holds the end mark.
+fn plain_pipe(tmp: &Path, big: &Path, bytes: u64) -> anyhow::Result<Duration> {
+    let socket = format!("dtmcp-bench-ingest-{}", std::process::id());
+    let out = tmp.join("plain.out");
+    let tmux = |args: &[&str]| std::process::Command::new("tmux").arg("-L").arg(&socket).args(args).output();
+    tmux(&["new-session", "-d", "-s", "p", "-x", "120", "-y", "40", "--", "sh"])?;
+    tmux(&["pipe-pane", "-O", "-t", "=p:", &format!("cat > {}", out.display())])?;
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    tmux(&["send-keys", "-t", "=p:", "-l", &format!("cat {}; echo END-OF-BENCH", big.display())])?;
+    tmux(&["send-keys", "-t", "=p:", "Enter"])?;
+    let done = wait_for(Duration::from_secs(300), || {
+        std::fs::metadata(&out).is_ok_and(|m| m.len() > bytes) && tail_has(&out, b"END-OF-BENCH\r\n")
+    });
+    let elapsed = started.elapsed();
+    dtmcp::tmux::kill_server_now(&socket);
+    anyhow::ensure!(done, "the plain pipe never saw the end mark");
+    Ok(elapsed)
+}
+
+fn tail_has(path: &Path, needle: &[u8]) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    let _ = f.seek(SeekFrom::End(-256));
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).is_ok() && buf.windows(needle.len()).any(|w| w == needle)
+}
+
+fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+struct Ours {
+    ingest: Duration,
+    lossless: bool,
+    lines: u64,
+    router_kb: u64,
+    logger_kb: u64,
+    restart: Duration,
+    restart_read: Duration,
+    tmux_cpu: Duration,
+    logger_cpu: Duration,
+}
+
+async fn through_server(tmp: &Path, big: &Path, lines: u64) -> anyhow::Result<Ours> {
+    let socket = format!("dtmcp-bench-ingest-mcp-{}", std::process::id());
+    let home = tmp.join("state");
+    let user_home = tmp.join("home");
+    std::fs::create_dir_all(&user_home)?;
+    let (home_s, user_s) = (home.display().to_string(), user_home.display().to_string());
+    let env = [
+        ("DOCENT_TERMINAL_MCP_HOME", home_s.as_str()),
+        ("DOCENT_TERMINAL_MCP_SOCKET", socket.as_str()),
+        ("HOME", user_s.as_str()),
+    ];
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_docent-terminal-mcp"));
+    let result = measure(&exe, &env, &home, big, lines, &socket).await;
+    dtmcp::tmux::kill_server_now(&socket);
+    result
+}
+
+async fn measure(
+    exe: &Path,
+    env: &[(&str, &str)],
+    home: &Path,
+    big: &Path,
+    lines: u64,
+    socket: &str,
+) -> anyhow::Result<Ours> {
+    let server = McpChild::start(exe, &[], env).await?;
+    server.call("session_create", json!({"name": "big"})).await?;
+    let started = Instant::now();
+    let cmd = format!("cat {}", big.display());
+    let r = server.call("run", json!({"session": "big", "command": cmd, "timeout": 600})).await?;
+    let ingest = started.elapsed();
+    anyhow::ensure!(r.text.contains("exit 0"), "cat did not finish: {}", r.text);
+    for (from, to) in [(1, 400), (lines / 2, lines / 2 + 399), (lines - 399, lines)] {
+        server.call("read", json!({"session": "big", "from_line": from, "to_line": to})).await?;
+    }
+    let dir = home.join("sessions/big");
+    let raw = std::fs::read(dir.join("raw.log"))?;
+    let expected = std::fs::read(big)?;
+    let crlf: Vec<u8> = expected.split(|&b| b == b'\n').flat_map(|l| l.iter().copied().chain(*b"\r\n")).collect();
+    let lossless = raw
+        .windows(64)
+        .position(|w| w == &crlf[..64])
+        .is_some_and(|at| raw.get(at..at + crlf.len() - 2).is_some_and(|got| got == &crlf[..crlf.len() - 2]));
+    let text_lines = std::fs::metadata(dir.join("lines.idx"))?.len() / 8;
+    let router_kb = peak_kb(server.pid().unwrap_or(0));
+    let logger = logger_pid(&dir);
+    let logger_kb = logger.map_or(0, peak_kb);
+    let logger_cpu = logger.map_or(Duration::ZERO, cpu);
+    let tmux_pid = std::process::Command::new("tmux").args(["-L", socket, "display", "-p", "#{pid}"]).output()?;
+    let tmux_cpu = String::from_utf8_lossy(&tmux_pid.stdout).trim().parse().map_or(Duration::ZERO, cpu);
+    server.kill().await?;
+    let started = Instant::now();
+    let server = McpChild::start(exe, &[], env).await?;
+    server.call("session_list", json!({})).await?;
+    let restart = started.elapsed();
+    server.call("read", json!({"session": "big"})).await?;
+    let restart_read = started.elapsed();
+    server.stop().await?;
+    Ok(Ours { ingest, lossless, lines: text_lines, router_kb, logger_kb, restart, restart_read, tmux_cpu, logger_cpu })
+}
+
+/// User plus system CPU time a process has used.
+fn cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which may hold spaces, come after ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<i64> = rest.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    // utime and stime are fields 14 and 15; `f` starts at field 4 (ppid).
+    let ticks = (f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0)).max(0) as u64;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as u64;
+    Duration::from_millis(ticks * 1000 / hz.max(1))
+}
+
+/// VmHWM of a process, in kB.
+fn peak_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The logger serving session directory `dir`, found by its command line.
+fn logger_pid(dir: &Path) -> Option<u32> {
+    let want = dir.display().to_string();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let is_logger = args.first().is_some_and(|a| a.ends_with(b"dtmcp-pane-logger"));
+        (is_logger && args.get(1).is_some_and(|a| *a == want.as_bytes())).then_some(pid)
+    })
+}
