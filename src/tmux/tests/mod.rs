@@ -99,7 +99,17 @@ async fn list_panes_leaves_out_the_control_session() {
     let panes = h.tmux.list_panes().await.expect("list");
     let names: Vec<&str> = panes.iter().map(|p| p.session_name.as_str()).collect();
     assert_eq!(names, ["main", "other"]);
-    assert!(panes.iter().any(|p| p.pane_id == other && p.pane_current_command == "sleep" && !p.pane_dead));
+    // The pane's program may still be on its way to exec'ing sleep.
+    let mut sleeping = false;
+    for _ in 0..200 {
+        let panes = h.tmux.list_panes().await.expect("list");
+        if panes.iter().any(|p| p.pane_id == other && p.pane_current_command == "sleep" && !p.pane_dead) {
+            sleeping = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(sleeping, "the other pane runs sleep");
     let sessions = h.side(&["list-sessions", "-F", "#{session_name}"]).expect("ls");
     assert!(sessions.lines().any(|s| s == CONTROL_SESSION), "the hidden session exists: {sessions:?}");
 }
