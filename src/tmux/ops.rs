@@ -76,6 +76,42 @@ impl Tmux {
         self.run(&["send-keys", "-t", pane.as_str(), "Enter"]).await.map(drop)
     }
 
+    /// Presses one key that tmux knows by name (`Enter`, `C-c`, `M-x`,
+    /// `PPage`) in the pane `pane`, as a command of its own.
+    pub async fn send_key<P: AsRef<str> + ?Sized>(&self, pane: &P, key: &str) -> Result<(), TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "send-keys")?;
+        self.run(&["send-keys", "-t", pane.as_str(), "--", key]).await.map(drop)
+    }
+
+    /// Leaves copy mode (or whatever mode the pane is in), so that keys
+    /// reach the program again instead of being swallowed.
+    pub async fn leave_mode<P: AsRef<str> + ?Sized>(&self, pane: &P) -> Result<(), TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "send-keys")?;
+        self.run(&["send-keys", "-t", pane.as_str(), "-X", "cancel"]).await.map(drop)
+    }
+
+    /// The visible screen of `pane` as plain text, one line per row
+    /// (`capture-pane -p`: no colours, trailing blanks dropped by tmux).
+    pub async fn capture_screen<P: AsRef<str> + ?Sized>(&self, pane: &P) -> Result<String, TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "capture-pane")?;
+        self.run(&["capture-pane", "-p", "-t", pane.as_str()]).await
+    }
+
+    /// Expands the tmux format `format` for `pane` (`display -p`), without
+    /// the trailing newline. `display` answers for the current pane when its
+    /// target is gone, so the pane's id is asked for too and must come back.
+    pub async fn display<P: AsRef<str> + ?Sized>(&self, pane: &P, format: &str) -> Result<String, TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "display")?;
+        let full = format!("#{{pane_id}} {format}");
+        let args = ["display", "-p", "-t", pane.as_str(), full.as_str()];
+        let out = self.run(&args).await?;
+        let out = out.strip_suffix('\n').unwrap_or(&out);
+        match out.split_once(' ') {
+            Some((id, rest)) if id == pane.as_str() => Ok(rest.to_string()),
+            _ => Err(TmuxError::Unexpected { argv: self.argv(&args), reason: format!("not pane {pane}: {out:?}") }),
+        }
+    }
+
     /// Sends raw bytes to `pane` with `send-keys -H`.
     async fn send_bytes(&self, pane: &PaneId, bytes: &[u8]) -> Result<String, TmuxError> {
         let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();

@@ -10,6 +10,7 @@ mod output;
 mod read;
 mod run;
 mod session;
+mod views;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,6 +46,8 @@ pub struct Inner {
     pub sessions: Sessions,
     /// The call log.
     pub calls: CallLog,
+    /// The last screen captured of each pane, for `screen="changes"`.
+    pub screens: views::ScreenMemory,
 }
 
 impl Terminal {
@@ -52,7 +55,7 @@ impl Terminal {
     pub fn new(sessions: Sessions) -> Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
-            inner: Arc::new(Inner { sessions, calls }),
+            inner: Arc::new(Inner { sessions, calls, screens: views::ScreenMemory::default() }),
             tool_router: Self::session_router() + Self::run_router() + Self::read_router(),
         }
     }
