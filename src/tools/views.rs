@@ -164,7 +164,8 @@ pub fn render(screen: &Screen, mode: ScreenMode, previous: Option<&Screen>) -> S
             match changed.len() {
                 0 => out.push_str("no row changed since the last look\n"),
                 n => {
-                    let _ = writeln!(out, "{n} rows changed since the last look:");
+                    let rows = if n == 1 { "row" } else { "rows" };
+                    let _ = writeln!(out, "{n} {rows} changed since the last look:");
                     changed.iter().for_each(|&i| numbered(&mut out, i));
                 }
             }
@@ -420,7 +421,7 @@ mod tests {
         let before = screen(&["a", "b", "c"], (0, 0));
         let after = screen(&["a", "B", "c"], (0, 0));
         let text = render(&after, ScreenMode::Changes, Some(&before));
-        assert!(text.ends_with("1 rows changed since the last look:\n2  B\n"), "{text}");
+        assert!(text.ends_with("1 row changed since the last look:\n2  B\n"), "{text}");
         let same = render(&after, ScreenMode::Changes, Some(&after));
         assert!(same.ends_with("no row changed since the last look\n"), "{same}");
         let first = render(&after, ScreenMode::Changes, None);
