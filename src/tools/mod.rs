@@ -9,6 +9,7 @@
 mod output;
 mod read;
 mod run;
+mod send;
 mod session;
 mod views;
 
@@ -56,7 +57,7 @@ impl Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
             inner: Arc::new(Inner { sessions, calls, screens: views::ScreenMemory::default() }),
-            tool_router: Self::session_router() + Self::run_router() + Self::read_router(),
+            tool_router: Self::session_router() + Self::run_router() + Self::read_router() + Self::send_router(),
         }
     }
 
