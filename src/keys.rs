@@ -200,8 +200,8 @@ fn split_modifiers(name: &str) -> (Modifiers, &str) {
 /// One modifier word and its `+` or `-` off the front of `s`, if a key follows.
 fn split_one(s: &str) -> Option<(Modifier, &str)> {
     let sep = s.find(['+', '-'])?;
-    let word = s[..sep].to_ascii_lowercase();
-    let after = &s[sep + 1..];
+    let word = s[..sep].trim().to_ascii_lowercase();
+    let after = s[sep + 1..].trim_start();
     let &(_, m) = MODIFIERS.iter().find(|(w, _)| *w == word)?;
     (!after.is_empty()).then_some((m, after))
 }
@@ -336,6 +336,7 @@ mod tests {
     #[case::shift_tab("shift+tab", "BTab")]
     #[case::shift_arrow("shift+up", "S-Up")]
     #[case::alt_enter("alt+enter", "M-Enter")]
+    #[case::spaces_around_plus("ctrl + c", "C-c")]
     fn modified_keys(#[case] name: &str, #[case] tmux: &str) {
         assert_eq!(parse(name), Ok(named(tmux)));
     }

@@ -40,6 +40,13 @@ fn floor_char_boundary(s: &str, i: usize) -> usize {
     (0..=i).rev().find(|&j| s.is_char_boundary(j)).unwrap_or(0)
 }
 
+/// What `display -p "#{pane_id} FORMAT"` expanded FORMAT to, if the answer
+/// is for `pane`.
+fn answer_of<'a>(out: &'a str, pane: &PaneId) -> Option<&'a str> {
+    let out = out.strip_suffix('\n').unwrap_or(out);
+    out.split_once(' ').filter(|(id, _)| pane == id).map(|(_, rest)| rest)
+}
+
 impl Tmux {
     /// Every pane of every session, except the hidden control session's.
     /// With no server running, the list is empty.
@@ -105,11 +112,10 @@ impl Tmux {
         let full = format!("#{{pane_id}} {format}");
         let args = ["display", "-p", "-t", pane.as_str(), full.as_str()];
         let out = self.run(&args).await?;
-        let out = out.strip_suffix('\n').unwrap_or(&out);
-        match out.split_once(' ') {
-            Some((id, rest)) if id == pane.as_str() => Ok(rest.to_string()),
-            _ => Err(TmuxError::Unexpected { argv: self.argv(&args), reason: format!("not pane {pane}: {out:?}") }),
-        }
+        answer_of(&out, &pane).map(str::to_string).ok_or_else(|| TmuxError::Unexpected {
+            argv: self.argv(&args),
+            reason: format!("not an answer for pane {pane}: {out:?}"),
+        })
     }
 
     /// Sends raw bytes to `pane` with `send-keys -H`.
@@ -166,6 +172,15 @@ mod tests {
             ]
         );
         assert_eq!(pieces(""), vec![]);
+    }
+
+    #[test]
+    fn display_answers_must_name_the_pane_asked_about() {
+        let pane = PaneId::parse("%3").expect("pane id");
+        assert_eq!(answer_of("%3 80 24 0 1\n", &pane), Some("80 24 0 1"));
+        assert_eq!(answer_of("%31 80 24\n", &pane), None);
+        assert_eq!(answer_of("%0 80 24\n", &pane), None);
+        assert_eq!(answer_of("", &pane), None);
     }
 
     #[test]

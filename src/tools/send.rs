@@ -220,7 +220,10 @@ async fn appeared(s: &Session, logger: &mut LoggerClient, before: &Status, after
 /// itself is in the foreground.
 fn deliver(pane_pid: u32, sig: Signal) -> Result<String, String> {
     match foreground(pane_pid)? {
-        Foreground::Shell => Err("only the shell is in the foreground; no job to signal, nothing was sent".into()),
+        Foreground::Shell => Err(format!(
+            "only the pane's own process (`{}`, usually its shell) is in the foreground; signals go only to jobs started from it, so nothing was sent (session_close ends the pane)",
+            comm(pane_pid as i32)
+        )),
         Foreground::Job { pgid, comm } => {
             killpg(Pid::from_raw(pgid), sig)
                 .map_err(|e| format!("could not send {sig} to `{comm}` (process group {pgid}): {e}"))?;
@@ -264,10 +267,12 @@ fn foreground(pane_pid: u32) -> Result<Foreground, String> {
     if stat.tpgid <= 1 || stat.tpgid == stat.pgrp {
         return Ok(Foreground::Shell);
     }
-    let comm = std::fs::read_to_string(format!("/proc/{}/comm", stat.tpgid))
-        .map(|c| c.trim_end().to_string())
-        .unwrap_or_else(|_| "?".to_string());
-    Ok(Foreground::Job { pgid: stat.tpgid, comm })
+    Ok(Foreground::Job { pgid: stat.tpgid, comm: comm(stat.tpgid) })
+}
+
+/// A process's command name from `/proc/PID/comm`, or `?` when it is gone.
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| "?".to_string(), |c| c.trim_end().to_string())
 }
 
 /// The fields of `/proc/PID/stat` that say who is in the foreground.

@@ -68,7 +68,7 @@ async fn kill_ends_a_program_that_ignores_ctrl_c() {
     assert_has!(r, "the shell is in the foreground again");
     assert_has!(s.run("t1", "echo alive").await, "alive");
     // With only the shell in front there is nothing to signal.
-    assert_has!(s.err("send", json!({"session": "t1", "signal": "TERM"})).await, "only the shell");
+    assert_has!(s.err("send", json!({"session": "t1", "signal": "TERM"})).await, "only the pane's own process (`bash`");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,4 +134,16 @@ async fn the_raw_view_spells_out_escapes() {
     let r = s.ok("read", json!({"session": "t1", "view": "raw", "from_byte": 0, "bytes": 16})).await;
     assert_has!(r, "bytes 0-16 of");
     assert_has!(r, "later bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pane_in_copy_mode_is_taken_out_of_it_before_typing() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    assert!(w.tmux(&["copy-mode", "-t", "=t1:"]).status.success());
+    let r = s.ok("send", json!({"session": "t1", "text": "echo out-of-copy", "keys": ["enter"], "wait": 0.5})).await;
+    assert_has!(r, "left copy mode, then typed");
+    assert_has!(r, "out-of-copy\n");
+    assert_has!(s.run("t1", "echo next").await, "exit 0");
 }
