@@ -85,10 +85,28 @@ pub struct Screen {
 }
 
 /// Turns `capture-pane -p` output into exactly `height` right-trimmed rows.
+/// tmux keeps no control characters in its cells; should one come through
+/// all the same, it is spelled out as in the raw view rather than sent on.
 pub fn screen_rows(capture: &str, height: u32) -> Vec<String> {
-    let mut rows: Vec<String> = capture.lines().map(|l| l.trim_end().to_string()).collect();
+    let mut rows: Vec<String> = capture.lines().map(|l| visible(l.trim_end())).collect();
     rows.resize(height as usize, String::new());
     rows
+}
+
+/// `row` with control characters (C0, DEL, C1) spelled out.
+fn visible(row: &str) -> String {
+    if !row.chars().any(is_control) {
+        return row.to_string();
+    }
+    let mut out = String::with_capacity(row.len() + 8);
+    for c in row.chars() {
+        if is_control(c) { spell_char(&mut out, c) } else { out.push(c) }
+    }
+    out
+}
+
+fn is_control(c: char) -> bool {
+    c.is_control() || ('\u{80}'..='\u{9f}').contains(&c)
 }
 
 /// How much of the screen a reply shows.
@@ -398,6 +416,7 @@ mod tests {
     #[test]
     fn captures_become_exactly_the_screens_height_of_trimmed_rows() {
         assert_eq!(screen_rows("$ ls   \nfile\n", 4), ["$ ls", "file", "", ""]);
+        assert_eq!(screen_rows("a\u{1b}[0m\\b\u{9b}\n", 1), ["a\\e[0m\\b\\u{9b}"]);
     }
 
     #[test]
