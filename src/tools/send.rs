@@ -356,6 +356,14 @@ mod tests {
     }
 
     #[test]
+    fn the_description_fits_what_clients_keep() {
+        for tool in Terminal::send_router().list_all() {
+            let len = tool.description.as_deref().map_or(0, str::len);
+            assert!(len > 0 && len < 2048, "{} description is {len} bytes", tool.name);
+        }
+    }
+
+    #[test]
     fn short_stat_lines_are_unreadable() {
         assert_eq!(parse_stat("1 (x) S 0"), None);
         assert_eq!(parse_stat("garbage"), None);
