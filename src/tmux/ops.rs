@@ -40,6 +40,13 @@ fn floor_char_boundary(s: &str, i: usize) -> usize {
     (0..=i).rev().find(|&j| s.is_char_boundary(j)).unwrap_or(0)
 }
 
+/// What `display -p "#{pane_id} FORMAT"` expanded FORMAT to, if the answer
+/// is for `pane`.
+fn answer_of<'a>(out: &'a str, pane: &PaneId) -> Option<&'a str> {
+    let out = out.strip_suffix('\n').unwrap_or(out);
+    out.split_once(' ').filter(|(id, _)| pane == id).map(|(_, rest)| rest)
+}
+
 impl Tmux {
     /// Every pane of every session, except the hidden control session's.
     /// With no server running, the list is empty.
@@ -74,6 +81,41 @@ impl Tmux {
     pub async fn send_enter<P: AsRef<str> + ?Sized>(&self, pane: &P) -> Result<(), TmuxError> {
         let pane = self.pane_id(pane.as_ref(), "send-keys")?;
         self.run(&["send-keys", "-t", pane.as_str(), "Enter"]).await.map(drop)
+    }
+
+    /// Presses one key that tmux knows by name (`Enter`, `C-c`, `M-x`,
+    /// `PPage`) in the pane `pane`, as a command of its own.
+    pub async fn send_key<P: AsRef<str> + ?Sized>(&self, pane: &P, key: &str) -> Result<(), TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "send-keys")?;
+        self.run(&["send-keys", "-t", pane.as_str(), "--", key]).await.map(drop)
+    }
+
+    /// Leaves copy mode (or whatever mode the pane is in), so that keys
+    /// reach the program again instead of being swallowed.
+    pub async fn leave_mode<P: AsRef<str> + ?Sized>(&self, pane: &P) -> Result<(), TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "send-keys")?;
+        self.run(&["send-keys", "-t", pane.as_str(), "-X", "cancel"]).await.map(drop)
+    }
+
+    /// The visible screen of `pane` as plain text, one line per row
+    /// (`capture-pane -p`: no colours, trailing blanks dropped by tmux).
+    pub async fn capture_screen<P: AsRef<str> + ?Sized>(&self, pane: &P) -> Result<String, TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "capture-pane")?;
+        self.run(&["capture-pane", "-p", "-t", pane.as_str()]).await
+    }
+
+    /// Expands the tmux format `format` for `pane` (`display -p`), without
+    /// the trailing newline. `display` answers for the current pane when its
+    /// target is gone, so the pane's id is asked for too and must come back.
+    pub async fn display<P: AsRef<str> + ?Sized>(&self, pane: &P, format: &str) -> Result<String, TmuxError> {
+        let pane = self.pane_id(pane.as_ref(), "display")?;
+        let full = format!("#{{pane_id}} {format}");
+        let args = ["display", "-p", "-t", pane.as_str(), full.as_str()];
+        let out = self.run(&args).await?;
+        answer_of(&out, &pane).map(str::to_string).ok_or_else(|| TmuxError::Unexpected {
+            argv: self.argv(&args),
+            reason: format!("not an answer for pane {pane}: {out:?}"),
+        })
     }
 
     /// Sends raw bytes to `pane` with `send-keys -H`.
@@ -130,6 +172,15 @@ mod tests {
             ]
         );
         assert_eq!(pieces(""), vec![]);
+    }
+
+    #[test]
+    fn display_answers_must_name_the_pane_asked_about() {
+        let pane = PaneId::parse("%3").expect("pane id");
+        assert_eq!(answer_of("%3 80 24 0 1\n", &pane), Some("80 24 0 1"));
+        assert_eq!(answer_of("%31 80 24\n", &pane), None);
+        assert_eq!(answer_of("%0 80 24\n", &pane), None);
+        assert_eq!(answer_of("", &pane), None);
     }
 
     #[test]

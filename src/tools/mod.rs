@@ -9,7 +9,9 @@
 mod output;
 mod read;
 mod run;
+mod send;
 mod session;
+mod views;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,6 +47,8 @@ pub struct Inner {
     pub sessions: Sessions,
     /// The call log.
     pub calls: CallLog,
+    /// The last screen captured of each pane, for `screen="changes"`.
+    pub screens: views::ScreenMemory,
 }
 
 impl Terminal {
@@ -52,8 +56,8 @@ impl Terminal {
     pub fn new(sessions: Sessions) -> Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
-            inner: Arc::new(Inner { sessions, calls }),
-            tool_router: Self::session_router() + Self::run_router() + Self::read_router(),
+            inner: Arc::new(Inner { sessions, calls, screens: views::ScreenMemory::default() }),
+            tool_router: Self::session_router() + Self::run_router() + Self::read_router() + Self::send_router(),
         }
     }
 

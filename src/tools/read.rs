@@ -23,7 +23,7 @@ const DEFAULT_TAIL: u64 = 40;
 pub struct ReadParams {
     /// The session's name, as session_create or session_list gave it.
     pub session: String,
-    /// "cooked" (default): the log as readable numbered lines.
+    /// "cooked" (default): the log as readable numbered lines; "screen": the rows a person sees now, with size, cursor and alternate screen; "raw": the log's bytes with escape codes spelled out (the last 4096, or bytes from from_byte).
     #[serde(default)]
     pub view: Option<String>,
     /// A region number (from run's reply or regions): read that command's output.
@@ -35,6 +35,12 @@ pub struct ReadParams {
     /// Last line to read, inclusive. At most 400 lines come back per call.
     #[serde(default)]
     pub to_line: Option<u64>,
+    /// view="raw": the first byte of raw.log to show (default: the last bytes).
+    #[serde(default)]
+    pub from_byte: Option<u64>,
+    /// view="raw": how many bytes to show (default 4096, at most 65536).
+    #[serde(default)]
+    pub bytes: Option<u64>,
 }
 
 #[tool_router(router = read_router, vis = "pub(super)")]
@@ -55,7 +61,9 @@ impl Terminal {
     async fn read_body(&self, p: ReadParams) -> Result<String, String> {
         match p.view.as_deref() {
             None | Some("cooked") => {}
-            Some(v) => return Err(format!("view {v:?} is not available; use view=\"cooked\"")),
+            Some("screen") => return self.screen_view(&p.session).await,
+            Some("raw") => return self.raw_view(&p.session, p.from_byte, p.bytes).await,
+            Some(v) => return Err(format!("view {v:?} is not available; use \"cooked\", \"screen\" or \"raw\"")),
         }
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
         let mut logger = s.logger().await.map_err(|e| e.to_string())?;

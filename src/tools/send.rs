@@ -1,0 +1,371 @@
+//! `send`: type text and press keys in a session, for programs that read
+//! the keyboard rather than a command line (pagers, editors, REPLs,
+//! prompts), and end a foreground job that ignores its keys with a signal.
+//!
+//! Everything is checked before the first key leaves: a call with one bad
+//! key name types nothing. Text goes first, then each key as a tmux command
+//! of its own, so a key can never overtake the text before it.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{schemars, tool, tool_router};
+use serde::Deserialize;
+
+use super::Terminal;
+use super::output::{self, Plan};
+use super::read::{fetch, last_line};
+use super::views::{self, ScreenMode};
+use crate::keys::{self, Key};
+use crate::protocol::{Status, WaitSpec};
+use crate::session::{LoggerClient, Session};
+
+/// How long output may take to arrive when no wait is given.
+const DEFAULT_WAIT_S: f64 = 0.3;
+/// The longest wait one call may ask for; longer waits belong to `run` and `wait`.
+const MAX_WAIT_S: f64 = 10.0;
+/// The most text one call types, in bytes.
+const MAX_TEXT: usize = 65_536;
+/// The most keys one call presses.
+const MAX_KEYS: usize = 200;
+
+/// Arguments of `send`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendParams {
+    /// The session's name.
+    pub session: String,
+    /// Text typed literally, before any keys (no Enter is added: press it with keys=["enter"]).
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Keys pressed in order after the text: enter, tab, escape, space, backspace, delete, up, down, left, right, home, end, pageup, pagedown, f1-f12, ctrl+<letter>, alt+<key>, shift+tab, or one character such as "q" or ":".
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
+    /// Reply with the screen instead of the new log lines: "full" (every row), "cursor" (the cursor's row), "changes" (rows changed since the last look).
+    #[serde(default)]
+    pub screen: Option<String>,
+    /// Seconds to let output arrive before replying (default 0.3, at most 10).
+    #[serde(default)]
+    pub wait: Option<f64>,
+    /// "TERM" or "KILL": sent to the foreground job (never to the shell itself). Give it alone, without text or keys.
+    #[serde(default)]
+    pub signal: Option<String>,
+}
+
+/// A `send` call, checked whole before anything is done.
+#[derive(Debug, PartialEq)]
+struct Request {
+    /// Text to type, if any.
+    text: Option<String>,
+    /// Keys to press after it, as given and as read.
+    keys: Vec<(String, Key)>,
+    /// The screen to reply with instead of log lines.
+    screen: Option<ScreenMode>,
+    /// How long to let output arrive.
+    wait_ms: u64,
+    /// A signal for the foreground job, sent instead of any input.
+    signal: Option<Signal>,
+}
+
+impl Request {
+    /// Whether the call interrupts the foreground program (ctrl+c as a key or in the text).
+    fn interrupts(&self) -> bool {
+        self.keys.iter().any(|(_, k)| k.is_interrupt()) || self.text.as_deref().is_some_and(|t| t.contains('\x03'))
+    }
+}
+
+/// Checks every argument; nothing has been typed when this fails.
+fn check(p: &SendParams) -> Result<Request, String> {
+    let text = p.text.clone().filter(|t| !t.is_empty());
+    if let Some(t) = &text {
+        if t.contains('\0') {
+            return Err("text contains a NUL byte, which cannot be typed".into());
+        }
+        if t.len() > MAX_TEXT {
+            return Err(format!("text is {} bytes; at most {MAX_TEXT} can be typed in one call", t.len()));
+        }
+    }
+    let names = p.keys.clone().unwrap_or_default();
+    if names.len() > MAX_KEYS {
+        return Err(format!("{} keys given; at most {MAX_KEYS} per call", names.len()));
+    }
+    let parsed = keys::parse_all(&names).map_err(|e| format!("{e}. Nothing was typed."))?;
+    let screen = p.screen.as_deref().map(ScreenMode::parse).transpose()?;
+    let signal = p.signal.as_deref().map(parse_signal).transpose()?;
+    if signal.is_some() && (text.is_some() || !names.is_empty()) {
+        return Err("signal goes alone: send it without text or keys (one call for each)".into());
+    }
+    if signal.is_none() && text.is_none() && names.is_empty() {
+        return Err("nothing to send: give text, keys or signal (to only look, use read view=\"screen\")".into());
+    }
+    let keys = names.into_iter().zip(parsed).collect();
+    Ok(Request { text, keys, screen, wait_ms: wait_ms(p.wait)?, signal })
+}
+
+fn wait_ms(wait: Option<f64>) -> Result<u64, String> {
+    let w = wait.unwrap_or(DEFAULT_WAIT_S);
+    if !w.is_finite() || !(0.0..=MAX_WAIT_S).contains(&w) {
+        return Err(format!(
+            "wait must be between 0 and {MAX_WAIT_S} seconds; got {w} (to wait for a command to finish, use wait)"
+        ));
+    }
+    Ok((w * 1000.0) as u64)
+}
+
+fn parse_signal(s: &str) -> Result<Signal, String> {
+    let name = s.trim().to_ascii_uppercase();
+    match name.strip_prefix("SIG").unwrap_or(&name) {
+        "TERM" => Ok(Signal::SIGTERM),
+        "KILL" => Ok(Signal::SIGKILL),
+        _ => Err(format!("signal {s:?} is not \"TERM\" or \"KILL\" (for an interrupt, press keys=[\"ctrl+c\"])")),
+    }
+}
+
+#[tool_router(router = send_router, vis = "pub(super)")]
+impl Terminal {
+    /// Types text and presses keys.
+    #[tool(
+        name = "send",
+        description = "Type into a session and press keys, for programs that read the keyboard rather than a command line: pagers, editors, REPLs, prompts and confirmations. text is typed literally first (no Enter added), then keys are pressed in order: enter, tab, escape, space, backspace, up, down, pageup, pagedown, home, end, f1-f12, ctrl+c, ctrl+d, alt+x, or one character such as q or :. Every key name is checked first: one bad name refuses the whole call and nothing is typed. The reply shows the log lines that appeared within wait seconds (default 0.3); for full-screen programs (less, vim, top) ask for screen=\"full\" (the rows a person sees, the cursor, whether the alternate screen is on), \"cursor\" (the cursor's row) or \"changes\" (rows changed since the last look). After ctrl+c the reply names a job still in the foreground; signal=\"TERM\" or \"KILL\", given alone, ends that job when keys do not. To run a shell command and get its exit status, use run."
+    )]
+    pub async fn send(&self, Parameters(p): Parameters<SendParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("send", Some(&name), self.send_body(p)).await
+    }
+}
+
+impl Terminal {
+    async fn send_body(&self, p: SendParams) -> Result<String, String> {
+        let req = check(&p)?;
+        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
+        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let before = logger.status().await.map_err(|e| e.to_string())?;
+        if before.eof {
+            return Err(format!("the session {} has ended; session_create makes a new one", s.name));
+        }
+        let tmux = &self.sessions().tmux;
+        let pane = s.pane.pane_id.as_str();
+        let state = views::pane_state(tmux, pane).await?;
+        let mut out = match req.signal {
+            Some(sig) => deliver(state.pane_pid, sig)?,
+            None => self.type_in(pane, &req, state.in_mode).await?,
+        };
+        let spec = WaitSpec { after: before.mark, timeout_ms: req.wait_ms, ..WaitSpec::default() };
+        let (_, after) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "; {} s later:", req.wait_ms as f64 / 1000.0);
+        if after.eof {
+            let _ = writeln!(out, "the session {} ended (its pane closed)", s.name);
+        } else if let Some(mode) = req.screen {
+            out.push_str(&views::screen(tmux, &self.inner.screens, &s, mode).await?);
+        } else {
+            out.push_str(&appeared(&s, &mut logger, &before, &after).await?);
+        }
+        if (req.interrupts() || req.signal.is_some()) && !after.eof {
+            out.push_str(&foreground_note(state.pane_pid).await);
+        }
+        Ok(out)
+    }
+
+    /// Leaves copy mode if need be, types the text, presses the keys; says what it did.
+    async fn type_in(&self, pane: &str, req: &Request, in_mode: bool) -> Result<String, String> {
+        let tmux = &self.sessions().tmux;
+        let mut done = Vec::new();
+        if in_mode {
+            tmux.leave_mode(pane).await.map_err(|e| e.to_string())?;
+            done.push("left copy mode".to_string());
+        }
+        if let Some(text) = &req.text {
+            tmux.send_text(pane, text).await.map_err(|e| e.to_string())?;
+            done.push(format!("typed {} characters", text.chars().count()));
+        }
+        for (_, key) in &req.keys {
+            match key {
+                Key::Named(name) => tmux.send_key(pane, name).await,
+                Key::Char(c) => tmux.send_text(pane, c.encode_utf8(&mut [0; 4])).await,
+            }
+            .map_err(|e| e.to_string())?;
+        }
+        if !req.keys.is_empty() {
+            let names: Vec<&str> = req.keys.iter().map(|(n, _)| n.as_str()).collect();
+            done.push(format!("pressed {}", names.join(", ")));
+        }
+        Ok(done.join(", then "))
+    }
+}
+
+/// The log lines from the one the send began on to the last with text.
+async fn appeared(s: &Session, logger: &mut LoggerClient, before: &Status, after: &Status) -> Result<String, String> {
+    if after.mark.raw == before.mark.raw {
+        return Ok("(no output yet)\n".into());
+    }
+    let (first, last) = (before.mark.line, last_line(after));
+    let err = |e: crate::session::ClientError| e.to_string();
+    Ok(match output::plan(first, last) {
+        Plan::Empty => "(output arrived, but no text in the log: ask for screen=\"full\" to see the screen)\n".into(),
+        Plan::Whole(a, b) => output::plain(&fetch(logger, after, a, b, None).await.map_err(err)?),
+        Plan::Clipped { head, tail } => {
+            let h = fetch(logger, after, head.0, head.1, None).await.map_err(err)?;
+            let t = fetch(logger, after, tail.0, tail.1, None).await.map_err(err)?;
+            let hint = format!("read session={} from_line={} to_line={}", s.name, head.1.0 + 1, tail.0.0 - 1);
+            output::clipped((head.0, &h), (tail.0, &t), &hint)
+        }
+    })
+}
+
+/// Sends `sig` to the pane's foreground job, refusing when the shell
+/// itself is in the foreground.
+fn deliver(pane_pid: u32, sig: Signal) -> Result<String, String> {
+    match foreground(pane_pid)? {
+        Foreground::Shell => Err(format!(
+            "only the pane's own process (`{}`, usually its shell) is in the foreground; signals go only to jobs started from it, so nothing was sent (session_close ends the pane)",
+            comm(pane_pid as i32)
+        )),
+        Foreground::Job { pgid, comm } => {
+            killpg(Pid::from_raw(pgid), sig)
+                .map_err(|e| format!("could not send {sig} to `{comm}` (process group {pgid}): {e}"))?;
+            Ok(format!("sent {sig} to `{comm}` (process group {pgid})"))
+        }
+    }
+}
+
+/// A line saying what holds the terminal now.
+async fn foreground_note(pane_pid: u32) -> String {
+    // A job that exits on the signal or key takes a moment to be reaped.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    match foreground(pane_pid) {
+        Ok(Foreground::Job { pgid, comm }) => format!(
+            "still in the foreground: `{comm}` (process group {pgid}); if it ignores keys, send signal=\"TERM\" or \"KILL\"\n"
+        ),
+        Ok(Foreground::Shell) => "the shell is in the foreground again\n".into(),
+        Err(e) => format!("(could not tell what runs in the foreground: {e})\n"),
+    }
+}
+
+/// Who holds the pane's terminal.
+#[derive(Debug, PartialEq, Eq)]
+enum Foreground {
+    /// The pane's first process (its shell) itself.
+    Shell,
+    /// Another process group: a job started from the shell.
+    Job {
+        /// Its process group id.
+        pgid: i32,
+        /// Its leader's command name, from `/proc/PGID/comm`.
+        comm: String,
+    },
+}
+
+/// Reads the pane's foreground process group from `/proc/PID/stat`.
+fn foreground(pane_pid: u32) -> Result<Foreground, String> {
+    let path = format!("/proc/{pane_pid}/stat");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
+    let stat = parse_stat(&text).ok_or_else(|| format!("unreadable {path}: {text:?}"))?;
+    if stat.tpgid <= 1 || stat.tpgid == stat.pgrp {
+        return Ok(Foreground::Shell);
+    }
+    Ok(Foreground::Job { pgid: stat.tpgid, comm: comm(stat.tpgid) })
+}
+
+/// A process's command name from `/proc/PID/comm`, or `?` when it is gone.
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| "?".to_string(), |c| c.trim_end().to_string())
+}
+
+/// The fields of `/proc/PID/stat` that say who is in the foreground.
+#[derive(Debug, PartialEq, Eq)]
+struct ProcStat {
+    /// The process's own process group.
+    pgrp: i32,
+    /// The foreground process group of its controlling terminal (-1: none).
+    tpgid: i32,
+}
+
+/// Reads `pid (comm) state ppid pgrp session tty_nr tpgid …`; the command
+/// name may hold spaces and parentheses, so fields are counted after the
+/// last `)`.
+fn parse_stat(text: &str) -> Option<ProcStat> {
+    let (_, rest) = text.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcStat { pgrp: fields.get(2)?.parse().ok()?, tpgid: fields.get(5)?.parse().ok()? })
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    fn params(text: Option<&str>, keys: &[&str]) -> SendParams {
+        SendParams {
+            session: "t1".into(),
+            text: text.map(str::to_string),
+            keys: Some(keys.iter().map(|k| k.to_string()).collect()),
+            screen: None,
+            wait: None,
+            signal: None,
+        }
+    }
+
+    #[test]
+    fn a_bad_key_refuses_the_whole_call() {
+        let err = check(&params(Some("echo hi"), &["enter", "ctrl+bogus"])).expect_err("refused");
+        assert!(err.contains("\"ctrl+bogus\"") && err.contains("Nothing was typed"), "{err}");
+    }
+
+    #[test]
+    fn text_then_keys_is_a_plan() {
+        let req = check(&params(Some("hi"), &["enter", "ctrl+c"])).expect("ok");
+        assert_eq!(req.text.as_deref(), Some("hi"));
+        assert_eq!(req.keys.len(), 2);
+        assert!(req.interrupts());
+        assert_eq!(req.wait_ms, 300);
+    }
+
+    #[rstest]
+    #[case::nothing(params(None, &[]))]
+    #[case::empty_text(params(Some(""), &[]))]
+    #[case::nul(params(Some("a\0b"), &[]))]
+    #[case::signal_with_keys(SendParams { signal: Some("KILL".into()), ..params(None, &["enter"]) })]
+    #[case::bad_signal(SendParams { signal: Some("HUP".into()), ..params(None, &[]) })]
+    #[case::bad_screen(SendParams { screen: Some("all".into()), ..params(Some("x"), &[]) })]
+    #[case::long_wait(SendParams { wait: Some(11.0), ..params(Some("x"), &[]) })]
+    #[case::negative_wait(SendParams { wait: Some(-1.0), ..params(Some("x"), &[]) })]
+    #[case::nan_wait(SendParams { wait: Some(f64::NAN), ..params(Some("x"), &[]) })]
+    fn bad_calls_are_refused(#[case] p: SendParams) {
+        assert!(check(&p).is_err());
+    }
+
+    #[rstest]
+    #[case("TERM", Signal::SIGTERM)]
+    #[case("kill", Signal::SIGKILL)]
+    #[case("SIGKILL", Signal::SIGKILL)]
+    fn signals_by_name(#[case] name: &str, #[case] sig: Signal) {
+        assert_eq!(parse_signal(name), Ok(sig));
+    }
+
+    #[rstest]
+    #[case::shell_in_front("4242 (bash) S 4200 4242 4242 34816 4242 4194560 0", ProcStat { pgrp: 4242, tpgid: 4242 })]
+    #[case::job_in_front("4242 (bash) S 4200 4242 4242 34816 5000 4194560 0", ProcStat { pgrp: 4242, tpgid: 5000 })]
+    #[case::odd_name("7 (a) b (c) R 1 7 7 0 -1 0", ProcStat { pgrp: 7, tpgid: -1 })]
+    fn stat_lines(#[case] text: &str, #[case] want: ProcStat) {
+        assert_eq!(parse_stat(text), Some(want));
+    }
+
+    #[test]
+    fn the_description_fits_what_clients_keep() {
+        for tool in Terminal::send_router().list_all() {
+            let len = tool.description.as_deref().map_or(0, str::len);
+            assert!(len > 0 && len < 2048, "{} description is {len} bytes", tool.name);
+        }
+    }
+
+    #[test]
+    fn short_stat_lines_are_unreadable() {
+        assert_eq!(parse_stat("1 (x) S 0"), None);
+        assert_eq!(parse_stat("garbage"), None);
+    }
+}
