@@ -1,15 +1,3 @@
-//! The MCP server and command line; see `dtmcp::cli`.
+//! `dtmcp`: the short name of `docent-terminal-mcp`, the same program.
 
-use std::process::ExitCode;
-
-use clap::Parser;
-
-fn main() -> ExitCode {
-    match dtmcp::cli::main(dtmcp::cli::Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("docent-terminal-mcp: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
+include!("docent-terminal-mcp.rs");
