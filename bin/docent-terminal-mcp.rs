@@ -1,15 +1,5 @@
-//! The MCP server and command line; see `dtmcp::cli`.
+//! The MCP server and command line (`docent-terminal-mcp`, short `dtmcp`).
 
-use std::process::ExitCode;
-
-use clap::Parser;
-
-fn main() -> ExitCode {
-    match dtmcp::cli::main(dtmcp::cli::Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("docent-terminal-mcp: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> std::process::ExitCode {
+    dtmcp::cli::entry()
 }

@@ -1,3 +1,5 @@
-//! `dtmcp`: the short name of `docent-terminal-mcp`, the same program.
+//! The MCP server and command line (`docent-terminal-mcp`, short `dtmcp`).
 
-include!("docent-terminal-mcp.rs");
+fn main() -> std::process::ExitCode {
+    dtmcp::cli::entry()
+}

@@ -33,6 +33,18 @@ pub enum Command {
     },
 }
 
+/// The whole program: parses the arguments, runs, and turns an error chain
+/// into one message and a failing exit code.
+pub fn entry() -> std::process::ExitCode {
+    match main(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("docent-terminal-mcp: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the command line.
 pub fn main(cli: Cli) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
