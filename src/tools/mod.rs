@@ -8,7 +8,9 @@
 
 mod output;
 mod read;
+mod regions;
 mod run;
+mod search;
 mod session;
 
 use std::sync::Arc;
@@ -53,7 +55,11 @@ impl Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
             inner: Arc::new(Inner { sessions, calls }),
-            tool_router: Self::session_router() + Self::run_router() + Self::read_router(),
+            tool_router: Self::session_router()
+                + Self::run_router()
+                + Self::read_router()
+                + Self::search_router()
+                + Self::regions_router(),
         }
     }
 
