@@ -59,7 +59,12 @@ impl Terminal {
         let last = p.last.unwrap_or(DEFAULT_LAST).clamp(1, MAX_LAST) as usize;
         let chosen: Vec<&Region> = all.iter().filter(|r| !failed_only || failed(r)).collect();
         let shown = &chosen[chosen.len().saturating_sub(last)..];
-        let what = if failed_only { "failed regions" } else { "regions" };
+        let what = match (failed_only, chosen.len()) {
+            (true, 1) => "failed region",
+            (true, _) => "failed regions",
+            (false, 1) => "region",
+            (false, _) => "regions",
+        };
         let state = if logs.live { "open" } else { "closed" };
         let mut out = format!(
             "session {} ({state}): {} {what}, the last {} listed; files under {}\n",

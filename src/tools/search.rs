@@ -122,15 +122,19 @@ fn render(p: &SearchParams, page: Page, a: &Answer) -> String {
         if shown_hits > 0 {
             out.push_str("--\n");
         }
-        for s in group {
-            if s.hit {
-                shown_hits += 1;
-                let here = search::region_at(&a.regions, s.line);
+        // The label goes before the group's context, then again wherever
+        // a later hit of the group lies in another region.
+        let first_hit = group.iter().position(|s| s.hit).unwrap_or(0);
+        for (i, s) in group.iter().enumerate() {
+            if i == 0 || (s.hit && i > first_hit) {
+                let here =
+                    group.get(if i == 0 { first_hit } else { i }).and_then(|h| search::region_at(&a.regions, h.line));
                 if current != Some(here.map(|r| r.id)) {
                     current = Some(here.map(|r| r.id));
                     out.push_str(&region_label(here));
                 }
             }
+            shown_hits += u64::from(s.hit);
             let mark = if s.hit { ':' } else { '-' };
             let _ = writeln!(out, "{:>width$}{mark} {}", s.line.0, shorten(&s.text));
         }

@@ -3,4 +3,5 @@
 
 mod harness;
 mod run;
+mod search;
 mod sessions;
