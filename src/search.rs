@@ -22,7 +22,7 @@ use crate::types::LineNo;
 
 /// How much of `session.txt` is read at a time. A line longer than this
 /// grows the buffer to hold it.
-const BLOCK: usize = 1 << 20;
+const BLOCK: usize = 1 << 17;
 /// The largest compiled regex accepted.
 const REGEX_SIZE_LIMIT: usize = 1 << 22;
 
