@@ -84,15 +84,15 @@ impl Terminal {
         if let Source::Store(..) = source {
             out.insert_str(0, &format!("(session {} is closed; this is its log)\n", p.session));
         }
-        if let Some(r) = &region {
-            out.push_str(&region_file_note(&dir, r));
-        }
         if lines.is_empty() {
             out.push_str("(no lines)\n");
         }
         out.push_str(&output::numbered(first, &lines, digits(last.0)));
         if more {
             out.push_str(&format!("… more: read session={} from_line={}\n", p.session, last.0 + 1));
+        }
+        if let Some(r) = &region {
+            out.push_str(&region_file_note(&dir, r));
         }
         Ok(out)
     }
@@ -183,7 +183,7 @@ fn store_fetch(
 /// Writes the region's file again and says where it is.
 fn region_file_note(dir: &Path, r: &Region) -> String {
     match store::write_region_file(dir, r) {
-        Ok(path) => format!("file: {}\n", path.display()),
+        Ok(path) => format!("the whole region is also in {}\n", path.display()),
         Err(e) => format!("(its file could not be written: {e})\n"),
     }
 }
