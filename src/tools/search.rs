@@ -246,6 +246,21 @@ mod tests {
     }
 
     #[test]
+    fn a_long_page_is_cut_by_size_and_the_next_call_continues_after_it() {
+        let hits: Vec<LineNo> = (1..=200).map(|n| LineNo(n * 10)).collect();
+        let groups = hits.iter().map(|&line| vec![Shown { line, text: "x".repeat(1000), hit: true }]).collect();
+        let found = Found { total: 500, hits, scope: Some(search::Scope { first: LineNo(1), last: LineNo(5000) }) };
+        let answer = Answer { found, groups, regions: Vec::new(), region: None, region_file: None };
+        let p = SearchParams { region: None, max_hits: Some(200), offset: Some(100), ..params() };
+        let text = render(&p, Page { offset: 100, max_hits: 200 }, &answer);
+        assert!(text.len() < MAX_REPLY + 1000, "{} bytes", text.len());
+        let shown = text.lines().filter(|l| l.contains(": xxx")).count() as u64;
+        assert!(shown > 0 && shown < 200);
+        assert!(text.ends_with(&format!("offset={} max_hits=200\n", 100 + shown)), "{}", &text[text.len() - 200..]);
+        assert!(text.contains("[outside any region]"));
+    }
+
+    #[test]
     fn labels_keep_to_one_short_line() {
         assert_eq!(first_line("make\nmore"), "make…");
         assert_eq!(first_line(&"x".repeat(100)).chars().count(), 81);
