@@ -21,6 +21,7 @@ const CASES: &[(&str, &str)] = &[
     ("literal, common (\"77\")", "77"),
     ("simple regex, rare", "^error: step [0-9]+ failed$"),
     ("case-insensitive literal, rare", "(?i)FAILED"),
+    ("every line matches (worst case)", "^"),
 ];
 
 fn main() -> anyhow::Result<()> {
