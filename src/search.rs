@@ -373,6 +373,10 @@ mod tests {
         let f = find(dir.path(), "needle|line 7$", None, all(20));
         assert_eq!(nums(&f), vec![8, 150_001, 300_000]);
         assert_eq!(find(dir.path(), "^line", None, all(0)).total, 299_998);
+        let middle = Some(Scope { first: LineNo(100_000), last: LineNo(200_000) });
+        assert_eq!(nums(&find(dir.path(), "needle", middle, all(20))), vec![150_001]);
+        let f = find(dir.path(), "^line", middle, Page { offset: 99_999, max_hits: 5 });
+        assert_eq!((f.total, nums(&f)), (100_000, vec![200_000]));
     }
 
     #[test]
