@@ -14,16 +14,25 @@
 //!   the last line for an id wins.
 //! - `meta.json`: [`Meta`], written by the router when it creates the session.
 //! - `secret`: the session's marker secret, mode 0600.
+//! - `regions/NNNN.txt`: the output of a region (id zero-padded to four
+//!   digits), for the [`KEEP_REGION_FILES`] regions used most recently.
+//!
+//! Region files are the one exception to "the logger is the only writer":
+//! they are caches derived from `session.txt` and `regions.jsonl`, which the
+//! router writes when a region is read or searched, so that standard file
+//! tools can work on one command's output. Each is written to a temporary
+//! name and renamed, so a reader sees a whole file or none; losing them
+//! loses nothing.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::region::Region;
-use crate::types::LineNo;
+use crate::region::{LinePos, Region};
+use crate::types::{LineNo, RegionId};
 
 /// File names inside a session directory.
 pub mod files {
@@ -41,7 +50,12 @@ pub mod files {
     pub const SECRET: &str = "secret";
     /// The logger's socket.
     pub const SOCKET: &str = "logger.sock";
+    /// The directory of region files.
+    pub const REGION_DIR: &str = "regions";
 }
+
+/// How many region files a session directory keeps.
+pub const KEEP_REGION_FILES: usize = 8;
 
 /// What the router records about a session when it makes it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -190,6 +204,11 @@ impl LineReader {
         }
     }
 
+    /// The offset in `session.txt` just past line `line` (0 for line 0).
+    pub fn line_end(&self, line: u64) -> Result<u64, StoreError> {
+        self.end_of(line)
+    }
+
     fn end_of(&self, line: u64) -> Result<u64, StoreError> {
         if line == 0 {
             return Ok(0);
@@ -261,6 +280,81 @@ pub fn read_regions(dir: &Path) -> Result<Vec<Region>, StoreError> {
     Ok(by_id.into_values().collect())
 }
 
+/// The path of region `id`'s file in session directory `dir`.
+pub fn region_file(dir: &Path, id: RegionId) -> PathBuf {
+    dir.join(files::REGION_DIR).join(format!("{:04}.txt", id.0))
+}
+
+/// Writes region `r`'s output to its file (again), then removes the least
+/// recently written region files beyond [`KEEP_REGION_FILES`]. The output is
+/// the bytes of `session.txt` between the region's start and end (or the
+/// last complete line, while it runs), so the file is copied, never held.
+pub fn write_region_file(dir: &Path, r: &Region) -> Result<PathBuf, StoreError> {
+    let reader = LineReader::open(dir)?;
+    let (lines, text_end) = reader.extent()?;
+    let at = |pos: LinePos| -> Result<u64, StoreError> {
+        if pos.line.0 == 0 || pos.line.0 > lines {
+            return Ok(text_end);
+        }
+        let (start, end) = (reader.end_of(pos.line.0 - 1)?, reader.end_of(pos.line.0)?);
+        Ok((start + u64::from(pos.bytes)).min(end))
+    };
+    let start = at(r.start)?;
+    let end = match r.end {
+        Some(pos) => at(pos)?.max(start),
+        None => text_end.max(start),
+    };
+    let regions = dir.join(files::REGION_DIR);
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&regions).map_err(io_err(&regions))?;
+    let path = region_file(dir, r.id);
+    let tmp = regions.join(format!(".{:04}.tmp", r.id.0));
+    copy_range(&dir.join(files::TEXT), start, end, &tmp)?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+    prune_region_files(&regions)?;
+    Ok(path)
+}
+
+/// Copies bytes `start..end` of `from` to a new file `to`, ending it with a
+/// newline when it has text.
+fn copy_range(from: &Path, start: u64, end: u64, to: &Path) -> Result<(), StoreError> {
+    let mut src = File::open(from).map_err(io_err(from))?;
+    src.seek(SeekFrom::Start(start)).map_err(io_err(from))?;
+    let out = OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(to).map_err(io_err(to))?;
+    let mut out = BufWriter::new(out);
+    let copied = std::io::copy(&mut src.take(end - start), &mut out).map_err(io_err(to))?;
+    let mut last = [0u8; 1];
+    let ends_open = copied > 0
+        && File::open(from).and_then(|f| f.read_exact_at(&mut last, start + copied - 1)).is_ok()
+        && last[0] != b'\n';
+    if ends_open {
+        out.write_all(b"\n").map_err(io_err(to))?;
+    }
+    out.flush().map_err(io_err(to))
+}
+
+/// Removes the region files of `regions` beyond the newest
+/// [`KEEP_REGION_FILES`], by modification time.
+fn prune_region_files(regions: &Path) -> Result<(), StoreError> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(regions).map_err(io_err(regions))? {
+        let entry = entry.map_err(io_err(regions))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".txt") || name.starts_with('.') {
+            continue;
+        }
+        let modified = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+        found.push((modified, name, entry.path()));
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    for (_, _, path) in found.into_iter().skip(KEEP_REGION_FILES) {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&path)(e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Reads `meta.json` of `dir`.
 pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
     let path = dir.join(files::META);
@@ -280,7 +374,6 @@ pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::RegionId;
 
     #[test]
     fn lines_read_back_by_number() {
@@ -343,5 +436,38 @@ mod tests {
         let back = read_regions(dir.path()).expect("read");
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].exit, Some(2));
+    }
+
+    #[test]
+    fn region_files_hold_the_output_and_only_the_newest_eight_stay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = LineWriter::open(dir.path()).expect("open");
+        for i in 1..=20 {
+            w.push(&format!("$ cmd{i}")).expect("push");
+        }
+        w.flush().expect("flush");
+        let region = |id: u64| Region {
+            id: RegionId(id),
+            start: LinePos { line: LineNo(id), bytes: 2 },
+            end: Some(LinePos { line: LineNo(id + 1), bytes: 0 }),
+            ..Region::default()
+        };
+        let path = write_region_file(dir.path(), &region(3)).expect("write");
+        assert!(path.ends_with("regions/0003.txt"), "{}", path.display());
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "cmd3\n");
+        for id in 4..=12 {
+            write_region_file(dir.path(), &region(id)).expect("write");
+        }
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join(files::REGION_DIR))
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), KEEP_REGION_FILES, "{names:?}");
+        assert_eq!(names[0], "0005.txt");
+        // A running region runs to the last complete line.
+        let running = Region { end: None, ..region(19) };
+        let path = write_region_file(dir.path(), &running).expect("write");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "cmd19\n$ cmd20\n");
     }
 }

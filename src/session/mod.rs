@@ -43,6 +43,14 @@ pub enum SessionError {
         /// The sessions that do exist.
         known: Vec<String>,
     },
+    /// No session of that name, open or closed, has logs here.
+    #[error("no session named {name:?}, open or closed, has logs here{}; session_list names the open ones", known_list(.known))]
+    NoLogs {
+        /// The name asked for.
+        name: String,
+        /// The session directories that do exist.
+        known: Vec<String>,
+    },
     /// The name is taken.
     #[error("a session named {0:?} is already open; pick another name or omit it to get a free one")]
     Exists(String),
@@ -114,6 +122,17 @@ impl Session {
     }
 }
 
+/// A session's logs, open or closed, for reading through the store.
+#[derive(Clone, Debug)]
+pub struct SessionLogs {
+    /// Its name.
+    pub name: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Whether its pane still lives.
+    pub live: bool,
+}
+
 /// The sessions of one server: its tmux socket and state home.
 pub struct Sessions {
     /// The server's settings.
@@ -161,6 +180,31 @@ impl Sessions {
         let dir = self.cfg.session_dir(name);
         let meta = store::read_meta(&dir)?;
         Ok(Session { name: name.to_string(), dir, pane, meta })
+    }
+
+    /// Finds the logs of session `name`, whether its pane lives or not.
+    /// Nothing is written and no logger is needed.
+    pub async fn open_logs(&self, name: &str) -> Result<SessionLogs, SessionError> {
+        validate_name(name).map_err(SessionError::BadName)?;
+        let dir = self.cfg.session_dir(name);
+        if !dir.join(files::TEXT).is_file() && !dir.join(files::META).is_file() {
+            return Err(SessionError::NoLogs { name: name.to_string(), known: self.logged_names() });
+        }
+        let live = self.panes().await.is_ok_and(|p| p.iter().any(|p| p.session_name == name));
+        Ok(SessionLogs { name: name.to_string(), dir, live })
+    }
+
+    /// The names of every session directory, sorted.
+    fn logged_names(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.cfg.sessions_dir()) else { return Vec::new() };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join(files::META).is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| validate_name(n).is_ok())
+            .collect();
+        names.sort();
+        names
     }
 
     /// Makes a new session and waits for its first prompt.

@@ -8,7 +8,9 @@
 
 mod output;
 mod read;
+mod regions;
 mod run;
+mod search;
 mod send;
 mod session;
 mod views;
@@ -57,7 +59,12 @@ impl Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
             inner: Arc::new(Inner { sessions, calls, screens: views::ScreenMemory::default() }),
-            tool_router: Self::session_router() + Self::run_router() + Self::read_router() + Self::send_router(),
+            tool_router: Self::session_router()
+                + Self::run_router()
+                + Self::read_router()
+                + Self::send_router()
+                + Self::search_router()
+                + Self::regions_router(),
         }
     }
 

@@ -1,4 +1,7 @@
-//! `read`: lines of a session's log, by region or by line range, numbered.
+//! `read`: lines of a session's log, by region or by line range, numbered;
+//! through the logger while the pane lives, from the files once it is closed.
+
+use std::path::{Path, PathBuf};
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -9,7 +12,8 @@ use super::Terminal;
 use super::output::{self, digits};
 use crate::protocol::Status;
 use crate::region::{LinePos, Region};
-use crate::session::LoggerClient;
+use crate::session::{LoggerClient, SessionError};
+use crate::store::{self, LineReader};
 use crate::types::{LineNo, RegionId};
 
 /// The most lines one `read` returns.
@@ -48,7 +52,7 @@ impl Terminal {
     /// Reads the session log.
     #[tool(
         name = "read",
-        description = "Read a session's logged output as numbered lines, instead of re-running a command or piping it through head/tail. Give region=N for one command's output (run's reply names its region), or from_line/to_line for any range of the session log; with neither, the last 40 lines. At most 400 lines per call; the reply says how to continue.",
+        description = "Read a session's logged output as numbered lines, instead of re-running a command or piping it through head/tail. Give region=N for one command's output (run's reply names its region), or from_line/to_line for any range of the session log; with neither, the last 40 lines. At most 400 lines per call; the reply says how to continue. Works on closed sessions too.",
         annotations(read_only_hint = true)
     )]
     pub async fn read(&self, Parameters(p): Parameters<ReadParams>) -> CallToolResult {
@@ -65,13 +69,11 @@ impl Terminal {
             Some("raw") => return self.raw_view(&p.session, p.from_byte, p.bytes).await,
             Some(v) => return Err(format!("view {v:?} is not available; use \"cooked\", \"screen\" or \"raw\"")),
         }
-        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
-        let status = logger.status().await.map_err(|e| e.to_string())?;
+        let (dir, mut source, status) = self.open_source(&p.session).await?;
         let last_line = last_line(&status);
         let (first, last, region) = match (p.region, p.from_line, p.to_line) {
             (Some(id), None, None) => {
-                let r = logger.region(RegionId(id)).await.map_err(|e| e.to_string())?.ok_or_else(|| {
+                let r = source.region(RegionId(id)).await?.ok_or_else(|| {
                     format!("session {} has no region {id}; it has {} regions", p.session, status.mark.regions)
                 })?;
                 let (a, b) = region_lines(&r, &status);
@@ -82,11 +84,14 @@ impl Terminal {
         };
         let (last, more) =
             if last.0 >= first.0 + MAX_READ { (LineNo(first.0 + MAX_READ - 1), true) } else { (last, false) };
-        let lines = fetch(&mut logger, &status, first, last, region.as_ref()).await.map_err(|e| e.to_string())?;
+        let lines = source.fetch(&status, first, last, region.as_ref()).await?;
         let mut out = match &region {
             Some(r) => format!("region {} `{}` · lines {first}-{last}\n", r.id, r.command),
             None => format!("lines {first}-{last} of {last_line}\n"),
         };
+        if let Source::Store(..) = source {
+            out.insert_str(0, &format!("(session {} is closed; this is its log)\n", p.session));
+        }
         if lines.is_empty() {
             out.push_str("(no lines)\n");
         }
@@ -94,7 +99,100 @@ impl Terminal {
         if more {
             out.push_str(&format!("… more: read session={} from_line={}\n", p.session, last.0 + 1));
         }
+        if let Some(r) = &region {
+            out.push_str(&region_file_note(&dir, r));
+        }
         Ok(out)
+    }
+
+    /// The session's lines: through its logger while its pane lives, else
+    /// straight from its directory, with a status made from what is there.
+    async fn open_source(&self, name: &str) -> Result<(PathBuf, Source, Status), String> {
+        match self.sessions().resolve(name).await {
+            Ok(s) => {
+                let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+                let status = logger.status().await.map_err(|e| e.to_string())?;
+                Ok((s.dir, Source::Logger(logger), status))
+            }
+            Err(SessionError::NotFound { .. }) => {
+                let logs = self.sessions().open_logs(name).await.map_err(|e| e.to_string())?;
+                let reader = LineReader::open(&logs.dir).map_err(|e| e.to_string())?;
+                let status = closed_status(&logs.dir, &reader).map_err(|e| e.to_string())?;
+                Ok((logs.dir.clone(), Source::Store(reader, logs.dir), status))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// Where a read's lines come from.
+enum Source {
+    /// A live session's logger, which also knows the unfinished line.
+    Logger(LoggerClient),
+    /// A closed session's files: its line reader and directory.
+    Store(LineReader, PathBuf),
+}
+
+impl Source {
+    async fn region(&mut self, id: RegionId) -> Result<Option<Region>, String> {
+        match self {
+            Source::Logger(l) => l.region(id).await.map_err(|e| e.to_string()),
+            Source::Store(_, dir) => {
+                let regions = store::read_regions(dir).map_err(|e| e.to_string())?;
+                Ok(regions.into_iter().find(|r| r.id == id))
+            }
+        }
+    }
+
+    async fn fetch(
+        &mut self,
+        status: &Status,
+        first: LineNo,
+        last: LineNo,
+        region: Option<&Region>,
+    ) -> Result<Vec<String>, String> {
+        match self {
+            Source::Logger(l) => fetch(l, status, first, last, region).await.map_err(|e| e.to_string()),
+            Source::Store(r, _) => store_fetch(r, first, last, region).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// A status for a closed session: every line committed, no unfinished one,
+/// and its regions as the store has them.
+fn closed_status(dir: &Path, reader: &LineReader) -> Result<Status, crate::store::StoreError> {
+    let (lines, _) = reader.extent()?;
+    let regions = store::read_regions(dir)?;
+    let mut status = Status { eof: true, ..Status::default() };
+    status.mark.line = LineNo(lines + 1);
+    status.mark.regions = regions.len() as u64;
+    status.last_region = regions.into_iter().last();
+    Ok(status)
+}
+
+/// Lines `first..=last` from the files, cut to the region's bounds.
+fn store_fetch(
+    reader: &LineReader,
+    first: LineNo,
+    last: LineNo,
+    region: Option<&Region>,
+) -> Result<Vec<String>, crate::store::StoreError> {
+    if last < first {
+        return Ok(Vec::new());
+    }
+    let mut lines = reader.read(first, last.0 - first.0 + 1)?;
+    if let Some(r) = region {
+        let end = r.end.unwrap_or(LinePos { line: last.next(), bytes: 0 });
+        cut_region(&mut lines, first, r.start, end);
+    }
+    Ok(lines)
+}
+
+/// Writes the region's file again and says where it is.
+fn region_file_note(dir: &Path, r: &Region) -> String {
+    match store::write_region_file(dir, r) {
+        Ok(path) => format!("the whole region is also in {}\n", path.display()),
+        Err(e) => format!("(its file could not be written: {e})\n"),
     }
 }
 

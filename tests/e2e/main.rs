@@ -3,5 +3,6 @@
 
 mod harness;
 mod run;
+mod search;
 mod send;
 mod sessions;

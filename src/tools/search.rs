@@ -1,0 +1,269 @@
+//! `search`: a regex over a session's log or one region of it, open or
+//! closed, with the total count, a page of hits with context, and each
+//! hit's region.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{schemars, tool, tool_router};
+use serde::Deserialize;
+
+use super::Terminal;
+use super::output::digits;
+use crate::region::Region;
+use crate::search::{self, Found, Page, Shown};
+use crate::store::{self, LineReader};
+use crate::types::{LineNo, RegionId};
+
+/// Hits per page unless asked otherwise.
+const DEFAULT_HITS: u64 = 20;
+/// The most hits one page may ask for.
+const MAX_HITS: u64 = 200;
+/// The most context lines before and after a hit.
+const MAX_CONTEXT: u64 = 10;
+/// A reply stops adding hits past this many bytes.
+const MAX_REPLY: usize = 20_000;
+/// Characters of a line shown in a search reply.
+const MAX_SHOWN_CHARS: usize = 300;
+
+/// Arguments of `search`.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    /// The session's name; closed sessions whose logs remain work too.
+    pub session: String,
+    /// A regular expression (Rust regex syntax), matched line by line: ^ and $ are line bounds; (?i) ignores case.
+    pub pattern: String,
+    /// Search only this region's output (a region number from run or regions).
+    #[serde(default)]
+    pub region: Option<u64>,
+    /// Lines of context before and after each hit (default 0, at most 10).
+    #[serde(default)]
+    pub context: Option<u64>,
+    /// Hits per reply (default 20, at most 200).
+    #[serde(default)]
+    pub max_hits: Option<u64>,
+    /// Hits to skip, for the next page (the reply gives the exact call).
+    #[serde(default)]
+    pub offset: Option<u64>,
+}
+
+#[tool_router(router = search_router, vis = "pub(super)")]
+impl Terminal {
+    /// Searches the session log.
+    #[tool(
+        name = "search",
+        description = "Search a session's logged output with a regex instead of re-running a command through grep. Searches the whole log, or one command's output with region=N. Replies with the total number of matching lines and a page of hits as `LINE: text` (context lines as `LINE- text`), grouped under the region each hit is in; read from_line/to_line shows more around a hit. Works on closed sessions too. Use offset for the next page; the reply gives the exact call.",
+        annotations(read_only_hint = true)
+    )]
+    pub async fn search(&self, Parameters(p): Parameters<SearchParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("search", Some(&name), self.search_body(p)).await
+    }
+}
+
+impl Terminal {
+    async fn search_body(&self, p: SearchParams) -> Result<String, String> {
+        let logs = self.sessions().open_logs(&p.session).await.map_err(|e| e.to_string())?;
+        let re = search::compile(&p.pattern).map_err(|e| {
+            format!("{e}\n(the pattern is a Rust regex: escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)")
+        })?;
+        let dir = logs.dir.clone();
+        tokio::task::spawn_blocking(move || run_search(&dir, &re, &p))
+            .await
+            .map_err(|e| format!("the search failed: {e}"))?
+    }
+}
+
+/// What one search shows, before it is rendered.
+struct Answer {
+    found: Found,
+    groups: Vec<Vec<Shown>>,
+    regions: Vec<Region>,
+    region: Option<Region>,
+    region_file: Option<Result<PathBuf, String>>,
+}
+
+fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, String> {
+    let context = p.context.unwrap_or(0);
+    if context > MAX_CONTEXT {
+        return Err(format!("context is at most {MAX_CONTEXT} lines"));
+    }
+    let page = Page { offset: p.offset.unwrap_or(0), max_hits: p.max_hits.unwrap_or(DEFAULT_HITS).clamp(1, MAX_HITS) };
+    let regions = store::read_regions(dir).map_err(|e| e.to_string())?;
+    let (lines, _) = LineReader::open(dir).and_then(|r| r.extent()).map_err(|e| e.to_string())?;
+    let region = match p.region {
+        None => None,
+        Some(id) => Some(regions.iter().find(|r| r.id == RegionId(id)).cloned().ok_or_else(|| {
+            format!("session {} has no region {id}; it has {} (regions lists them)", p.session, regions.len())
+        })?),
+    };
+    let scope = region.as_ref().map(|r| search::region_scope(r, LineNo(lines)));
+    let found = search::search(dir, re, scope, page).map_err(|e| e.to_string())?;
+    let groups = match found.scope {
+        Some(s) => search::with_context(dir, &found.hits, context, s).map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    let region_file = region.as_ref().map(|r| store::write_region_file(dir, r).map_err(|e| e.to_string()));
+    Ok(render(p, page, &Answer { found, groups, regions, region, region_file }))
+}
+
+fn render(p: &SearchParams, page: Page, a: &Answer) -> String {
+    let mut out = headline(p, a);
+    let width = a.found.hits.last().map_or(1, |l| digits(l.0));
+    let mut shown_hits = 0u64;
+    let mut current: Option<Option<RegionId>> = None;
+    for group in &a.groups {
+        if out.len() > MAX_REPLY && shown_hits > 0 {
+            break;
+        }
+        if shown_hits > 0 {
+            out.push_str("--\n");
+        }
+        // The label goes before the group's context, then again wherever
+        // a later hit of the group lies in another region.
+        let first_hit = group.iter().position(|s| s.hit).unwrap_or(0);
+        for (i, s) in group.iter().enumerate() {
+            if i == 0 || (s.hit && i > first_hit) {
+                let here =
+                    group.get(if i == 0 { first_hit } else { i }).and_then(|h| search::region_at(&a.regions, h.line));
+                if current != Some(here.map(|r| r.id)) {
+                    current = Some(here.map(|r| r.id));
+                    out.push_str(&region_label(here));
+                }
+            }
+            shown_hits += u64::from(s.hit);
+            let mark = if s.hit { ':' } else { '-' };
+            let _ = writeln!(out, "{:>width$}{mark} {}", s.line.0, shorten(&s.text));
+        }
+    }
+    out.push_str(&footer(p, page, a.found.total, shown_hits));
+    out
+}
+
+fn headline(p: &SearchParams, a: &Answer) -> String {
+    let pattern = quoted(&p.pattern);
+    let where_ = match (&a.region, a.found.scope) {
+        (Some(r), Some(s)) => format!("region {} `{}` (lines {}-{})", r.id, first_line(&r.command), s.first, s.last),
+        (Some(r), None) => format!("region {} `{}` (no output)", r.id, first_line(&r.command)),
+        (None, Some(s)) => format!("the log (lines {}-{})", s.first, s.last),
+        (None, None) => "the log (empty)".to_string(),
+    };
+    let n = a.found.total;
+    let mut out = format!("{n} line{} of {where_} in {} match {pattern}\n", plural(n), p.session);
+    match &a.region_file {
+        Some(Ok(path)) => {
+            let _ = writeln!(out, "region file: {}", path.display());
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(out, "(the region file could not be written: {e})");
+        }
+        None => {}
+    }
+    out
+}
+
+fn footer(p: &SearchParams, page: Page, total: u64, shown: u64) -> String {
+    if shown == 0 {
+        return match total {
+            0 => String::new(),
+            _ => format!("offset {} is past the last hit; use an offset below {total}\n", page.offset),
+        };
+    }
+    let (from, to) = (page.offset + 1, page.offset + shown);
+    if to >= total {
+        return format!("hits {from}-{to} of {total}\n");
+    }
+    let mut next = format!("search session={} pattern={} offset={to}", p.session, quoted(&p.pattern));
+    for (k, v) in [("region", p.region), ("context", p.context), ("max_hits", p.max_hits)] {
+        if let Some(v) = v {
+            let _ = write!(next, " {k}={v}");
+        }
+    }
+    format!("hits {from}-{to} of {total}; next page: {next}\n")
+}
+
+fn region_label(r: Option<&Region>) -> String {
+    match r {
+        None => "[outside any region]\n".to_string(),
+        Some(r) => format!("[region {} `{}`]\n", r.id, first_line(&r.command)),
+    }
+}
+
+/// A command's first line, shortened for a label.
+pub(super) fn first_line(command: &str) -> String {
+    let line = command.lines().next().unwrap_or("");
+    let more = command.lines().nth(1).is_some();
+    let mut s: String = line.chars().take(80).collect();
+    if more || line.chars().nth(80).is_some() {
+        s.push('…');
+    }
+    s
+}
+
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(MAX_SHOWN_CHARS) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{} … [{} more characters]", &text[..at], text[at..].chars().count()),
+    }
+}
+
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> SearchParams {
+        SearchParams {
+            session: "t1".into(),
+            pattern: "a\"b".into(),
+            region: Some(3),
+            context: None,
+            max_hits: Some(5),
+            offset: None,
+        }
+    }
+
+    #[test]
+    fn the_footer_gives_the_exact_next_call() {
+        let page = Page { offset: 0, max_hits: 5 };
+        let text = footer(&params(), page, 12, 5);
+        assert_eq!(
+            text,
+            "hits 1-5 of 12; next page: search session=t1 pattern=\"a\\\"b\" offset=5 region=3 max_hits=5\n"
+        );
+        assert_eq!(footer(&params(), Page { offset: 10, max_hits: 5 }, 12, 2), "hits 11-12 of 12\n");
+        assert!(footer(&params(), Page { offset: 20, max_hits: 5 }, 12, 0).contains("past the last hit"));
+    }
+
+    #[test]
+    fn a_long_page_is_cut_by_size_and_the_next_call_continues_after_it() {
+        let hits: Vec<LineNo> = (1..=200).map(|n| LineNo(n * 10)).collect();
+        let groups = hits.iter().map(|&line| vec![Shown { line, text: "x".repeat(1000), hit: true }]).collect();
+        let found = Found { total: 500, hits, scope: Some(search::Scope { first: LineNo(1), last: LineNo(5000) }) };
+        let answer = Answer { found, groups, regions: Vec::new(), region: None, region_file: None };
+        let p = SearchParams { region: None, max_hits: Some(200), offset: Some(100), ..params() };
+        let text = render(&p, Page { offset: 100, max_hits: 200 }, &answer);
+        assert!(text.len() < MAX_REPLY + 1000, "{} bytes", text.len());
+        let shown = text.lines().filter(|l| l.contains(": xxx")).count() as u64;
+        assert!(shown > 0 && shown < 200);
+        assert!(text.ends_with(&format!("offset={} max_hits=200\n", 100 + shown)), "{}", &text[text.len() - 200..]);
+        assert!(text.contains("[outside any region]"));
+    }
+
+    #[test]
+    fn labels_keep_to_one_short_line() {
+        assert_eq!(first_line("make\nmore"), "make…");
+        assert_eq!(first_line(&"x".repeat(100)).chars().count(), 81);
+        assert!(shorten(&"é".repeat(400)).ends_with("[100 more characters]"));
+    }
+}

@@ -1,0 +1,89 @@
+//! `search`, `regions`, region files, and reading a closed session's logs.
+
+use serde_json::json;
+
+use crate::assert_has;
+use crate::harness::{Server, World};
+
+/// Runs `command` and returns the region id its reply names.
+async fn run_region(s: &Server, session: &str, command: &str) -> u64 {
+    let r = s.run(session, command).await;
+    r.split(" · region ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no region in:\n{r}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_counts_pages_and_names_regions() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // The command lines hold "row%g", which the pattern does not match.
+    let a = run_region(&s, "t1", "seq -f 'row%g' 1 30").await;
+    let b = run_region(&s, "t1", "seq -f 'row%g' 100 104; false").await;
+    let all = s.ok("search", json!({"session": "t1", "pattern": "^row[0-9]+$"})).await;
+    assert_has!(all, "35 lines of the log");
+    assert_has!(all, format!("[region {a} `seq -f 'row%g' 1 30`]"));
+    assert_has!(all, "hits 1-20 of 35; next page: search session=t1 pattern=\"^row[0-9]+$\" offset=20");
+    assert!(all.lines().any(|l| l.ends_with(": row1")), "{all}");
+    let next = s.ok("search", json!({"session": "t1", "pattern": "^row[0-9]+$", "offset": 20})).await;
+    assert_has!(next, "hits 21-35 of 35");
+    assert_has!(next, format!("[region {b} "));
+    assert!(next.lines().any(|l| l.ends_with(": row104")), "{next}");
+    // Within one region, with context marked apart from hits.
+    let one = s.ok("search", json!({"session": "t1", "pattern": "row102", "region": b, "context": 1})).await;
+    assert_has!(one, format!("1 line of region {b}"));
+    assert!(one.lines().any(|l| l.ends_with("- row101")), "{one}");
+    assert!(one.lines().any(|l| l.ends_with(": row102")), "{one}");
+    assert!(one.lines().any(|l| l.ends_with("- row103")), "{one}");
+    assert!(!one.contains("row100"), "{one}");
+    let label = one.find("[region").expect("a region label");
+    assert!(label < one.find("- row101").expect("context"), "the label leads its group:\n{one}");
+    let bad = s.err("search", json!({"session": "t1", "pattern": "row("})).await;
+    assert_has!(bad, "invalid pattern");
+    assert_has!(bad, "unclosed group");
+    assert_has!(s.err("search", json!({"session": "t1", "pattern": "x", "region": 999})).await, "has no region 999");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_list_failures_and_reading_writes_the_region_file() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let ok = run_region(&s, "t1", "seq 1 3").await;
+    let bad = run_region(&s, "t1", "(exit 7)").await;
+    let list = s.ok("regions", json!({"session": "t1"})).await;
+    assert_has!(list, format!("#{ok} exit 0"));
+    assert_has!(list, format!("#{bad} exit 7"));
+    let failed = s.ok("regions", json!({"session": "t1", "failed_only": true})).await;
+    assert_has!(failed, format!("#{bad} exit 7"));
+    assert!(!failed.contains(&format!("#{ok} ")), "{failed}");
+    // Reading a region writes its file; reading it again writes it again.
+    let file = w.session_dir("t1").join("regions").join(format!("{ok:04}.txt"));
+    assert_has!(s.ok("read", json!({"session": "t1", "region": ok})).await, file.display().to_string());
+    assert_eq!(std::fs::read_to_string(&file).expect("region file"), "1\n2\n3\n");
+    std::fs::remove_file(&file).expect("remove");
+    s.ok("read", json!({"session": "t1", "region": ok})).await;
+    assert!(file.is_file(), "read did not write the region file again");
+    assert_has!(s.ok("regions", json!({"session": "t1"})).await, format!("regions/{ok:04}.txt"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_session_can_still_be_read_searched_and_listed() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("gone").await;
+    let r = run_region(&s, "gone", "seq -f 'kept%g' 1 5; (exit 3)").await;
+    s.ok("session_close", json!({"session": "gone"})).await;
+    let found = s.ok("search", json!({"session": "gone", "pattern": "^kept[0-9]$"})).await;
+    assert_has!(found, "5 lines of the log");
+    let read = s.ok("read", json!({"session": "gone", "region": r})).await;
+    assert_has!(read, "is closed");
+    assert_has!(read, "kept5");
+    let tail = s.ok("read", json!({"session": "gone"})).await;
+    assert_has!(tail, "kept3");
+    assert_has!(s.ok("regions", json!({"session": "gone"})).await, format!("#{r} exit 3"));
+    assert_has!(s.err("search", json!({"session": "never", "pattern": "x"})).await, "open or closed");
+}
