@@ -42,6 +42,22 @@ fn script() -> Vec<(&'static str, &'static str, Value)> {
             json!({"session": "demo", "from_line": 2500, "to_line": 2504}),
         ),
         (
+            "Search the whole log; hits name their region.",
+            "search",
+            json!({"session": "demo", "pattern": "^49[0-9]7$"}),
+        ),
+        ("The commands so far, failed ones only.", "regions", json!({"session": "demo", "failed_only": true})),
+        (
+            "A program that reads input: run returns while it waits...",
+            "run",
+            json!({"session": "demo", "command": "cat", "timeout": 0.3}),
+        ),
+        (
+            "...and send types text, then presses keys.",
+            "send",
+            json!({"session": "demo", "text": "typed by the model", "keys": ["enter", "ctrl+d"]}),
+        ),
+        (
             "A slow command outlives a short timeout...",
             "run",
             json!({"session": "demo", "command": "sleep 1; echo done sleeping", "timeout": 0.3}),

@@ -31,10 +31,14 @@ const INSTRUCTIONS: &str = "\
 Terminal sessions in tmux panes that a person can watch and join. Open one \
 session at the start of a task (session_create) and keep using it: its shell \
 keeps cwd, environment and history, and every line of output is logged. \
+Tell the user the attach command from session_create so they can watch. \
 run types one command line and returns when it finishes, with its exit \
 status; long output is clipped to head and tail, and read fetches any line \
-range or region later, so there is no need for `| tail` or `| head`. Tell the \
-user the attach command from session_create so they can watch.";
+range or region later, so `| tail` and `| head` are unnecessary. search finds \
+lines in the whole log or one region; regions lists past commands. For \
+programs that wait for keys (a REPL, a pager, an editor, a prompt), use send: \
+text then keys such as ctrl+c or q, and read view=\"screen\" to see the screen. \
+A command that outlives run's timeout keeps running: wait picks it up.";
 
 /// The MCP server: every tool, over shared state.
 #[derive(Clone)]
