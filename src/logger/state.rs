@@ -158,7 +158,10 @@ impl Shared {
             }
         }
         if let Some(re) = re {
-            let from = region.as_ref().map_or(spec.after.line.next(), |r| r.start.line);
+            // New output only: after the mark's line when no region opened
+            // (or a plain shell), else from the region's start, or from the
+            // mark's line when waiting resumes within a running region.
+            let from = region.as_ref().map_or(spec.after.line.next(), |r| r.start.line.max(spec.after.line));
             if let Some(line) = self.scan(re, from, status, scan) {
                 return Some(WaitReason::Matched(line));
             }

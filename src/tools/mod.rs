@@ -13,6 +13,7 @@ mod run;
 mod search;
 mod send;
 mod session;
+mod shape;
 mod views;
 
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::Terminal;
 use super::output::{self, Plan};
 use super::read::{fetch, region_lines};
+use super::shape::{Shape, ShapeParams};
 use crate::protocol::{Status, WaitReason, WaitSpec};
 use crate::region::Region;
 use crate::session::{LoggerClient, Session};
@@ -34,6 +35,24 @@ pub struct RunParams {
     /// Seconds to wait for the command to finish (default 30, at most 600). At the timeout the command keeps running: the reply says so and wait picks it up.
     #[serde(default)]
     pub timeout: Option<f64>,
+    /// A regex: return as soon as it appears in the command's new output (never matching the echoed command line); the command keeps running.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// A regex: reply with only the output lines that match it (plus show_after lines after each), e.g. "error|warning". The full output stays readable with read.
+    #[serde(default)]
+    pub show: Option<String>,
+    /// With show: how many lines after each match to include (default 0, at most 20).
+    #[serde(default)]
+    pub show_after: Option<u64>,
+    /// Reply with only the last N lines of output (at most 400), instead of head and tail.
+    #[serde(default)]
+    pub last_lines: Option<u64>,
+    /// An absolute file path: also write the whole output there (it must not exist unless overwrite is true; symlinks are never followed).
+    #[serde(default)]
+    pub save_to: Option<String>,
+    /// With save_to: replace an existing regular file.
+    #[serde(default)]
+    pub overwrite: Option<bool>,
 }
 
 /// Arguments of `wait`.
@@ -45,6 +64,56 @@ pub struct WaitParams {
     /// Seconds to wait (default 30, at most 600).
     #[serde(default)]
     pub timeout: Option<f64>,
+    /// A regex: return as soon as it appears in the command's new output (never matching the echoed command line); the command keeps running.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// A regex: reply with only the output lines that match it (plus show_after lines after each), e.g. "error|warning". The full output stays readable with read.
+    #[serde(default)]
+    pub show: Option<String>,
+    /// With show: how many lines after each match to include (default 0, at most 20).
+    #[serde(default)]
+    pub show_after: Option<u64>,
+    /// Reply with only the last N lines of output (at most 400), instead of head and tail.
+    #[serde(default)]
+    pub last_lines: Option<u64>,
+    /// An absolute file path: also write the whole output there (it must not exist unless overwrite is true; symlinks are never followed).
+    #[serde(default)]
+    pub save_to: Option<String>,
+    /// With save_to: replace an existing regular file.
+    #[serde(default)]
+    pub overwrite: Option<bool>,
+}
+
+/// `run`'s and `wait`'s options for waiting and shaping, checked.
+struct Options {
+    until: Option<String>,
+    shape: Shape,
+}
+
+macro_rules! options_of {
+    ($p:expr) => {{
+        let shape = ShapeParams {
+            show: $p.show.clone(),
+            show_after: $p.show_after,
+            last_lines: $p.last_lines,
+            save_to: $p.save_to.clone(),
+            overwrite: $p.overwrite,
+        };
+        Options::parse($p.until.clone(), &shape)
+    }};
+}
+
+impl Options {
+    fn parse(until: Option<String>, shape: &ShapeParams) -> Result<Options, String> {
+        if let Some(u) = &until {
+            regex::Regex::new(u).map_err(|e| format!("until: invalid pattern: {e}"))?;
+        }
+        Ok(Options { until, shape: Shape::parse(shape)? })
+    }
+
+    fn spec(&self, after: crate::protocol::Mark, timeout_ms: u64) -> WaitSpec {
+        WaitSpec { after, command_done: true, pattern: self.until.clone(), timeout_ms, ..WaitSpec::default() }
+    }
 }
 
 #[tool_router(router = run_router, vis = "pub(super)")]
@@ -74,6 +143,7 @@ impl Terminal {
     async fn run_body(&self, p: RunParams) -> Result<String, String> {
         let timeout = timeout_ms(p.timeout)?;
         let lines = command_lines(&p.command)?;
+        let opts = options_of!(p)?;
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
         let mut logger = s.logger().await.map_err(|e| e.to_string())?;
         let mut out = String::new();
@@ -82,7 +152,7 @@ impl Terminal {
             let status = ready_status(&s, &mut logger).await?;
             refuse_if_busy(&s, &status)?;
             let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-            let (text, finished) = self.run_line(&s, &mut logger, &status, line, left.max(1)).await?;
+            let (text, finished) = self.run_line(&s, &mut logger, &status, line, (&opts, left.max(1))).await?;
             if lines.len() > 1 {
                 let _ = writeln!(out, "$ {line}");
             }
@@ -101,25 +171,25 @@ impl Terminal {
         logger: &mut LoggerClient,
         before: &Status,
         line: &str,
-        timeout: u64,
+        (opts, timeout): (&Options, u64),
     ) -> Result<(String, bool), String> {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         tmux.send_text(pane, line).await.map_err(|e| e.to_string())?;
         tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
-        let spec = WaitSpec { after: before.mark, command_done: true, timeout_ms: timeout, ..WaitSpec::default() };
-        let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let (reason, status) = logger.wait(opts.spec(before.mark, timeout)).await.map_err(|e| e.to_string())?;
         let region = match status.mark.regions > before.mark.regions {
             true => logger.region(RegionId(before.mark.regions + 1)).await.map_err(|e| e.to_string())?,
             false => None,
         };
-        let finished = !matches!(reason, WaitReason::Timeout | WaitReason::Eof);
-        let text = describe(s, logger, &status, &reason, region.as_ref(), before.mark.line).await?;
+        let finished = !matches!(reason, WaitReason::Timeout | WaitReason::Eof | WaitReason::Matched(_));
+        let text = describe(s, logger, (&status, &reason), region.as_ref(), before.mark.line, &opts.shape).await?;
         Ok((text, finished))
     }
 
     async fn wait_body(&self, p: WaitParams) -> Result<String, String> {
         let timeout = timeout_ms(p.timeout)?;
+        let opts = options_of!(p)?;
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
         let mut logger = s.logger().await.map_err(|e| e.to_string())?;
         let status = logger.status().await.map_err(|e| e.to_string())?;
@@ -130,10 +200,9 @@ impl Terminal {
         // first one after a mark taken just before it opened.
         let mut after = status.mark;
         after.regions = open.0 - 1;
-        let spec = WaitSpec { after, command_done: true, timeout_ms: timeout, ..WaitSpec::default() };
-        let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let (reason, status) = logger.wait(opts.spec(after, timeout)).await.map_err(|e| e.to_string())?;
         let region = logger.region(open).await.map_err(|e| e.to_string())?;
-        describe(&s, &mut logger, &status, &reason, region.as_ref(), status.mark.line).await
+        describe(&s, &mut logger, (&status, &reason), region.as_ref(), status.mark.line, &opts.shape).await
     }
 }
 
@@ -155,16 +224,30 @@ async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, 
 async fn describe(
     s: &Session,
     logger: &mut LoggerClient,
-    status: &Status,
-    reason: &WaitReason,
+    (status, reason): (&Status, &WaitReason),
     region: Option<&Region>,
     typed_on: LineNo,
+    shape: &Shape,
 ) -> Result<String, String> {
     let mut out = headline(s, reason, region);
     let (first, last) = match region {
         Some(r) => region_lines(r, status),
         None => (typed_on.next(), super::read::last_line(status)),
     };
+    // Lines before the unfinished one are on disk; that one only the logger has.
+    let committed = LineNo(last.0.min(status.mark.line.0.saturating_sub(1)));
+    let unfinished = match last >= status.mark.line {
+        true => fetch(logger, status, status.mark.line, status.mark.line, region).await.map_err(|e| e.to_string())?,
+        false => Vec::new(),
+    };
+    if let Some(note) = shape.save(&s.dir, first, committed, unfinished.first().map(String::as_str))? {
+        let _ = writeln!(out, "{note}");
+    }
+    if shape.replaces_clipping() {
+        out.push_str(&shape.render(&s.dir, first, committed)?);
+        out.push_str(&output::plain(&unfinished));
+        return Ok(finish(out, s, reason, region));
+    }
     let hint = |a: u64, b: u64| match region {
         Some(r) => format!("read session={} region={} (or from_line={a} to_line={b})", s.name, r.id),
         None => format!("read session={} from_line={a} to_line={b}", s.name),
@@ -183,10 +266,16 @@ async fn describe(
             out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));
         }
     }
-    if matches!(reason, WaitReason::Timeout) {
+    Ok(finish(out, s, reason, region))
+}
+
+/// Ends a reply with what to do about a command that still runs.
+fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Region>) -> String {
+    let running = region.is_some_and(|r| r.end.is_none());
+    if matches!(reason, WaitReason::Timeout) || (running && matches!(reason, WaitReason::Matched(_))) {
         let _ = writeln!(out, "It keeps running: call wait session={} to keep waiting.", s.name);
     }
-    Ok(out)
+    out
 }
 
 fn headline(s: &Session, reason: &WaitReason, region: Option<&Region>) -> String {
@@ -210,6 +299,7 @@ fn headline(s: &Session, reason: &WaitReason, region: Option<&Region>) -> String
         }
         (WaitReason::Eof, _) => format!("the session {} ended (its pane closed){id}\n", s.name),
         (WaitReason::Timeout, _) => format!("still running{id}; output so far:\n"),
+        (WaitReason::Matched(line), _) => format!("`until` matched on line {line}{id}\n"),
         _ => format!("done{id}\n"),
     }
 }

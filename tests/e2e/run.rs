@@ -125,3 +125,50 @@ async fn a_killed_router_loses_nothing() {
     let numbered = |l: &&str| l.split_whitespace().nth(1).is_some_and(|w| w.starts_with("line"));
     assert_eq!(all.lines().skip(1).filter(numbered).count(), 300, "{all}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn until_returns_at_the_pattern_and_never_matches_the_echoed_command() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // The command line itself holds "READY"; only the output may match.
+    let cmd = "sleep 0.3; echo READY; sleep 30";
+    let started = std::time::Instant::now();
+    let r = s.ok("run", json!({"session": "t1", "command": cmd, "until": "READY", "timeout": 20})).await;
+    assert_has!(r, "`until` matched");
+    assert_has!(r, "READY");
+    assert_has!(r, "wait session=t1");
+    let took = started.elapsed();
+    assert!(took > std::time::Duration::from_millis(250), "matched the echo after {took:?}");
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_last_lines_and_save_to_shape_the_reply() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let cmd = "for i in $(seq 1 300); do echo step $i; [ $((i % 100)) = 0 ] && echo WARN at $i; done";
+    let r = s.ok("run", json!({"session": "t1", "command": cmd, "show": "^WARN", "show_after": 1})).await;
+    assert_has!(r, "3 of 303 output lines match show");
+    assert_has!(r, "WARN at 200");
+    assert_has!(r, "step 201");
+    assert!(!r.contains("step 150"), "{r}");
+    let r = s.ok("run", json!({"session": "t1", "command": "seq 1 1000", "last_lines": 3})).await;
+    assert_has!(r, "997 earlier lines");
+    assert!(r.trim_end().ends_with("1000"), "{r}");
+    let out = w.tmp.path().join("saved.txt");
+    let path = out.display().to_string();
+    let r = s.ok("run", json!({"session": "t1", "command": "seq 1 5000", "save_to": path})).await;
+    assert_has!(r, "saved 5000 lines");
+    let saved = std::fs::read_to_string(&out).expect("saved file");
+    assert_eq!(saved.lines().count(), 5000);
+    assert_eq!(saved.lines().last(), Some("5000"));
+    // An existing file is kept unless overwrite says so; nothing is typed.
+    let e = s.err("run", json!({"session": "t1", "command": "echo NOT-RUN", "save_to": path})).await;
+    assert_has!(e, "overwrite");
+    let e = s.err("run", json!({"session": "t1", "command": "echo NOT-RUN", "show": "("})).await;
+    assert_has!(e, "show: invalid pattern");
+    let log = std::fs::read_to_string(w.session_dir("t1").join("session.txt")).expect("log");
+    assert!(!log.contains("NOT-RUN"), "a refused call typed nothing");
+}

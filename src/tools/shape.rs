@@ -1,0 +1,253 @@
+//! Shaping a command's output for the reply: `show` (matching lines and a
+//! few after each), `last_lines` (only the end), and `save_to` (a copy of
+//! the whole output in a file the caller names). Every option is checked
+//! before anything is typed, so a bad one rejects the call whole.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use regex::bytes::Regex;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::output;
+use crate::search::{self, Page, Scope};
+use crate::store::LineReader;
+use crate::types::LineNo;
+
+/// The most `show` hits a reply lists.
+const MAX_SHOW_HITS: u64 = 40;
+/// The most lines after each `show` hit.
+const MAX_SHOW_AFTER: u64 = 20;
+/// The most lines `last_lines` may ask for.
+const MAX_LAST_LINES: u64 = 400;
+/// The lines `save_to` copies per read, so a huge output is never held whole.
+const SAVE_CHUNK: u64 = 10_000;
+
+/// The shaping options shared by `run` and `wait`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+pub struct ShapeParams {
+    /// A regex: reply with only the output lines that match it (plus show_after lines after each), e.g. "error|warning". The full output stays readable with read.
+    #[serde(default)]
+    pub show: Option<String>,
+    /// With show: how many lines after each match to include (default 0, at most 20).
+    #[serde(default)]
+    pub show_after: Option<u64>,
+    /// Reply with only the last N lines of output (at most 400), instead of head and tail.
+    #[serde(default)]
+    pub last_lines: Option<u64>,
+    /// A file path: also write the whole output there (it must not exist, unless overwrite is true; symlinks are never followed).
+    #[serde(default)]
+    pub save_to: Option<String>,
+    /// With save_to: replace an existing regular file.
+    #[serde(default)]
+    pub overwrite: Option<bool>,
+}
+
+/// The options, checked.
+#[derive(Clone, Debug, Default)]
+pub struct Shape {
+    show: Option<(Regex, u64)>,
+    last_lines: Option<u64>,
+    save_to: Option<(PathBuf, bool)>,
+}
+
+impl Shape {
+    /// Checks the options; the error says what to fix.
+    pub fn parse(p: &ShapeParams) -> Result<Shape, String> {
+        if p.show.is_some() && p.last_lines.is_some() {
+            return Err("give show or last_lines, not both".into());
+        }
+        let after = p.show_after.unwrap_or(0);
+        if after > MAX_SHOW_AFTER {
+            return Err(format!("show_after is at most {MAX_SHOW_AFTER}"));
+        }
+        if p.show_after.is_some() && p.show.is_none() {
+            return Err("show_after needs show".into());
+        }
+        let show = match &p.show {
+            Some(pat) => Some((search::compile(pat).map_err(|e| format!("show: {e}"))?, after)),
+            None => None,
+        };
+        if p.last_lines.is_some_and(|n| n == 0 || n > MAX_LAST_LINES) {
+            return Err(format!("last_lines must be between 1 and {MAX_LAST_LINES}"));
+        }
+        let save_to = match &p.save_to {
+            Some(path) => Some((check_save_path(path, p.overwrite.unwrap_or(false))?, p.overwrite.unwrap_or(false))),
+            None if p.overwrite.is_some() => return Err("overwrite needs save_to".into()),
+            None => None,
+        };
+        Ok(Shape { show, last_lines: p.last_lines, save_to })
+    }
+
+    /// Whether the reply replaces head-and-tail clipping.
+    pub fn replaces_clipping(&self) -> bool {
+        self.show.is_some() || self.last_lines.is_some()
+    }
+
+    /// The reply body for lines `first..=last` of the log in `dir`, when
+    /// [`Shape::replaces_clipping`]; the unfinished line is not included.
+    pub fn render(&self, dir: &Path, first: LineNo, last: LineNo) -> Result<String, String> {
+        if let Some(n) = self.last_lines {
+            let from = LineNo(last.0.saturating_sub(n - 1).max(first.0));
+            let lines = read(dir, from, last)?;
+            let skipped = from.0 - first.0;
+            let mut out = String::new();
+            if skipped > 0 {
+                let _ = writeln!(out, "… {skipped} earlier lines ({first}-{}) not shown", from.0 - 1);
+            }
+            out.push_str(&output::numbered(from, &lines, output::digits(last.0)));
+            return Ok(out);
+        }
+        let Some((re, after)) = &self.show else { return Ok(String::new()) };
+        self.render_show(dir, re, *after, Scope { first, last })
+    }
+
+    fn render_show(&self, dir: &Path, re: &Regex, after: u64, scope: Scope) -> Result<String, String> {
+        let page = Page { offset: 0, max_hits: MAX_SHOW_HITS };
+        let found = search::search(dir, re, Some(scope), page).map_err(|e| e.to_string())?;
+        let mut out = format!("{} of {} output lines match show:\n", found.total, scope.last.0 + 1 - scope.first.0);
+        let mut shown_to = 0u64;
+        for hit in &found.hits {
+            let from = LineNo(hit.0.max(shown_to + 1));
+            let to = LineNo((hit.0 + after).min(scope.last.0));
+            if from > to {
+                continue;
+            }
+            if shown_to > 0 && from.0 > shown_to + 1 {
+                out.push_str("--\n");
+            }
+            out.push_str(&output::numbered(from, &read(dir, from, to)?, output::digits(scope.last.0)));
+            shown_to = to.0;
+        }
+        if found.total > MAX_SHOW_HITS {
+            let _ = writeln!(out, "… {} more matches: search finds them all", found.total - MAX_SHOW_HITS);
+        }
+        Ok(out)
+    }
+
+    /// Copies lines `first..=last` (plus `tail`, an unfinished last line) to
+    /// the `save_to` file, if one was asked for; says what it did.
+    pub fn save(&self, dir: &Path, first: LineNo, last: LineNo, tail: Option<&str>) -> Result<Option<String>, String> {
+        let Some((path, overwrite)) = &self.save_to else { return Ok(None) };
+        let mut f = open_target(path, *overwrite)?;
+        let err = |e: std::io::Error| format!("writing {}: {e}", path.display());
+        let mut from = first;
+        let mut count = 0u64;
+        while from <= last {
+            let to = LineNo((from.0 + SAVE_CHUNK - 1).min(last.0));
+            for l in read(dir, from, to)? {
+                f.write_all(l.as_bytes()).and_then(|()| f.write_all(b"\n")).map_err(err)?;
+                count += 1;
+            }
+            from = to.next();
+        }
+        if let Some(t) = tail.filter(|t| !t.is_empty()) {
+            f.write_all(t.as_bytes()).and_then(|()| f.write_all(b"\n")).map_err(err)?;
+            count += 1;
+        }
+        Ok(Some(format!("saved {count} lines to {}", path.display())))
+    }
+}
+
+fn read(dir: &Path, from: LineNo, to: LineNo) -> Result<Vec<String>, String> {
+    if to < from {
+        return Ok(Vec::new());
+    }
+    let reader = LineReader::open(dir).map_err(|e| e.to_string())?;
+    reader.read(from, to.0 - from.0 + 1).map_err(|e| e.to_string())
+}
+
+/// Checks a `save_to` path before anything is typed: absolute, its parent a
+/// directory, not a symlink, and not an existing file unless `overwrite`.
+fn check_save_path(path: &str, overwrite: bool) -> Result<PathBuf, String> {
+    let p = PathBuf::from(path);
+    if !p.is_absolute() {
+        return Err(format!("save_to must be an absolute path; got {path:?}"));
+    }
+    if !p.parent().is_some_and(Path::is_dir) {
+        return Err(format!("save_to: the directory of {path:?} does not exist"));
+    }
+    match std::fs::symlink_metadata(&p) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Err(format!("save_to: {path:?} is a symlink; symlinks are not followed"))
+        }
+        Ok(m) if !m.is_file() => Err(format!("save_to: {path:?} exists and is not a regular file")),
+        Ok(_) if !overwrite => Err(format!("save_to: {path:?} exists; pass overwrite=true to replace it")),
+        _ => Ok(p),
+    }
+}
+
+/// Opens the target without following a symlink planted meanwhile.
+fn open_target(path: &Path, overwrite: bool) -> Result<std::fs::File, String> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
+    if overwrite {
+        opts.create(true).truncate(true);
+    } else {
+        opts.create_new(true);
+    }
+    opts.open(path).map_err(|e| format!("save_to: cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(f: impl FnOnce(&mut ShapeParams)) -> ShapeParams {
+        let mut p = ShapeParams::default();
+        f(&mut p);
+        p
+    }
+
+    #[test]
+    fn bad_options_are_refused_before_anything_runs() {
+        assert!(Shape::parse(&params(|p| p.show = Some("(".into()))).is_err());
+        assert!(Shape::parse(&params(|p| p.show_after = Some(2))).is_err());
+        assert!(Shape::parse(&params(|p| p.last_lines = Some(0))).is_err());
+        assert!(Shape::parse(&params(|p| p.save_to = Some("relative.txt".into()))).is_err());
+        assert!(Shape::parse(&params(|p| p.overwrite = Some(true))).is_err());
+        let both = params(|p| {
+            p.show = Some("x".into());
+            p.last_lines = Some(3);
+        });
+        assert!(Shape::parse(&both).is_err());
+    }
+
+    #[test]
+    fn save_to_refuses_symlinks_and_existing_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").expect("write");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let path = |p: &Path| p.display().to_string();
+        assert!(check_save_path(&path(&link), true).expect_err("symlink").contains("symlink"));
+        assert!(check_save_path(&path(&target), false).expect_err("exists").contains("overwrite"));
+        assert!(check_save_path(&path(&target), true).is_ok());
+        assert!(check_save_path(&path(&dir.path().join("new")), false).is_ok());
+    }
+
+    #[test]
+    fn show_lists_matches_with_lines_after_and_last_lines_the_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = crate::store::LineWriter::open(dir.path()).expect("open");
+        for t in ["$ make", "cc a.c", "a.c:3: error: x", "  detail", "cc b.c", "b.c:9: error: y", "done"] {
+            w.push(t).expect("push");
+        }
+        w.flush().expect("flush");
+        let shape = Shape::parse(&params(|p| {
+            p.show = Some("error".into());
+            p.show_after = Some(1);
+        }))
+        .expect("shape");
+        let text = shape.render(dir.path(), LineNo(2), LineNo(7)).expect("render");
+        assert!(text.starts_with("2 of 6 output lines match show:\n"), "{text}");
+        assert!(text.contains("3  a.c:3: error: x\n4    detail\n--\n6  b.c:9: error: y\n7  done\n"), "{text}");
+        let last = Shape::parse(&params(|p| p.last_lines = Some(2))).expect("shape");
+        let text = last.render(dir.path(), LineNo(2), LineNo(7)).expect("render");
+        assert_eq!(text, "… 4 earlier lines (2-5) not shown\n6  b.c:9: error: y\n7  done\n");
+    }
+}
