@@ -6,6 +6,7 @@
 //! results flagged as errors, with what to do next; malformed arguments are
 //! refused by the schema before anything is done.
 
+mod expect;
 mod output;
 mod read;
 mod regions;
@@ -68,6 +69,7 @@ impl Terminal {
                 + Self::run_router()
                 + Self::read_router()
                 + Self::send_router()
+                + Self::expect_router()
                 + Self::search_router()
                 + Self::regions_router(),
         }

@@ -183,7 +183,8 @@ impl Terminal {
             false => None,
         };
         let finished = !matches!(reason, WaitReason::Timeout | WaitReason::Eof | WaitReason::Matched(_));
-        let text = describe(s, logger, (&status, &reason), region.as_ref(), before.mark.line, &opts.shape).await?;
+        let text =
+            describe(s, logger, (&status, &reason), region.as_ref(), before.mark.line, (&opts.shape, None)).await?;
         Ok((text, finished))
     }
 
@@ -202,14 +203,14 @@ impl Terminal {
         after.regions = open.0 - 1;
         let (reason, status) = logger.wait(opts.spec(after, timeout)).await.map_err(|e| e.to_string())?;
         let region = logger.region(open).await.map_err(|e| e.to_string())?;
-        describe(&s, &mut logger, (&status, &reason), region.as_ref(), status.mark.line, &opts.shape).await
+        describe(&s, &mut logger, (&status, &reason), region.as_ref(), status.mark.line, (&opts.shape, None)).await
     }
 }
 
 /// The logger's status once the shell shows its prompt: a command that has
 /// just finished leaves a moment between its end and the next prompt, and a
 /// mark taken in it would take that prompt for the end of the next command.
-async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, String> {
+pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, String> {
     let status = logger.status().await.map_err(|e| e.to_string())?;
     let between =
         s.meta.integrated && status.shell.integrated && !status.shell.at_prompt && status.shell.open.is_empty();
@@ -221,15 +222,16 @@ async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, 
 }
 
 /// The reply for a finished (or timed-out) command.
-async fn describe(
+pub(super) async fn describe(
     s: &Session,
     logger: &mut LoggerClient,
     (status, reason): (&Status, &WaitReason),
     region: Option<&Region>,
     typed_on: LineNo,
-    shape: &Shape,
+    (shape, note): (&Shape, Option<&str>),
 ) -> Result<String, String> {
-    let mut out = headline(s, reason, region);
+    // A caller's own note (expect's outcome) stands in for the headline.
+    let mut out = note.map_or_else(|| headline(s, reason, region), |n| format!("{n}\n"));
     let (first, last) = match region {
         Some(r) => region_lines(r, status),
         None => (typed_on.next(), super::read::last_line(status)),
@@ -312,7 +314,7 @@ fn duration(ms: u64) -> String {
     }
 }
 
-fn timeout_ms(t: Option<f64>) -> Result<u64, String> {
+pub(super) fn timeout_ms(t: Option<f64>) -> Result<u64, String> {
     let t = t.unwrap_or(DEFAULT_TIMEOUT_S);
     if !t.is_finite() || t <= 0.0 || t > MAX_TIMEOUT_S {
         return Err(format!("timeout must be between 0 and {MAX_TIMEOUT_S} seconds; got {t}"));
@@ -322,7 +324,7 @@ fn timeout_ms(t: Option<f64>) -> Result<u64, String> {
 
 /// Splits `command` into the lines to type, refusing what cannot be typed
 /// as a command line.
-fn command_lines(command: &str) -> Result<Vec<String>, String> {
+pub(super) fn command_lines(command: &str) -> Result<Vec<String>, String> {
     let lines: Vec<String> =
         command.trim_end_matches(['\n', '\r']).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect();
     if lines.iter().all(|l| l.trim().is_empty()) {
@@ -334,7 +336,7 @@ fn command_lines(command: &str) -> Result<Vec<String>, String> {
     Ok(lines)
 }
 
-fn refuse_if_busy(s: &Session, status: &Status) -> Result<(), String> {
+pub(super) fn refuse_if_busy(s: &Session, status: &Status) -> Result<(), String> {
     if status.eof {
         return Err(format!("the session {} has ended; session_create makes a new one", s.name));
     }

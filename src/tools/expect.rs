@@ -1,0 +1,307 @@
+//! `expect`: optionally type a command, then answer its questions by rules
+//! until it finishes, its prompt returns, `until` matches, a stop rule
+//! fires, or a question appears that no rule answers.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{schemars, tool, tool_router};
+use serde::Deserialize;
+
+use super::Terminal;
+use super::run::{command_lines, describe, ready_status, refuse_if_busy, timeout_ms};
+use super::shape::Shape;
+use crate::keys::{self, Key};
+use crate::protocol::{Mark, Status, WaitReason, WaitSpec};
+use crate::session::{LoggerClient, Session};
+use crate::types::{LineNo, RegionId};
+
+/// Output quiet this long, with text on the unfinished line, is a question.
+const QUESTION_QUIET_MS: u64 = 700;
+/// The most answers one call gives, so a rule that keeps matching ends.
+const MAX_ANSWERS: usize = 50;
+
+/// One rule: when `pattern` appears, do exactly one of the actions.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// A regex matched against each new line of output, including an unfinished one such as a prompt "Password: ".
+    pub pattern: String,
+    /// Type this line and press Enter.
+    #[serde(default)]
+    pub line: Option<String>,
+    /// Type this text without Enter.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Press these keys, e.g. ["y"] or ["ctrl+c"].
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
+    /// Stop and return when the pattern appears.
+    #[serde(default)]
+    pub stop: Option<bool>,
+}
+
+/// Arguments of `expect`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectParams {
+    /// The session's name.
+    pub session: String,
+    /// A command line to type first (optional: without it, answer the program already running).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The rules, tried in order on each new line of output.
+    pub rules: Vec<Rule>,
+    /// A regex: return as soon as it appears in new output.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// Seconds to wait in all (default 30, at most 600).
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// What a rule does, checked.
+enum Action {
+    Line(String),
+    Text(String),
+    Keys(Vec<Key>),
+    Stop,
+}
+
+struct Checked {
+    rules: Vec<(Regex, Action)>,
+    until: Option<Regex>,
+    combined: String,
+}
+
+#[tool_router(router = expect_router, vis = "pub(super)")]
+impl Terminal {
+    /// Answers a program's questions by rules.
+    #[tool(
+        name = "expect",
+        description = "Answer a program's questions by rules, like the expect tool: optionally type a command, then, whenever a rule's pattern appears in new output, type its line (with Enter), its text, or press its keys, or stop. Returns when the command finishes, the prompt returns, until matches, a stop rule fires, or a question appears that no rule answers (the reply quotes it). Use it for installers, confirmations (y/n), logins and REPL sessions instead of piping `yes`. Answers are never echoed in the reply."
+    )]
+    pub async fn expect(&self, Parameters(p): Parameters<ExpectParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("expect", Some(&name), self.expect_body(p)).await
+    }
+}
+
+impl Terminal {
+    async fn expect_body(&self, p: ExpectParams) -> Result<String, String> {
+        let timeout = timeout_ms(p.timeout)?;
+        let checked = check(&p)?;
+        let lines = p.command.as_deref().map(command_lines).transpose()?;
+        if lines.as_ref().is_some_and(|l| l.len() > 1) {
+            return Err("expect types one command line; run the others first".into());
+        }
+        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
+        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let before = match &lines {
+            Some(_) => ready_status(&s, &mut logger).await?,
+            None => logger.status().await.map_err(|e| e.to_string())?,
+        };
+        if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
+            refuse_if_busy(&s, &before)?;
+            self.type_line(&s, line).await?;
+        }
+        let deadline = Instant::now() + Duration::from_millis(timeout);
+        let start = if lines.is_some() { before.mark } else { resume_mark(&before) };
+        self.answer_loop(&s, &mut logger, &checked, start, deadline).await
+    }
+
+    async fn answer_loop(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        checked: &Checked,
+        start: Mark,
+        deadline: Instant,
+    ) -> Result<String, String> {
+        let mut mark = start;
+        let mut log = String::new();
+        for answers in 0..=MAX_ANSWERS {
+            let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+            let spec = WaitSpec {
+                after: mark,
+                command_done: true,
+                pattern: Some(checked.combined.clone()),
+                settle_ms: Some(QUESTION_QUIET_MS),
+                timeout_ms: left.max(1),
+            };
+            let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+            let note = match reason {
+                WaitReason::Matched(line) => {
+                    let text = line_text(logger, &status, line).await?;
+                    match self.apply(s, checked, &text).await? {
+                        Some(done) => done,
+                        None if answers < MAX_ANSWERS => {
+                            let _ = writeln!(log, "answered line {line}: {}", quote(&text));
+                            mark.line = line.next();
+                            mark.raw = status.mark.raw;
+                            continue;
+                        }
+                        None => format!("stopped after {MAX_ANSWERS} answers"),
+                    }
+                }
+                WaitReason::Settled if status.current_text.trim().is_empty() || status.shell.at_prompt => {
+                    // Quiet, but not at a question: keep waiting for output.
+                    mark.raw = status.mark.raw;
+                    continue;
+                }
+                WaitReason::Settled => {
+                    format!("waiting at a question no rule answers: {}", quote(&status.current_text))
+                }
+                _ => String::new(),
+            };
+            return self.reply(s, logger, (&status, &reason), start, log, note).await;
+        }
+        Err("expect ended without an outcome".into())
+    }
+
+    /// Applies the first rule matching `text`; `Some` ends the loop.
+    async fn apply(&self, s: &Session, checked: &Checked, text: &str) -> Result<Option<String>, String> {
+        let bytes = text.as_bytes();
+        if checked.until.as_ref().is_some_and(|u| u.is_match(text)) {
+            return Ok(Some(format!("`until` matched: {}", quote(text))));
+        }
+        let Some((_, action)) = checked.rules.iter().find(|(re, _)| re.is_match(text)) else {
+            return Ok(Some(format!("matched no rule: {}", quote(&String::from_utf8_lossy(bytes)))));
+        };
+        let tmux = &self.sessions().tmux;
+        let pane = s.pane.pane_id.as_str();
+        let err = |e: crate::tmux::TmuxError| e.to_string();
+        match action {
+            Action::Stop => return Ok(Some(format!("a stop rule matched: {}", quote(text)))),
+            Action::Line(l) => {
+                tmux.send_text(pane, l).await.map_err(err)?;
+                tmux.send_enter(pane).await.map_err(err)?;
+            }
+            Action::Text(t) => tmux.send_text(pane, t).await.map_err(err)?,
+            Action::Keys(keys) => {
+                for key in keys {
+                    match key {
+                        Key::Named(name) => tmux.send_key(pane, name).await,
+                        Key::Char(c) => tmux.send_text(pane, c.encode_utf8(&mut [0; 4])).await,
+                    }
+                    .map_err(err)?;
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    async fn type_line(&self, s: &Session, line: &str) -> Result<(), String> {
+        let tmux = &self.sessions().tmux;
+        tmux.send_text(s.pane.pane_id.as_str(), line).await.map_err(|e| e.to_string())?;
+        tmux.send_enter(s.pane.pane_id.as_str()).await.map_err(|e| e.to_string())
+    }
+
+    async fn reply(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        (status, reason): (&Status, &WaitReason),
+        start: Mark,
+        log: String,
+        note: String,
+    ) -> Result<String, String> {
+        let region = match status.mark.regions > start.regions {
+            true => logger.region(RegionId(start.regions + 1)).await.map_err(|e| e.to_string())?,
+            false => None,
+        };
+        let note = (!note.is_empty()).then_some(note.as_str());
+        let body =
+            describe(s, logger, (status, reason), region.as_ref(), start.line, (&Shape::default(), note)).await?;
+        let mut out = log;
+        out.push_str(&body);
+        Ok(out)
+    }
+}
+
+/// Where to look from when answering a program that already runs: its
+/// region (so it counts as the command), and the line the cursor is on,
+/// which may hold the question already.
+fn resume_mark(status: &Status) -> Mark {
+    let mut mark = status.mark;
+    match status.shell.open.last() {
+        Some(open) => mark.regions = open.0.saturating_sub(1),
+        None => mark.line = LineNo(mark.line.0.saturating_sub(1)),
+    }
+    mark
+}
+
+/// The text of `line`: the unfinished line from the status, else the log.
+async fn line_text(logger: &mut LoggerClient, status: &Status, line: LineNo) -> Result<String, String> {
+    if line >= status.mark.line {
+        return Ok(status.current_text.clone());
+    }
+    Ok(logger.read(line, 1).await.map_err(|e| e.to_string())?.into_iter().next().unwrap_or_default())
+}
+
+fn quote(text: &str) -> String {
+    format!("`{}`", text.trim_end())
+}
+
+/// Checks every rule before anything is typed.
+fn check(p: &ExpectParams) -> Result<Checked, String> {
+    if p.rules.is_empty() && p.until.is_none() {
+        return Err("give at least one rule (or until); each rule is {pattern, line | text | keys | stop}".into());
+    }
+    let mut rules = Vec::new();
+    for (i, r) in p.rules.iter().enumerate() {
+        let re = Regex::new(&r.pattern).map_err(|e| format!("rule {}: invalid pattern: {e}", i + 1))?;
+        let actions = [r.line.is_some(), r.text.is_some(), r.keys.is_some(), r.stop == Some(true)];
+        if actions.iter().filter(|a| **a).count() != 1 {
+            return Err(format!("rule {} must have exactly one of line, text, keys or stop=true", i + 1));
+        }
+        let action = match (&r.line, &r.text, &r.keys) {
+            (Some(l), _, _) => Action::Line(l.clone()),
+            (_, Some(t), _) => Action::Text(t.clone()),
+            (_, _, Some(k)) => Action::Keys(keys::parse_all(k).map_err(|e| format!("rule {}: {e}", i + 1))?),
+            _ => Action::Stop,
+        };
+        if let Action::Line(t) | Action::Text(t) = &action
+            && t.chars().any(|c| c.is_control() && c != '\t')
+        {
+            return Err(format!("rule {}: line and text are typed literally; use keys for control keys", i + 1));
+        }
+        rules.push((re, action));
+    }
+    let until = p.until.as_deref().map(Regex::new).transpose().map_err(|e| format!("until: invalid pattern: {e}"))?;
+    let mut parts: Vec<String> = p.rules.iter().map(|r| format!("(?:{})", r.pattern)).collect();
+    parts.extend(p.until.iter().map(|u| format!("(?:{u})")));
+    Ok(Checked { rules, until, combined: parts.join("|") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(pattern: &str) -> Rule {
+        Rule { pattern: pattern.into(), line: None, text: None, keys: None, stop: None }
+    }
+
+    fn params(rules: Vec<Rule>) -> ExpectParams {
+        ExpectParams { session: "t1".into(), command: None, rules, until: None, timeout: None }
+    }
+
+    #[test]
+    fn every_rule_needs_exactly_one_valid_action() {
+        assert!(check(&params(vec![])).is_err());
+        assert!(check(&params(vec![rule("x")])).is_err());
+        let both = Rule { line: Some("a".into()), text: Some("b".into()), ..rule("x") };
+        assert!(check(&params(vec![both])).is_err());
+        let bad_key = Rule { keys: Some(vec!["ctrl+".into()]), ..rule("x") };
+        assert!(check(&params(vec![bad_key])).is_err());
+        let bad_re = Rule { stop: Some(true), ..rule("(") };
+        assert!(check(&params(vec![bad_re])).expect_err("regex").contains("rule 1"));
+        let good =
+            vec![Rule { line: Some("yes".into()), ..rule("\\[y/n\\]") }, Rule { stop: Some(true), ..rule("done") }];
+        let c = check(&params(good)).expect("valid");
+        assert_eq!(c.combined, "(?:\\[y/n\\])|(?:done)");
+    }
+}
