@@ -298,7 +298,7 @@ mod tests {
         let bad_key = Rule { keys: Some(vec!["ctrl+".into()]), ..rule("x") };
         assert!(check(&params(vec![bad_key])).is_err());
         let bad_re = Rule { stop: Some(true), ..rule("(") };
-        assert!(check(&params(vec![bad_re])).expect_err("regex").contains("rule 1"));
+        assert!(check(&params(vec![bad_re])).err().is_some_and(|e| e.contains("rule 1")));
         let good =
             vec![Rule { line: Some("yes".into()), ..rule("\\[y/n\\]") }, Rule { stop: Some(true), ..rule("done") }];
         let c = check(&params(good)).expect("valid");
