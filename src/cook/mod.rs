@@ -16,21 +16,40 @@
 //! parser and all other state lives in the line model.
 //!
 //! vte parses; `model` gives the parsed pieces their meaning; `line`
-//! holds the cells.
+//! holds the cells; `screen` collapses full-screen programs.
+//!
+//! # Memory
+//!
+//! The cooker's memory does not grow with the stream, whatever it holds.
+//! vte is built without its `std` feature, so it collects an OSC string in
+//! a fixed buffer of [`OSC_BUF`] bytes and drops the rest instead of
+//! buffering it without end; CSI parameters and intermediates are fixed
+//! arrays in vte anyway, and DCS, SOS, PM and APC strings are streamed
+//! byte by byte and dropped here. The unfinished line is bounded by
+//! `line::BLANK_REACH` for blanks (printed text is the program's own) and
+//! a repainted frame by `screen::FRAME_MAX_ROWS` rows.
 
 mod line;
 mod model;
+mod screen;
 #[cfg(test)]
 mod tests;
 
-use crate::types::{CookEvent, Cursor, LineNo};
+use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN};
 use model::{Model, Performer};
+
+/// The most bytes of one OSC string vte keeps. A marker needs `133;` and
+/// up to [`MAX_MARKER_LEN`] bytes; a longer string is cut here, and then
+/// is too long to be taken for a marker, so a cut never forges one.
+pub const OSC_BUF: usize = 1024;
+
+const _: () = assert!(OSC_BUF > MAX_MARKER_LEN + "133;".len());
 
 /// Turns the raw byte stream of a pane into cooked lines and markers.
 pub struct Cooker {
     /// vte's state machine; it carries partial escape sequences and partial
     /// UTF-8 from one feed to the next.
-    parser: vte::Parser,
+    parser: vte::Parser<OSC_BUF>,
     /// The unfinished line, its number and the cursor.
     model: Model,
 }
@@ -38,7 +57,7 @@ pub struct Cooker {
 impl Cooker {
     /// A cooker whose first line will be numbered `first_line`.
     pub fn new(first_line: LineNo) -> Self {
-        Cooker { parser: vte::Parser::new(), model: Model::new(first_line) }
+        Cooker { parser: vte::Parser::new_with_size(), model: Model::new(first_line) }
     }
 
     /// Feeds the next bytes of the stream; events are appended to `out` in
@@ -56,5 +75,12 @@ impl Cooker {
     /// The text of the line not yet finished, trailing blanks trimmed.
     pub fn current_text(&self) -> String {
         self.model.current_text()
+    }
+
+    /// Heap bytes held between feeds (vte's own buffers are inline and
+    /// fixed), for tests that a stream cannot grow them.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.model.held_bytes()
     }
 }
