@@ -29,6 +29,8 @@
 //! `line::BLANK_REACH` for blanks (printed text is the program's own) and
 //! a repainted frame by `screen::FRAME_MAX_ROWS` rows.
 
+#[cfg(test)]
+mod fixtures;
 mod line;
 mod model;
 mod screen;

@@ -10,7 +10,8 @@
 //! Lines in `session.txt` never change once written, so the cooker keeps
 //! no screen: it has one unfinished line, and only moves within it apply.
 //! Cursor up, down and to a row (`CSI A`, `B`, `E`, `F`, `d`, the row of
-//! `CSI H`) leave the cursor on that line; only their column part applies.
+//! `CSI H`) leave the cursor on that line; only their column part applies
+//! (except on a repainted frame, which has rows).
 //! A program that moves up to redraw lines it printed before thus appends
 //! the new text as new lines, and the old ones stay as they were: a
 //! multi-line progress display shows each state it passed through. Erase
@@ -64,19 +65,26 @@ impl Model {
         self.buf.held_bytes() + frame + self.screen.frame.capacity() * std::mem::size_of::<String>()
     }
 
-    /// A line feed: commits the unfinished line, or holds it as a row of
+    /// A line feed: commits the unfinished line, or moves down a row of
     /// the frame while a program repaints.
     fn line_feed(&mut self, out: &mut Vec<CookEvent>) {
-        let text = self.buf.finish();
-        if !self.screen.repaint {
+        if self.screen.repaint {
+            self.move_row(self.screen.row() + 1, out);
+        } else {
+            let text = self.buf.finish();
             self.commit(text, out);
-        } else if !self.screen.hold(text) {
-            self.end_screen(out);
         }
     }
 
-    /// Writes `text` as the next line of `session.txt`.
+    /// Writes `text` as the next line of `session.txt`, noting it in case
+    /// it belongs to a first frame.
     fn commit(&mut self, text: String, out: &mut Vec<CookEvent>) {
+        self.screen.committed(&text);
+        self.commit_quietly(text, out);
+    }
+
+    /// Writes `text` as the next line of `session.txt`.
+    fn commit_quietly(&mut self, text: String, out: &mut Vec<CookEvent>) {
         out.push(CookEvent::Line { line: self.line, text });
         self.line = self.line.next();
     }
@@ -94,21 +102,35 @@ impl Model {
     fn start_screen(&mut self, out: &mut Vec<CookEvent>) {
         self.commit_drawn(out);
         out.push(CookEvent::Screen { on: true, at: self.cursor() });
-        self.commit(SCREEN_PLACEHOLDER.to_owned(), out);
+        self.commit_quietly(SCREEN_PLACEHOLDER.to_owned(), out);
     }
 
-    /// The full-screen program is gone: the last repainted frame is written
-    /// out, and lines resume.
+    /// The full-screen program is gone: a repainted frame is written out,
+    /// and lines resume.
     fn end_screen(&mut self, out: &mut Vec<CookEvent>) {
         if !self.screen.covered() {
             return;
         }
-        for row in std::mem::take(&mut self.screen.frame) {
-            self.commit(row, out);
+        let last = if self.screen.repaint { self.buf.finish() } else { String::new() };
+        for row in self.screen.end(last) {
+            self.commit_quietly(row, out);
         }
-        self.screen.alt = false;
-        self.screen.repaint = false;
         out.push(CookEvent::Screen { on: false, at: self.cursor() });
+    }
+
+    /// While repainting: moves the cursor to `row` of the frame, keeping
+    /// its column; that row becomes the unfinished line.
+    fn move_row(&mut self, row: usize, out: &mut Vec<CookEvent>) {
+        let col = self.buf.col();
+        let text = self.buf.finish();
+        let Some(shown) = self.screen.swap_row(text, row) else {
+            return self.end_screen(out);
+        };
+        self.buf.carriage_return();
+        for c in shown.chars() {
+            self.buf.print(c);
+        }
+        self.buf.set_col(col);
     }
 
     /// `CSI ? n h` for an alternate screen mode.
@@ -128,15 +150,13 @@ impl Model {
         self.screen.alt = false;
     }
 
-    /// The cursor goes to the top left corner: a new frame, if a program
-    /// repaints; the start of one, perhaps, if not.
+    /// The cursor goes to the top left corner in normal mode: perhaps the
+    /// start of a frame, and if one came shortly before, a repaint.
     fn home(&mut self, out: &mut Vec<CookEvent>) {
-        if self.screen.repaint {
-            self.screen.frame.clear();
-            self.buf.finish();
-        } else if self.screen.home_repaints(self.line) {
+        if self.screen.home_repaints() {
             self.start_screen(out);
-            self.screen.repaint = true;
+            self.screen.start_repaint();
+            self.move_row(0, out);
         }
         self.buf.set_col(0);
     }
@@ -144,7 +164,7 @@ impl Model {
     /// A shell marker: whatever held the screen is gone.
     fn marker(&mut self, params: Vec<u8>, out: &mut Vec<CookEvent>) {
         self.end_screen(out);
-        self.screen.last_home = None;
+        self.screen.forget();
         out.push(CookEvent::Osc133 { params, at: self.cursor() });
     }
 }
@@ -171,22 +191,43 @@ impl Performer<'_> {
         }
     }
 
-    /// Cursor position (`CSI row ; col H`): its column applies; home may
-    /// start a frame.
+    /// Cursor position (`CSI row ; col H`): its column applies; its row
+    /// only to a repainted frame; home may start a repaint.
     fn position(&mut self, params: &Params) {
-        let row = nth_param(params, 0).max(1);
-        let col = nth_param(params, 1).max(1);
-        if row == 1 && col == 1 {
+        let row = usize::from(nth_param(params, 0).max(1));
+        let col = usize::from(nth_param(params, 1).max(1));
+        if self.model.screen.repaint {
+            self.model.move_row(row - 1, self.out);
+        } else if row == 1 && col == 1 {
             self.model.home(self.out);
         }
-        self.model.buf.set_col(usize::from(col) - 1);
+        self.model.buf.set_col(col - 1);
     }
 
-    /// Erase in display (`CSI n J`), as far as it reaches the unfinished
-    /// line; `3` clears only the scrollback, which a log keeps.
+    /// Cursor up, down or to a row (`CSI n A`, `B`, `d`): only a repainted
+    /// frame has rows to move between.
+    fn vertical(&mut self, action: char, count: usize) {
+        let screen = &self.model.screen;
+        if !screen.repaint {
+            return;
+        }
+        let row = match action {
+            'A' | 'F' => screen.row().saturating_sub(count),
+            'B' | 'E' => screen.row().saturating_add(count),
+            _ => count - 1,
+        };
+        self.model.move_row(row, self.out);
+    }
+
+    /// Erase in display (`CSI n J`): on the unfinished line as erase in
+    /// line, and on a repainted frame's other rows. `3` clears only the
+    /// scrollback, which a log keeps.
     fn erase_display(&mut self, arg: u16) {
         if let Some(mode) = EraseLine::from_param(arg) {
             self.model.buf.erase_line(mode);
+        }
+        if self.model.screen.repaint {
+            self.model.screen.erase_rows(arg);
         }
     }
 }
@@ -245,10 +286,13 @@ impl Perform for Performer<'_> {
             '@' => buf.insert_blanks(count),
             'J' => self.erase_display(arg),
             'H' | 'f' => self.position(params),
-            // Next and previous line: only their column 0 applies.
-            'E' | 'F' => buf.carriage_return(),
-            // SGR, vertical moves (`A`, `B`, `d`) and everything else
-            // change no text of the unfinished line.
+            'A' | 'B' | 'd' => self.vertical(action, count),
+            // Next and previous line: down or up, to column 0.
+            'E' | 'F' => {
+                self.vertical(action, count);
+                self.model.buf.carriage_return();
+            }
+            // SGR and everything else change no text.
             _ => {}
         }
     }

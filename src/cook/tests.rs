@@ -282,7 +282,7 @@ const CHUNKING_INPUTS: &[&[u8]] = &[
 
 /// A small linear congruential generator, so chunk sizes vary but every
 /// run sees the same ones.
-fn lcg(seed: u64) -> impl FnMut() -> usize {
+pub(super) fn lcg(seed: u64) -> impl FnMut() -> usize {
     let mut state = seed;
     move || {
         state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
