@@ -277,6 +277,9 @@ const CHUNKING_INPUTS: &[&[u8]] = &[
     b"ls -lx\x08\x1b[K\x1b[3D\x1b[@z\x1b[2P\x1b[1K\x1b[5G\x1b[2X\tq\r\n",
     "中文\ra\x1b[4Gb😀\u{301}e\u{301}\u{302}\x08\x08字\r\n".as_bytes(),
     b"bad \xff\xe4\xb8\x1b[31m\xe4\x1b]133;D;0\x1b\\\xc2\x85\xc2\x9b\x85 end\n",
+    // A character completed across feeds, then valid text, then invalid
+    // bytes: vte alone would drop the text between.
+    b"\xc2\x80 \x80x \xe4\xb8\xad ab\xff\xe4\xb8 y\xf0\x9f\x98\x80cd\x80\n",
     b"\x1b]0;title\x07\x1bP1$r0m\x1b\\\x1b]133;A;cl=m;aid=7\x1b\\$ \x1b[?2004h\x0b\x0c",
 ];
 
