@@ -230,22 +230,30 @@ fn repaint_ends_when_frame_overflows() {
     assert!(cooked.events.contains(&screen(false, FRAME_MAX_ROWS as u64 + 3, 0)));
 }
 
-/// vte without `std` keeps a fixed OSC buffer: 100 MB of an OSC that
-/// never ends leaves the cooker's memory as it was, and the text after it
-/// still arrives.
-#[test]
-fn unterminated_osc_stays_small() {
+/// A string or sequence that never ends: 100 MB of it, fed in 1 MiB
+/// chunks, leaves the cooker's memory as it was (vte without `std` keeps
+/// a fixed OSC buffer and fixed CSI parameters, and streams the rest), and
+/// the text after it still arrives.
+#[rstest]
+#[case::osc_marker(b"\x1b]133;A;", b'x', b"\x07")]
+#[case::osc_title(b"\x1b]0;", b'x', b"\x1b\\")]
+#[case::csi_params(b"\x1b[", b'1', b"m")]
+#[case::dcs(b"\x1bP1$r", b'x', b"\x1b\\")]
+#[case::apc(b"\x1b_", b'x', b"\x1b\\")]
+fn endless_sequences_stay_small(#[case] start: &[u8], #[case] fill: u8, #[case] end: &[u8]) {
     let mut cooker = Cooker::new(LineNo::FIRST);
     let mut events = Vec::new();
-    cooker.feed(b"before\r\n\x1b]133;A;", &mut events);
+    cooker.feed(b"before\r\n", &mut events);
+    cooker.feed(start, &mut events);
     let held = cooker.held_bytes();
-    let chunk = vec![b'x'; 1 << 20];
+    let chunk = vec![fill; 1 << 20];
     for _ in 0..100 {
         cooker.feed(&chunk, &mut events);
     }
     assert_eq!(cooker.held_bytes(), held);
     assert!(std::mem::size_of::<Cooker>() < 4 * OSC_BUF, "the parser is inline and fixed");
-    cooker.feed(b"\x07after", &mut events);
+    cooker.feed(end, &mut events);
+    cooker.feed(b"after", &mut events);
     assert_eq!(events, vec![line(1, "before")], "a cut OSC is never a marker");
     assert_eq!(cooker.current_text(), "after");
 }
