@@ -210,6 +210,16 @@ const PH: &str = SCREEN_PLACEHOLDER;
     vec![line(1, "t=1"), screen(true, 2, 0), line(2, PH), line(3, "t=3"), line(4, "more"), screen(false, 5, 0), marker("A", at(5, 0, 0))],
     "",
 )]
+#[case::repaint_keeps_rows_not_redrawn(
+    b"\x1b[Ha\r\nb\r\nc\r\n\x1b[Hx\x1b[3;1Hy\x1b]133;A\x07",
+    vec![line(1, "a"), line(2, "b"), line(3, "c"), screen(true, 4, 0), line(4, PH), line(5, "x"), line(6, "b"), line(7, "y"), screen(false, 8, 1), marker("A", at(8, 1, 1))],
+    "",
+)]
+#[case::repaint_erase_below(
+    b"\x1b[Ha\r\nb\r\n\x1b[Hx\x1b[J\x1b]133;A\x07",
+    vec![line(1, "a"), line(2, "b"), screen(true, 3, 0), line(3, PH), line(4, "x"), screen(false, 5, 1), marker("A", at(5, 1, 1))],
+    "",
+)]
 #[case::homes_apart_by_marker(b"\x1b[Ha\r\n\x1b]133;A\x07\x1b[1;1Hb\r\n", vec![line(1, "a"), marker("A", at(2, 0, 0)), line(2, "b")], "")]
 fn collapses_full_screen(#[case] input: &[u8], #[case] events: Vec<CookEvent>, #[case] current: &str) {
     let cooked = cook(input);
