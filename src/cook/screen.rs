@@ -28,9 +28,11 @@
 //! Either kind ends at any OSC 133 sequence, because a shell drawing its
 //! prompt means the program is gone, even one killed before it could
 //! leave the alternate screen. A repaint also ends when a frame grows past
-//! [`FRAME_MAX_ROWS`] rows without a home: the program stopped repainting,
-//! or never did. Without shell integration that delays output after such a
-//! program by at most that many lines.
+//! [`FRAME_MAX_ROWS`] rows without a home, or the cursor is sent below
+//! that: the program stopped repainting, or never did. Without shell
+//! integration that delays output after such a program by at most that
+//! many lines, and two `clear` commands that close together are taken for
+//! a repaint; with it, every prompt starts afresh.
 
 /// The most rows a frame may hold; taller than any real screen, so that a
 /// frame this long can only be ordinary output.
