@@ -155,6 +155,8 @@ impl RegionTracker {
                     self.on_marker(&marker, *at, now_ms, out);
                 }
             }
+            // A full-screen program's placeholder is output like any other.
+            CookEvent::Screen { .. } => {}
         }
     }
 

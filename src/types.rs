@@ -82,7 +82,22 @@ pub enum CookEvent {
         /// Where the cursor was when the sequence arrived.
         at: Cursor,
     },
+    /// A full-screen program took over the screen (`on`), or the cooker
+    /// saw it end (`!on`). What it drew is not cooked into lines: while it
+    /// runs, `session.txt` holds one [`SCREEN_PLACEHOLDER`] line, which
+    /// follows this event when `on` and has the number `at.line`.
+    Screen {
+        /// Whether the full-screen program starts (true) or ended (false).
+        on: bool,
+        /// Where the cursor was; when `on`, on the placeholder's line.
+        at: Cursor,
+    },
 }
+
+/// The text of the line that stands for everything a full-screen program
+/// drew. The cooker cannot know the program's name; a caller that does may
+/// write its own text for that line.
+pub const SCREEN_PLACEHOLDER: &str = "[full-screen program]";
 
 /// The longest OSC 133 parameter string the cooker reports; anything longer
 /// is not one of our markers.

@@ -376,6 +376,12 @@ impl LineBuf {
         text
     }
 
+    /// Heap bytes the row holds.
+    #[cfg(test)]
+    pub(super) fn held_bytes(&self) -> usize {
+        self.cells.capacity() * std::mem::size_of::<Cell>() + self.marks.capacity() * std::mem::size_of::<char>()
+    }
+
     /// How many bytes of the untrimmed text lie left of the cursor: a wide
     /// character counts once, and blanks past the end count as spaces.
     pub(super) fn text_len(&self) -> usize {

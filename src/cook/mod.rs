@@ -12,40 +12,117 @@
 //!
 //! The cooker is pure: it knows no file, socket, clock or tmux. Its results
 //! do not depend on how the stream is split into [`Cooker::feed`] calls,
-//! because partial escape sequences and partial UTF-8 wait inside the
-//! parser and all other state lives in the line model.
+//! because partial escape sequences wait inside the parser, a character
+//! cut at the end of a feed waits here, and all other state lives in the
+//! line model. (vte 0.15 would keep the cut character itself, but when it
+//! completes one followed by invalid UTF-8 it skips the valid characters
+//! between them; so vte is never handed a cut character.)
 //!
 //! vte parses; `model` gives the parsed pieces their meaning; `line`
-//! holds the cells.
+//! holds the cells; `screen` collapses full-screen programs.
+//!
+//! # Memory
+//!
+//! The cooker's memory does not grow with the stream, whatever it holds.
+//! vte is built without its `std` feature, so it collects an OSC string in
+//! a fixed buffer of [`OSC_BUF`] bytes and drops the rest instead of
+//! buffering it without end; CSI parameters and intermediates are fixed
+//! arrays in vte anyway, and DCS, SOS, PM and APC strings are streamed
+//! byte by byte and dropped here. The unfinished line is bounded by
+//! `line::BLANK_REACH` for blanks (printed text is the program's own) and
+//! a repainted frame by `screen::FRAME_MAX_ROWS` rows.
 
+#[cfg(test)]
+mod fixtures;
 mod line;
 mod model;
 #[cfg(test)]
+mod props;
+mod screen;
+#[cfg(test)]
 mod tests;
 
-use crate::types::{CookEvent, Cursor, LineNo};
+use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN};
 use model::{Model, Performer};
+
+/// The most bytes of one OSC string vte keeps. A marker needs `133;` and
+/// up to [`MAX_MARKER_LEN`] bytes; a longer string is cut here, and then
+/// is too long to be taken for a marker, so a cut never forges one.
+pub const OSC_BUF: usize = 1024;
+
+const _: () = assert!(OSC_BUF > MAX_MARKER_LEN + "133;".len());
+
+/// The largest join buffer kept between feeds; the logger feeds 64 KiB.
+const JOINED_KEEP: usize = 1 << 17;
+
+/// How many bytes at the end of `bytes` are the start of a UTF-8
+/// character whose remaining bytes have not arrived: a lead byte followed
+/// by fewer continuation bytes than it announces. 0 if none.
+fn cut_char_len(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        let needs = match byte {
+            0x80..=0xbf => continue,
+            0xc2..=0xdf => 2,
+            0xe0..=0xef => 3,
+            0xf0..=0xf4 => 4,
+            _ => return 0,
+        };
+        return if back < needs { back } else { 0 };
+    }
+    0
+}
 
 /// Turns the raw byte stream of a pane into cooked lines and markers.
 pub struct Cooker {
     /// vte's state machine; it carries partial escape sequences and partial
     /// UTF-8 from one feed to the next.
-    parser: vte::Parser,
+    parser: vte::Parser<OSC_BUF>,
     /// The unfinished line, its number and the cursor.
     model: Model,
+    /// The start of a UTF-8 character cut off at the end of the last feed,
+    /// at most 3 bytes; it goes to vte with the next feed.
+    carry: Vec<u8>,
+    /// Where `carry` and the next feed are joined; kept between feeds so
+    /// that joining does not allocate each time.
+    joined: Vec<u8>,
 }
 
 impl Cooker {
     /// A cooker whose first line will be numbered `first_line`.
     pub fn new(first_line: LineNo) -> Self {
-        Cooker { parser: vte::Parser::new(), model: Model::new(first_line) }
+        Cooker {
+            parser: vte::Parser::new_with_size(),
+            model: Model::new(first_line),
+            carry: Vec::new(),
+            joined: Vec::new(),
+        }
     }
 
     /// Feeds the next bytes of the stream; events are appended to `out` in
     /// stream order.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
+        if self.carry.is_empty() {
+            return self.feed_whole(bytes, out);
+        }
+        let mut joined = std::mem::take(&mut self.joined);
+        joined.clear();
+        joined.append(&mut self.carry);
+        joined.extend_from_slice(bytes);
+        self.feed_whole(&joined, out);
+        // Keep the buffer for next time, unless a huge feed grew it.
+        if joined.capacity() <= JOINED_KEEP {
+            self.joined = joined;
+        }
+    }
+
+    /// Feeds `bytes` to vte, except a cut character at the end, which is
+    /// carried over to the next feed.
+    fn feed_whole(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
+        let (head, tail) = bytes.split_at(bytes.len() - cut_char_len(bytes));
         let mut performer = Performer { model: &mut self.model, out };
-        self.parser.advance(&mut performer, bytes);
+        self.parser.advance(&mut performer, head);
+        self.carry.extend_from_slice(tail);
     }
 
     /// Where the cursor is now.
@@ -56,5 +133,12 @@ impl Cooker {
     /// The text of the line not yet finished, trailing blanks trimmed.
     pub fn current_text(&self) -> String {
         self.model.current_text()
+    }
+
+    /// Heap bytes held between feeds (vte's own buffers are inline and
+    /// fixed), for tests that a stream cannot grow them.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.model.held_bytes() + self.carry.capacity() + self.joined.capacity()
     }
 }

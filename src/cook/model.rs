@@ -3,13 +3,27 @@
 //! vte only splits bytes into printable characters, controls and escape
 //! sequences; this module decides which of them edit the line, which finish
 //! it, which are markers and which are dropped. Each control maps to one
-//! named edit of [`LineBuf`], so cursor up/down, erase in display and the
-//! alternate screen can later be added as more arms and a richer model.
+//! named edit of [`LineBuf`] or one named step of the [`Model`].
+//!
+//! # Vertical movement
+//!
+//! Lines in `session.txt` never change once written, so the cooker keeps
+//! no screen: it has one unfinished line, and only moves within it apply.
+//! Cursor up, down and to a row (`CSI A`, `B`, `E`, `F`, `d`, the row of
+//! `CSI H`) leave the cursor on that line; only their column part applies
+//! (except on a repainted frame, which has rows).
+//! A program that moves up to redraw lines it printed before thus appends
+//! the new text as new lines, and the old ones stay as they were: a
+//! multi-line progress display shows each state it passed through. Erase
+//! in display (`CSI J`) erases what it would erase on the unfinished line
+//! and nothing above. A program that keeps repainting the whole screen is
+//! collapsed into a placeholder; see [`super::screen`].
 
 use vte::{Params, Perform};
 
 use super::line::{EraseLine, LineBuf};
-use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN};
+use super::screen::{self, Screen};
+use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN, SCREEN_PLACEHOLDER};
 
 /// vte keeps at most this many OSC parameters and silently drops the rest,
 /// so a dispatch with this many may have lost some.
@@ -23,11 +37,13 @@ pub(super) struct Model {
     line: LineNo,
     /// The unfinished line and the cursor on it.
     buf: LineBuf,
+    /// Whether a full-screen program holds the screen.
+    screen: Screen,
 }
 
 impl Model {
     pub(super) fn new(first_line: LineNo) -> Model {
-        Model { line: first_line, buf: LineBuf::default() }
+        Model { line: first_line, buf: LineBuf::default(), screen: Screen::default() }
     }
 
     /// Where the cursor is now. Counts beyond `u32` saturate; no real line
@@ -41,11 +57,115 @@ impl Model {
         self.buf.text()
     }
 
-    /// Commits the unfinished line and moves on to the next number.
+    /// Heap bytes the model holds for the unfinished line and frame; the
+    /// memory a hostile stream could try to grow.
+    #[cfg(test)]
+    pub(super) fn held_bytes(&self) -> usize {
+        let frame: usize = self.screen.frame.iter().map(String::capacity).sum();
+        self.buf.held_bytes() + frame + self.screen.frame.capacity() * std::mem::size_of::<String>()
+    }
+
+    /// A line feed: commits the unfinished line, or moves down a row of
+    /// the frame while a program repaints.
     fn line_feed(&mut self, out: &mut Vec<CookEvent>) {
-        let text = self.buf.finish();
+        if self.screen.repaint {
+            self.move_row(self.screen.row() + 1, out);
+        } else {
+            let text = self.buf.finish();
+            self.commit(text, out);
+        }
+    }
+
+    /// Writes `text` as the next line of `session.txt`, noting it in case
+    /// it belongs to a first frame.
+    fn commit(&mut self, text: String, out: &mut Vec<CookEvent>) {
+        self.screen.committed(&text);
+        self.commit_quietly(text, out);
+    }
+
+    /// Writes `text` as the next line of `session.txt`.
+    fn commit_quietly(&mut self, text: String, out: &mut Vec<CookEvent>) {
         out.push(CookEvent::Line { line: self.line, text });
         self.line = self.line.next();
+    }
+
+    /// Commits the unfinished line if anything is drawn on it, keeping
+    /// the cursor's column.
+    fn commit_drawn(&mut self, out: &mut Vec<CookEvent>) {
+        if !self.buf.text().is_empty() {
+            let text = self.buf.finish();
+            self.commit(text, out);
+        }
+    }
+
+    /// A full-screen program starts: the placeholder line is written.
+    fn start_screen(&mut self, out: &mut Vec<CookEvent>) {
+        self.commit_drawn(out);
+        out.push(CookEvent::Screen { on: true, at: self.cursor() });
+        self.commit_quietly(SCREEN_PLACEHOLDER.to_owned(), out);
+    }
+
+    /// The full-screen program is gone: a repainted frame is written out,
+    /// and lines resume.
+    fn end_screen(&mut self, out: &mut Vec<CookEvent>) {
+        if !self.screen.covered() {
+            return;
+        }
+        let last = if self.screen.repaint { self.buf.finish() } else { String::new() };
+        for row in self.screen.end(last) {
+            self.commit_quietly(row, out);
+        }
+        out.push(CookEvent::Screen { on: false, at: self.cursor() });
+    }
+
+    /// While repainting: moves the cursor to `row` of the frame, keeping
+    /// its column; that row becomes the unfinished line.
+    fn move_row(&mut self, row: usize, out: &mut Vec<CookEvent>) {
+        let col = self.buf.col();
+        let text = self.buf.finish();
+        let Some(shown) = self.screen.swap_row(text, row) else {
+            return self.end_screen(out);
+        };
+        self.buf.carriage_return();
+        for c in shown.chars() {
+            self.buf.print(c);
+        }
+        self.buf.set_col(col);
+    }
+
+    /// `CSI ? n h` for an alternate screen mode.
+    fn alt_screen_on(&mut self, out: &mut Vec<CookEvent>) {
+        if !self.screen.covered() {
+            self.start_screen(out);
+        }
+        self.screen.alt = true;
+    }
+
+    /// `CSI ? n l` for an alternate screen mode; back to the normal screen,
+    /// which may still be repainted.
+    fn alt_screen_off(&mut self, out: &mut Vec<CookEvent>) {
+        if self.screen.alt && !self.screen.repaint {
+            self.end_screen(out);
+        }
+        self.screen.alt = false;
+    }
+
+    /// The cursor goes to the top left corner in normal mode: perhaps the
+    /// start of a frame, and if one came shortly before, a repaint.
+    fn home(&mut self, out: &mut Vec<CookEvent>) {
+        if self.screen.home_repaints() {
+            self.start_screen(out);
+            self.screen.start_repaint();
+            self.move_row(0, out);
+        }
+        self.buf.set_col(0);
+    }
+
+    /// A shell marker: whatever held the screen is gone.
+    fn marker(&mut self, params: Vec<u8>, out: &mut Vec<CookEvent>) {
+        self.end_screen(out);
+        self.screen.forget();
+        out.push(CookEvent::Osc133 { params, at: self.cursor() });
     }
 }
 
@@ -59,13 +179,71 @@ pub(super) struct Performer<'a> {
     pub(super) out: &'a mut Vec<CookEvent>,
 }
 
+impl Performer<'_> {
+    /// A CSI sequence with a private marker: only the alternate screen
+    /// switches mean anything to the cooker.
+    fn private_mode(&mut self, params: &Params, action: char) {
+        let alt = params.iter().filter_map(|param| param.first()).any(|&mode| screen::is_alt_screen_mode(mode));
+        match action {
+            'h' if alt => self.model.alt_screen_on(self.out),
+            'l' if alt => self.model.alt_screen_off(self.out),
+            _ => {}
+        }
+    }
+
+    /// Cursor position (`CSI row ; col H`): its column applies; its row
+    /// only to a repainted frame; home may start a repaint.
+    fn position(&mut self, params: &Params) {
+        let row = usize::from(nth_param(params, 0).max(1));
+        let col = usize::from(nth_param(params, 1).max(1));
+        if self.model.screen.repaint {
+            self.model.move_row(row - 1, self.out);
+        } else if row == 1 && col == 1 {
+            self.model.home(self.out);
+        }
+        self.model.buf.set_col(col - 1);
+    }
+
+    /// Cursor up, down or to a row (`CSI n A`, `B`, `d`): only a repainted
+    /// frame has rows to move between.
+    fn vertical(&mut self, action: char, count: usize) {
+        let screen = &self.model.screen;
+        if !screen.repaint {
+            return;
+        }
+        let row = match action {
+            'A' | 'F' => screen.row().saturating_sub(count),
+            'B' | 'E' => screen.row().saturating_add(count),
+            _ => count - 1,
+        };
+        self.model.move_row(row, self.out);
+    }
+
+    /// Erase in display (`CSI n J`): on the unfinished line as erase in
+    /// line, and on a repainted frame's other rows. `3` clears only the
+    /// scrollback, which a log keeps.
+    fn erase_display(&mut self, arg: u16) {
+        if let Some(mode) = EraseLine::from_param(arg) {
+            self.model.buf.erase_line(mode);
+        }
+        if self.model.screen.repaint {
+            self.model.screen.erase_rows(arg);
+        }
+    }
+}
+
 impl Perform for Performer<'_> {
     #[inline]
     fn print(&mut self, c: char) {
-        self.model.buf.print(c);
+        if !self.model.screen.alt {
+            self.model.buf.print(c);
+        }
     }
 
     fn execute(&mut self, byte: u8) {
+        if self.model.screen.alt {
+            return;
+        }
         let buf = &mut self.model.buf;
         match byte {
             b'\r' => buf.carriage_return(),
@@ -80,9 +258,15 @@ impl Perform for Performer<'_> {
     }
 
     fn csi_dispatch(&mut self, params: &Params, intermediates: &[u8], ignore: bool, action: char) {
-        // Private markers such as `?` arrive as intermediates; none of the
-        // sequences we act on has one, and an overflowing sequence is junk.
-        if ignore || !intermediates.is_empty() {
+        // An overflowing sequence is junk. Private markers such as `?`
+        // arrive as intermediates; of those only screen switches matter.
+        if ignore {
+            return;
+        }
+        if intermediates == b"?" {
+            return self.private_mode(params, action);
+        }
+        if !intermediates.is_empty() || self.model.screen.alt {
             return;
         }
         let arg = first_param(params);
@@ -100,17 +284,22 @@ impl Perform for Performer<'_> {
             'X' => buf.erase_chars(count),
             'P' => buf.delete_chars(count),
             '@' => buf.insert_blanks(count),
-            // SGR and everything else change no text. Cursor up/down and
-            // erase in display belong to full-screen handling, which is
-            // not modelled yet.
+            'J' => self.erase_display(arg),
+            'H' | 'f' => self.position(params),
+            'A' | 'B' | 'd' => self.vertical(action, count),
+            // Next and previous line: down or up, to column 0.
+            'E' | 'F' => {
+                self.vertical(action, count);
+                self.model.buf.carriage_return();
+            }
+            // SGR and everything else change no text.
             _ => {}
         }
     }
 
     fn osc_dispatch(&mut self, params: &[&[u8]], _bell_terminated: bool) {
         if let Some(params) = marker_params(params) {
-            let at = self.model.cursor();
-            self.out.push(CookEvent::Osc133 { params, at });
+            self.model.marker(params, self.out);
         }
     }
 
@@ -118,6 +307,12 @@ impl Perform for Performer<'_> {
     // single line's text, and the `ESC \` that ends an OSC arrives there
     // after the OSC was already dispatched. DCS `hook`/`put`/`unhook` keep
     // theirs too, so a device control string never reaches the text.
+}
+
+/// Parameter `i` of a CSI sequence (its first sub-parameter); 0 when
+/// absent, as the standard's defaults are stated.
+fn nth_param(params: &Params, i: usize) -> u16 {
+    params.iter().nth(i).and_then(|param| param.first()).copied().unwrap_or(0)
 }
 
 /// The first parameter of a CSI sequence (its first sub-parameter, if it

@@ -4,8 +4,9 @@
 
 use rstest::rstest;
 
-use super::Cooker;
-use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN};
+use super::screen::FRAME_MAX_ROWS;
+use super::{Cooker, OSC_BUF};
+use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN, SCREEN_PLACEHOLDER};
 
 /// What a cooker produced from one input: its events, and the cursor and
 /// text it was left with.
@@ -40,7 +41,7 @@ fn texts(events: &[CookEvent]) -> Vec<&str> {
         .iter()
         .filter_map(|event| match event {
             CookEvent::Line { text, .. } => Some(text.as_str()),
-            CookEvent::Osc133 { .. } => None,
+            CookEvent::Osc133 { .. } | CookEvent::Screen { .. } => None,
         })
         .collect()
 }
@@ -115,7 +116,15 @@ fn line(n: u64, text: &str) -> CookEvent {
 #[case::osc_8_hyperlink_dropped(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\n", &["link"], "")]
 #[case::dcs_dropped(b"a\x1bP1$r0m\x1b\\b\n", &["ab"], "")]
 #[case::private_csi_dropped(b"a\x1b[?25l\x1b[?2004hb\n", &["ab"], "")]
-#[case::cursor_up_ignored_for_now(b"a\x1b[Ab\x1b[2Jc\n", &["abc"], "")]
+#[case::cursor_up_keeps_line(b"a\x1b[Ab\x1b[3Bc\n", &["abc"], "")]
+#[case::redraw_above_appends(b"1/2\r\n2/2\r\n\x1b[2A\r1/2 ok\r\n2/2 ok\r\n", &["1/2", "2/2", "1/2 ok", "2/2 ok"], "")]
+#[case::next_line_goes_to_column_0(b"abc\x1b[Ex\x1b[Fy\n", &["ybc"], "")]
+#[case::erase_display_below(b"hello\x1b[3G\x1b[J\n", &["he"], "")]
+#[case::erase_display_above(b"hello\x1b[3G\x1b[1J\n", &["   lo"], "")]
+#[case::erase_display_all(b"hello\x1b[2Jab\n", &["     ab"], "")]
+#[case::erase_scrollback_keeps(b"hello\x1b[3J\n", &["hello"], "")]
+#[case::position_column(b"hello\x1b[7;2Hi\x1b[3fX\n", &["Xillo"], "")]
+#[case::clear_once(b"$ clear\r\n\x1b[H\x1b[2J\x1b[3J$ ls\r\na\r\n", &["$ clear", "$ ls", "a"], "")]
 #[case::esc_sequences_dropped(b"a\x1b7\x1b(Bb\x1b8c\n", &["abc"], "")]
 #[case::bare_lf_keeps_column(b"abc\ndef\n", &["abc", "   def"], "")]
 #[case::vt_and_ff_end_lines(b"a\x0bb\x0cc", &["a", " b"], "  c")]
@@ -182,6 +191,83 @@ fn caps_marker_length(#[case] len: usize, #[case] reported: bool) {
     assert_eq!(cooked.current, "after");
 }
 
+fn screen(on: bool, line: u64, col: u32) -> CookEvent {
+    CookEvent::Screen { on, at: at(line, col, col) }
+}
+
+const PH: &str = SCREEN_PLACEHOLDER;
+
+#[rstest]
+#[case::alt_screen_1049(b"$ vim\r\n\x1b[?1049h\x1b[Hfile\r\n~\r\n\x1b[?1049l$ ", vec![line(1, "$ vim"), screen(true, 2, 0), line(2, PH), screen(false, 3, 0)], "$")]
+#[case::alt_screen_47(b"\x1b[?47hx\r\n\x1b[?47ly\n", vec![screen(true, 1, 0), line(1, PH), screen(false, 2, 0), line(2, "y")], "")]
+#[case::alt_screen_1047_among_modes(b"\x1b[?25;1047hx\x1b[?1047l", vec![screen(true, 1, 0), line(1, PH), screen(false, 2, 0)], "")]
+#[case::alt_screen_commits_drawn_line(b"ab\x1b[?1049h\x1b[?1049l", vec![line(1, "ab"), screen(true, 2, 2), line(2, PH), screen(false, 3, 2)], "")]
+#[case::alt_screen_twice_one_placeholder(b"\x1b[?1049h\x1b[?1049h\x1b[?1049l\x1b[?1049l", vec![screen(true, 1, 0), line(1, PH), screen(false, 2, 0)], "")]
+#[case::alt_screen_off_alone_ignored(b"\x1b[?1049lab", vec![], "ab")]
+#[case::alt_screen_ended_by_marker(b"\x1b[?1049hjunk\x1b]133;A\x07$ ", vec![screen(true, 1, 0), line(1, PH), screen(false, 2, 0), marker("A", at(2, 0, 0))], "$")]
+#[case::repaint_from_home(
+    b"\x1b[H\x1b[2Jt=1\r\n\x1b[H\x1b[2Jt=2\r\n\x1b[Ht=3\r\nmore\r\n\x1b]133;A\x07",
+    vec![line(1, "t=1"), screen(true, 2, 0), line(2, PH), line(3, "t=3"), line(4, "more"), screen(false, 5, 0), marker("A", at(5, 0, 0))],
+    "",
+)]
+#[case::repaint_keeps_rows_not_redrawn(
+    b"\x1b[Ha\r\nb\r\nc\r\n\x1b[Hx\x1b[3;1Hy\x1b]133;A\x07",
+    vec![line(1, "a"), line(2, "b"), line(3, "c"), screen(true, 4, 0), line(4, PH), line(5, "x"), line(6, "b"), line(7, "y"), screen(false, 8, 1), marker("A", at(8, 1, 1))],
+    "",
+)]
+#[case::repaint_erase_below(
+    b"\x1b[Ha\r\nb\r\n\x1b[Hx\x1b[J\x1b]133;A\x07",
+    vec![line(1, "a"), line(2, "b"), screen(true, 3, 0), line(3, PH), line(4, "x"), screen(false, 5, 1), marker("A", at(5, 1, 1))],
+    "",
+)]
+#[case::homes_apart_by_marker(b"\x1b[Ha\r\n\x1b]133;A\x07\x1b[1;1Hb\r\n", vec![line(1, "a"), marker("A", at(2, 0, 0)), line(2, "b")], "")]
+fn collapses_full_screen(#[case] input: &[u8], #[case] events: Vec<CookEvent>, #[case] current: &str) {
+    let cooked = cook(input);
+    assert_eq!(cooked.events, events, "events of {:?}", String::from_utf8_lossy(input));
+    assert_eq!(cooked.current, current);
+}
+
+#[test]
+fn repaint_ends_when_frame_overflows() {
+    let mut input = b"\x1b[Ha\n\x1b[Hb\r\n".to_vec();
+    for n in 0..FRAME_MAX_ROWS + 3 {
+        input.extend_from_slice(format!("{n}\r\n").as_bytes());
+    }
+    let cooked = cook(&input);
+    let lines = texts(&cooked.events);
+    assert_eq!(lines[..3], ["a", PH, "b"]);
+    assert_eq!(lines.len(), 3 + FRAME_MAX_ROWS + 3);
+    assert!(cooked.events.contains(&screen(false, FRAME_MAX_ROWS as u64 + 3, 0)));
+}
+
+/// A string or sequence that never ends: 100 MB of it, fed in 1 MiB
+/// chunks, leaves the cooker's memory as it was (vte without `std` keeps
+/// a fixed OSC buffer and fixed CSI parameters, and streams the rest), and
+/// the text after it still arrives.
+#[rstest]
+#[case::osc_marker(b"\x1b]133;A;", b'x', b"\x07")]
+#[case::osc_title(b"\x1b]0;", b'x', b"\x1b\\")]
+#[case::csi_params(b"\x1b[", b'1', b"m")]
+#[case::dcs(b"\x1bP1$r", b'x', b"\x1b\\")]
+#[case::apc(b"\x1b_", b'x', b"\x1b\\")]
+fn endless_sequences_stay_small(#[case] start: &[u8], #[case] fill: u8, #[case] end: &[u8]) {
+    let mut cooker = Cooker::new(LineNo::FIRST);
+    let mut events = Vec::new();
+    cooker.feed(b"before\r\n", &mut events);
+    cooker.feed(start, &mut events);
+    let held = cooker.held_bytes();
+    let chunk = vec![fill; 1 << 20];
+    for _ in 0..100 {
+        cooker.feed(&chunk, &mut events);
+    }
+    assert_eq!(cooker.held_bytes(), held);
+    assert!(std::mem::size_of::<Cooker>() < 4 * OSC_BUF, "the parser is inline and fixed");
+    cooker.feed(end, &mut events);
+    cooker.feed(b"after", &mut events);
+    assert_eq!(events, vec![line(1, "before")], "a cut OSC is never a marker");
+    assert_eq!(cooker.current_text(), "after");
+}
+
 #[test]
 fn numbers_lines_from_first_line() {
     let mut cooker = Cooker::new(LineNo(41));
@@ -209,12 +295,15 @@ const CHUNKING_INPUTS: &[&[u8]] = &[
     b"ls -lx\x08\x1b[K\x1b[3D\x1b[@z\x1b[2P\x1b[1K\x1b[5G\x1b[2X\tq\r\n",
     "中文\ra\x1b[4Gb😀\u{301}e\u{301}\u{302}\x08\x08字\r\n".as_bytes(),
     b"bad \xff\xe4\xb8\x1b[31m\xe4\x1b]133;D;0\x1b\\\xc2\x85\xc2\x9b\x85 end\n",
+    // A character completed across feeds, then valid text, then invalid
+    // bytes: vte alone would drop the text between.
+    b"\xc2\x80 \x80x \xe4\xb8\xad ab\xff\xe4\xb8 y\xf0\x9f\x98\x80cd\x80\n",
     b"\x1b]0;title\x07\x1bP1$r0m\x1b\\\x1b]133;A;cl=m;aid=7\x1b\\$ \x1b[?2004h\x0b\x0c",
 ];
 
 /// A small linear congruential generator, so chunk sizes vary but every
 /// run sees the same ones.
-fn lcg(seed: u64) -> impl FnMut() -> usize {
+pub(super) fn lcg(seed: u64) -> impl FnMut() -> usize {
     let mut state = seed;
     move || {
         state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);

@@ -1,0 +1,47 @@
+//! Cooks and tracks arbitrary bytes: no panic, lines numbered in order
+//! with every event on the unfinished line, a cursor that never goes back,
+//! and the same result whether the bytes come whole or in the pieces the
+//! input's first byte chooses.
+#![no_main]
+
+use dtmcp::cook::Cooker;
+use dtmcp::marker::Secret;
+use dtmcp::region::RegionTracker;
+use dtmcp::types::{CookEvent, LineNo, RegionId};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&seed, bytes)) = data.split_first() else {
+        return;
+    };
+    let whole = run(bytes, usize::MAX);
+    let piece = usize::from(seed % 17) + 1;
+    assert_eq!(run(bytes, piece), whole, "pieces of {piece} bytes");
+});
+
+/// Feeds `bytes` in pieces of `piece` bytes, checking the order of lines
+/// on the way; returns the events and the unfinished line.
+fn run(bytes: &[u8], piece: usize) -> (Vec<CookEvent>, String) {
+    let mut cooker = Cooker::new(LineNo::FIRST);
+    let mut tracker = RegionTracker::new(Some(Secret { keys: [11, 22, 33, 44] }), RegionId(1));
+    let (mut events, mut changes) = (Vec::new(), Vec::new());
+    let mut next = LineNo::FIRST;
+    for chunk in bytes.chunks(piece) {
+        let before = events.len();
+        cooker.feed(chunk, &mut events);
+        for event in &events[before..] {
+            match event {
+                CookEvent::Line { line, .. } => {
+                    assert_eq!(*line, next, "lines in order");
+                    next = line.next();
+                }
+                CookEvent::Osc133 { at, .. } | CookEvent::Screen { at, .. } => {
+                    assert_eq!(at.line, next, "events on the unfinished line");
+                }
+            }
+            tracker.on_event(event, 0, &mut changes);
+        }
+        assert_eq!(cooker.cursor().line, next, "cursor on the unfinished line");
+    }
+    (events, cooker.current_text())
+}
