@@ -60,7 +60,9 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
     let _lock = crate::lock::acquire(&cfg.home)?;
     let tmux = Arc::new(Tmux::new(&cfg.socket));
     let sessions = Sessions::new(cfg, tmux)?;
-    let service = Terminal::new(sessions).serve(rmcp::transport::stdio()).await?;
+    let terminal = Terminal::new(sessions);
+    terminal.start_watchdog();
+    let service = terminal.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! directory travel as pane options (`@dtmcp_logger`, `@dtmcp_dir`) that tmux
 //! inserts shell-quoted (`#{q:...}`) and never expands again.
 
+mod gap;
 mod pump;
 mod server;
 mod state;

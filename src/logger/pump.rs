@@ -51,7 +51,8 @@ impl Pump {
             .mode(0o600)
             .open(&raw_path)
             .map_err(|source| StoreError::Io { path: raw_path, source })?;
-        let lines = LineWriter::open(dir)?;
+        let mut lines = LineWriter::open(dir)?;
+        super::gap::absorb(dir, &mut lines)?;
         let (first_line, next_region) = {
             let live = shared.lock();
             (LineNo(lines.lines() + 1), RegionId(live.shell.regions + 1))

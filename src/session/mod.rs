@@ -7,6 +7,7 @@
 
 pub mod client;
 mod names;
+mod repair;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -23,6 +24,7 @@ use crate::tmux::{PaneInfo, Tmux, TmuxError};
 
 pub use client::{ClientError, LoggerClient};
 pub use names::validate_name;
+pub use repair::{GAP_PENDING, GAPS, Gap};
 
 /// How long a new pane's logger may take to come up.
 const LOGGER_START_TIMEOUT: Duration = Duration::from_secs(5);
@@ -141,6 +143,11 @@ pub struct Sessions {
     pub tmux: Arc<Tmux>,
     /// Where the shell scripts were written.
     shell_dir: PathBuf,
+    /// Notes for a session's next reply (a repaired logger's gap), by name;
+    /// lost with the process, which is fine: the gap is in the log too.
+    notes: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Held while a dead logger is being replaced.
+    repairing: tokio::sync::Mutex<()>,
 }
 
 impl Sessions {
@@ -152,7 +159,7 @@ impl Sessions {
             .create(cfg.sessions_dir())
             .map_err(io(format!("creating {}", cfg.sessions_dir().display())))?;
         let shell_dir = crate::shell::install(&cfg.home).map_err(io("writing the shell integration"))?;
-        Ok(Sessions { cfg, tmux, shell_dir })
+        Ok(Sessions { cfg, tmux, shell_dir, notes: Default::default(), repairing: Default::default() })
     }
 
     /// The command a person runs to watch or join session `name`.
@@ -169,7 +176,15 @@ impl Sessions {
     }
 
     /// Finds the live session `name`.
+    /// A logger found dead is replaced first (see [`Sessions::ensure_logger`]).
     pub async fn resolve(&self, name: &str) -> Result<Session, SessionError> {
+        let s = self.resolve_quiet(name).await?;
+        self.ensure_logger(&s).await?;
+        Ok(s)
+    }
+
+    /// Finds the live session `name` without checking its logger.
+    pub async fn resolve_quiet(&self, name: &str) -> Result<Session, SessionError> {
         validate_name(name).map_err(SessionError::BadName)?;
         let panes = self.panes().await?;
         let Some(pane) = panes.iter().find(|p| p.session_name == name).cloned() else {

@@ -75,6 +75,18 @@ impl Terminal {
         }
     }
 
+    /// Starts the watchdog that replaces dead loggers within about a second,
+    /// even while no call comes. It ends with the runtime.
+    pub fn start_watchdog(&self) {
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                inner.sessions.watch_loggers().await;
+            }
+        });
+    }
+
     fn sessions(&self) -> &Sessions {
         &self.inner.sessions
     }
@@ -86,8 +98,12 @@ impl Terminal {
         F: Future<Output = Result<String, String>>,
     {
         let started = Instant::now();
-        let outcome = body.await;
+        let mut outcome = body.await;
         self.inner.calls.record(tool, session, started.elapsed(), outcome.is_ok());
+        if let Some(note) = session.and_then(|name| self.sessions().take_note(name)) {
+            let (Ok(text) | Err(text)) = &mut outcome;
+            text.insert_str(0, &note);
+        }
         match outcome {
             Ok(text) => CallToolResult::success(vec![ContentBlock::text(clean(&text))]),
             Err(text) => CallToolResult::error(vec![ContentBlock::text(clean(&text))]),

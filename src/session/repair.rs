@@ -1,0 +1,139 @@
+//! Logger repair: when a pane lives but its logger does not answer (killed,
+//! crashed), a new logger is attached and the stretch that went unlogged is
+//! recorded as a gap, never skipped in silence.
+//!
+//! The router cannot write `session.txt` (the logger is its only writer), so
+//! it leaves what it knows of the gap in `gap.pending` (when logging stopped,
+//! when it resumed, the screen at that moment) before it starts the new
+//! logger, which writes the gap into the log as its first lines.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Session, SessionError, Sessions};
+use crate::config::now_ms;
+use crate::logger::PIPE_COMMAND;
+use crate::store::files;
+
+/// The file a repair leaves for the new logger.
+pub const GAP_PENDING: &str = "gap.pending";
+/// Where the gaps of a session are listed, one JSON line each.
+pub const GAPS: &str = "gaps.jsonl";
+
+/// A stretch of output that was not logged.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// When logging stopped, as far as known (the last write to raw.log), ms
+    /// since the epoch.
+    pub from_ms: u64,
+    /// When logging resumed.
+    pub to_ms: u64,
+    /// The size of raw.log at the gap: the bytes before it were logged.
+    pub raw_offset: u64,
+    /// The pane's screen when logging resumed.
+    pub screen: Vec<String>,
+}
+
+/// How long a freshly made session's logger may take to put up its socket
+/// before the watchdog takes it for dead.
+const YOUNG_MS: u64 = 10_000;
+
+impl Sessions {
+    /// Checks that `s`'s logger answers; if not, attaches a new one, and
+    /// returns a note for the next reply about the gap.
+    pub async fn ensure_logger(&self, s: &Session) -> Result<Option<String>, SessionError> {
+        if s.logger().await.is_ok() {
+            return Ok(None);
+        }
+        // A killed logger leaves its socket file behind; a session still
+        // being made has none yet, and gets time to start its logger.
+        let young = now_ms().saturating_sub(s.meta.created_ms) < YOUNG_MS;
+        if young && !s.dir.join(files::SOCKET).exists() {
+            return Ok(None);
+        }
+        // One repair at a time (the watchdog and a call may both notice);
+        // the second finds the new logger answering.
+        let _one = self.repairing.lock().await;
+        if s.logger().await.is_ok() {
+            return Ok(None);
+        }
+        let gap = self.record_gap(s).await?;
+        let pane = s.pane.pane_id.as_str();
+        // `pipe-pane -o` only toggles; stop whatever pipe is left, then start.
+        self.tmux.run(&["pipe-pane", "-t", pane]).await?;
+        self.tmux.run(&["pipe-pane", "-O", "-t", pane, PIPE_COMMAND]).await?;
+        for _ in 0..500 {
+            if s.logger().await.is_ok() {
+                let note = gap_note(&s.name, &gap);
+                self.notes.lock().unwrap_or_else(|e| e.into_inner()).insert(s.name.clone(), note.clone());
+                return Ok(Some(note));
+            }
+            tokio::time::sleep(Duration::from_millis(4)).await;
+        }
+        Err(SessionError::BadInput(format!(
+            "the logger of session {} died and a new one did not start; see {}",
+            s.name,
+            s.dir.join("logger.log").display()
+        )))
+    }
+
+    async fn record_gap(&self, s: &Session) -> Result<Gap, SessionError> {
+        let raw = std::fs::metadata(s.dir.join(files::RAW)).ok();
+        let from_ms = raw
+            .as_ref()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64);
+        let screen = self.tmux.capture_screen(s.pane.pane_id.as_str()).await.unwrap_or_default();
+        let mut rows: Vec<String> = screen.lines().map(|l| l.trim_end().to_string()).collect();
+        while rows.last().is_some_and(String::is_empty) {
+            rows.pop();
+        }
+        let gap = Gap { from_ms, to_ms: now_ms(), raw_offset: raw.map_or(0, |m| m.len()), screen: rows };
+        let body = serde_json::to_vec(&gap).map_err(|e| SessionError::BadInput(e.to_string()))?;
+        let tmp = s.dir.join(".gap.pending.tmp");
+        std::fs::write(&tmp, body).map_err(super::io("recording the log gap"))?;
+        std::fs::rename(&tmp, s.dir.join(GAP_PENDING)).map_err(super::io("recording the log gap"))?;
+        Ok(gap)
+    }
+
+    /// Takes the note left for session `name`'s next reply, if any.
+    pub fn take_note(&self, name: &str) -> Option<String> {
+        self.notes.lock().unwrap_or_else(|e| e.into_inner()).remove(name)
+    }
+
+    /// Repairs every session whose logger died; run about once a second so
+    /// that a dead logger is noticed even when no call comes.
+    pub async fn watch_loggers(&self) {
+        let Ok(panes) = self.panes().await else { return };
+        for pane in panes {
+            if let Ok(s) = self.resolve_quiet(&pane.session_name).await
+                && let Err(e) = self.ensure_logger(&s).await
+            {
+                eprintln!("docent-terminal-mcp: {e}");
+            }
+        }
+    }
+}
+
+fn gap_note(name: &str, gap: &Gap) -> String {
+    let secs = gap.to_ms.saturating_sub(gap.from_ms) as f64 / 1000.0;
+    format!(
+        "log gap in {name}: its logger had died; output in the last {secs:.1} s before it was restarted was not logged. \
+         The log marks the gap and holds the screen as it was when logging resumed.\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_note_names_the_session_and_the_length_of_the_gap() {
+        let gap = Gap { from_ms: 1_000, to_ms: 3_500, ..Gap::default() };
+        let note = gap_note("t1", &gap);
+        assert!(note.starts_with("log gap in t1"), "{note}");
+        assert!(note.contains("2.5 s"), "{note}");
+    }
+}
