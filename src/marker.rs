@@ -288,6 +288,21 @@ impl Verifier {
         Verifier { secret, last: HashMap::new() }
     }
 
+    /// The last sequence number believed per shell pid, to be kept across
+    /// logger restarts so that markers seen before cannot be replayed.
+    pub fn floors(&self) -> &HashMap<u32, u64> {
+        &self.last
+    }
+
+    /// Raises the floors to at least those in `floors` (from a previous
+    /// logger of the same session).
+    pub fn raise_floors(&mut self, floors: &HashMap<u32, u64>) {
+        for (&pid, &seq) in floors {
+            let last = self.last.entry(pid).or_insert(seq);
+            *last = (*last).max(seq);
+        }
+    }
+
     /// Whether to believe `marker`; if so, its sequence number is used up.
     pub fn accept(&mut self, marker: &Marker) -> bool {
         if self.secret.proof(marker.kind, marker.pid, marker.seq) != marker.proof {

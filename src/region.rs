@@ -165,6 +165,19 @@ impl RegionTracker {
         &self.state
     }
 
+    /// The markers' sequence floors per shell pid (see
+    /// [`Verifier::floors`]); `None` without a secret.
+    pub fn seq_floors(&self) -> Option<&std::collections::HashMap<u32, u64>> {
+        self.verifier.as_ref().map(Verifier::floors)
+    }
+
+    /// Restores floors saved by an earlier logger of this session.
+    pub fn raise_seq_floors(&mut self, floors: &std::collections::HashMap<u32, u64>) {
+        if let Some(v) = self.verifier.as_mut() {
+            v.raise_floors(floors);
+        }
+    }
+
     /// The regions still open, outermost first.
     pub fn open_regions(&self) -> &[Region] {
         &self.open

@@ -14,6 +14,8 @@
 //!   the last line for an id wins.
 //! - `meta.json`: [`Meta`], written by the router when it creates the session.
 //! - `secret`: the session's marker secret, mode 0600.
+//! - `markers.state`: the last marker sequence number believed per shell
+//!   pid (JSON), so a restarted logger still refuses replayed markers.
 //! - `regions/NNNN.txt`: the output of a region (id zero-padded to four
 //!   digits), for the [`KEEP_REGION_FILES`] regions used most recently.
 //!
@@ -50,6 +52,8 @@ pub mod files {
     pub const SECRET: &str = "secret";
     /// The logger's socket.
     pub const SOCKET: &str = "logger.sock";
+    /// The last marker sequence number believed per shell pid.
+    pub const MARKERS: &str = "markers.state";
     /// The directory of region files.
     pub const REGION_DIR: &str = "regions";
 }
@@ -470,4 +474,18 @@ mod tests {
         let path = write_region_file(dir.path(), &running).expect("write");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "cmd19\n$ cmd20\n");
     }
+}
+
+/// Reads `markers.state` of `dir`; a missing or torn file reads as empty.
+pub fn read_marker_floors(dir: &Path) -> std::collections::HashMap<u32, u64> {
+    std::fs::read(dir.join(files::MARKERS)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
+/// Writes `markers.state` of `dir` atomically.
+pub fn write_marker_floors(dir: &Path, floors: &std::collections::HashMap<u32, u64>) -> Result<(), StoreError> {
+    let path = dir.join(files::MARKERS);
+    let tmp = dir.join(".markers.state.tmp");
+    let body = serde_json::to_vec(floors).map_err(|source| StoreError::Json { path: path.clone(), source })?;
+    std::fs::write(&tmp, body).map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))
 }

@@ -10,7 +10,7 @@ use super::state::Shared;
 use crate::config::now_ms;
 use crate::cook::Cooker;
 use crate::region::{RegionChange, RegionTracker};
-use crate::store::{LineWriter, RegionLog, StoreError, files};
+use crate::store::{self, LineWriter, RegionLog, StoreError, files};
 use crate::types::{CookEvent, LineNo, RegionId};
 
 /// The pump's own state: the writers and the pure cores.
@@ -22,6 +22,9 @@ struct Pump {
     tracker: RegionTracker,
     events: Vec<CookEvent>,
     changes: Vec<RegionChange>,
+    /// The sum of the marker floors last saved: every believed marker
+    /// raises it, so a change means `markers.state` must be written.
+    floors_saved: u128,
 }
 
 /// Reads `input` until it ends, logging and publishing as it goes.
@@ -57,14 +60,18 @@ impl Pump {
             let live = shared.lock();
             (LineNo(lines.lines() + 1), RegionId(live.shell.regions + 1))
         };
+        let mut tracker = RegionTracker::new(shared.secret.clone(), next_region);
+        tracker.raise_seq_floors(&store::read_marker_floors(dir));
+        let floors_saved = floor_sum(&tracker);
         Ok(Pump {
             raw,
             lines,
             regions: RegionLog::open(dir)?,
             cooker: Cooker::new(first_line),
-            tracker: RegionTracker::new(shared.secret.clone(), next_region),
+            tracker,
             events: Vec::new(),
             changes: Vec::new(),
+            floors_saved,
         })
     }
 
@@ -83,12 +90,26 @@ impl Pump {
             self.tracker.on_event(ev, now, &mut self.changes);
         }
         self.lines.flush()?;
+        self.save_floors(&shared.dir)?;
         for change in &self.changes {
             let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
             self.regions.append(r)?;
         }
         self.publish(bytes.len(), now, shared);
         Ok(())
+    }
+
+    /// Saves the marker floors when a marker was believed in this chunk.
+    fn save_floors(&mut self, dir: &std::path::Path) -> Result<(), StoreError> {
+        let sum = floor_sum(&self.tracker);
+        if sum == self.floors_saved {
+            return Ok(());
+        }
+        self.floors_saved = sum;
+        match self.tracker.seq_floors() {
+            Some(floors) => store::write_marker_floors(dir, floors),
+            None => Ok(()),
+        }
     }
 
     fn publish(&mut self, n: usize, now: u64, shared: &Shared) {
@@ -110,6 +131,10 @@ impl Pump {
             }
         });
     }
+}
+
+fn floor_sum(tracker: &RegionTracker) -> u128 {
+    tracker.seq_floors().map_or(0, |f| f.values().map(|&v| u128::from(v)).sum())
 }
 
 fn upsert(live: &mut super::state::Live, r: crate::region::Region) {

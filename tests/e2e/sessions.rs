@@ -168,4 +168,12 @@ async fn a_killed_logger_is_replaced_and_the_gap_is_recorded_not_skipped() {
     // the next one) says so.
     let note_seen = r.contains("log gap") || s.run("t1", "true").await.contains("log gap");
     assert!(note_seen, "{r}");
+    // The new logger still knows which markers it has seen: replaying the
+    // log must not end the replaying command early.
+    let raw = dir.join("raw.log");
+    let r = s
+        .run("t1", &format!("cat {} >/dev/null; cat {}; sleep 0.2; echo replayed-ok", raw.display(), raw.display()))
+        .await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "replayed-ok");
 }
