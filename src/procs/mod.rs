@@ -216,7 +216,7 @@ fn by_syscall(pid: i32, call: Syscall, tty: &str) -> (Activity, String) {
         WaitKind::Read if fd_is_tty(pid, arg0, tty) => (Activity::WaitingForInput, "it reads the terminal".into()),
         WaitKind::Read => (Activity::Sleeping, format!("it reads descriptor {arg0}, not the terminal")),
         WaitKind::Descriptors if parse::counts_descriptors(nr) => select_activity(pid, arg0, tty),
-        WaitKind::Descriptors => guess_from_stdin(pid, tty, "it polls descriptors"),
+        WaitKind::Descriptors => guess_from_stdin(pid, tty, "it polls descriptors, not known which"),
         WaitKind::Child => (Activity::Sleeping, "it waits for a child process".into()),
         WaitKind::Timer => (Activity::Sleeping, "it sleeps on a timer".into()),
         WaitKind::Other => (Activity::Sleeping, format!("it is blocked in system call {nr}")),
@@ -230,14 +230,14 @@ fn select_activity(pid: i32, count: u64, tty: &str) -> (Activity, String) {
     if !open.is_empty() && open.iter().all(|fd| fd_is_tty(pid, *fd, tty)) {
         return (Activity::WaitingForInput, "it waits in select on the terminal alone".into());
     }
-    guess_from_stdin(pid, tty, "it waits in select on several descriptors")
+    guess_from_stdin(pid, tty, "it waits in select on several descriptors, not known which")
 }
 
-/// When the watched descriptors are unknown: waiting for input if standard
-/// input is the terminal, said to be a guess.
+/// When what a wait watches is not known: waiting for input if standard
+/// input is the terminal, and the reason says what was seen.
 fn guess_from_stdin(pid: i32, tty: &str, what: &str) -> (Activity, String) {
     match fd_is_tty(pid, 0, tty) {
-        true => (Activity::WaitingForInput, format!("{what}; which ones was not read, the terminal is among them")),
+        true => (Activity::WaitingForInput, format!("{what}, and its input is the terminal")),
         false => (Activity::Sleeping, format!("{what}, and its input is not the terminal")),
     }
 }
@@ -248,7 +248,8 @@ fn by_wchan(pid: i32, base: &str, tty: &str) -> (Activity, String) {
     let w = wchan.trim();
     match parse::wchan_kind(w) {
         None => (Activity::Unknown, "no wait channel is visible".into()),
-        Some(WaitKind::Read) => (Activity::WaitingForInput, format!("it sleeps in {w}, a terminal read; {NOTE}")),
+        // wait_woken serves other waits too: the terminal must be its input.
+        Some(WaitKind::Read) => guess_from_stdin(pid, tty, &format!("it sleeps in {w}, a terminal read; {NOTE}")),
         Some(WaitKind::Descriptors) => guess_from_stdin(pid, tty, &format!("it sleeps in {w}; {NOTE}")),
         Some(WaitKind::Child) => (Activity::Sleeping, format!("it waits for a child process; {NOTE}")),
         Some(WaitKind::Timer) => (Activity::Sleeping, format!("it sleeps on a timer; {NOTE}")),
@@ -315,4 +316,55 @@ fn other_user(shell_pid: i32, pid: i32) -> Option<String> {
     }
     let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(theirs)).ok().flatten();
     Some(user.map_or_else(|| format!("uid {theirs}"), |u| u.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    fn job(activity: Activity, password: bool, place: Place) -> Job {
+        let reason = "why".to_string();
+        Job { pgid: 7, comm: "make".into(), is_shell: false, activity, reason, password, place }
+    }
+
+    #[rstest]
+    #[case::input(Activity::WaitingForInput, false, "`make` waits for input (why)")]
+    #[case::password(
+        Activity::WaitingForInput,
+        true,
+        "`make` waits at a password prompt: input is not echoed and never logged"
+    )]
+    #[case::working(Activity::Working, false, "`make` is working (why)")]
+    #[case::sleeping(Activity::Sleeping, false, "`make` is sleeping, not waiting for input (why)")]
+    #[case::unknown(Activity::Unknown, false, "`make`: could not tell what it does (why)")]
+    fn one_line_per_activity(#[case] activity: Activity, #[case] password: bool, #[case] want: &str) {
+        assert_eq!(job(activity, password, Place::default()).line(), want);
+    }
+
+    #[test]
+    fn the_line_names_where_the_job_runs() {
+        let place = Place { host: Some("box".into()), user: Some("me".into()), via: vec!["bash".into(), "ssh".into()] };
+        assert_eq!(job(Activity::Working, false, place).line(), "`make` is working (why) · on box via ssh · as me");
+    }
+
+    #[test]
+    fn waiting_for_input_outranks_working_and_sleeping() {
+        let mut all = [Activity::Unknown, Activity::Sleeping, Activity::WaitingForInput, Activity::Working];
+        all.sort();
+        assert_eq!(all[0], Activity::WaitingForInput);
+        assert_eq!(all[1], Activity::Working);
+    }
+
+    #[test]
+    fn this_process_is_measured_without_a_terminal() {
+        // The test runner has no pane: its own group is measured, and nothing
+        // claims to wait on a terminal path that does not exist.
+        let me = std::process::id();
+        if let Ok(j) = super::job(Pane { pid: me, tty: "/nonexistent/tty" }) {
+            assert!(!j.password);
+            assert_ne!(j.activity, Activity::WaitingForInput, "{j:?}");
+        }
+    }
 }
