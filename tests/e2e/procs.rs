@@ -48,3 +48,13 @@ async fn a_read_without_echo_is_a_password_prompt() {
     assert_has!(r, "password prompt: input is not echoed and never logged");
     s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_loop_is_working() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "sh -c 'while :; do :; done'", "timeout": 0.3})).await;
+    assert_has!(r, "`sh` is working");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
+}
