@@ -153,7 +153,9 @@ pub fn job(pane: Pane<'_>) -> Result<Job, String> {
         false => format!("its `{}` {reason}", who.comm),
     };
     let password = activity == Activity::WaitingForInput && echo_off(pane.tty) == Some(true);
-    let place = place(&shell, who);
+    // The deepest process (one with no child in the group) says where the job runs.
+    let leaf = members.iter().find(|m| !members.iter().any(|c| c.ppid == m.pid)).unwrap_or(who);
+    let place = place(&shell, leaf);
     Ok(Job { pgid, comm: leader.comm.clone(), is_shell: pgid == shell.pgrp, activity, reason, password, place })
 }
 

@@ -58,3 +58,18 @@ async fn a_busy_loop_is_working() {
     assert_has!(r, "`sh` is working");
     s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_of_another_user_is_named() {
+    let me = std::process::Command::new("id").arg("-u").output().map(|o| o.stdout).unwrap_or_default();
+    if me != b"0\n" || !installed("runuser") {
+        eprintln!("skipped: needs root and runuser");
+        return;
+    }
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "runuser -u nobody -- sleep 5", "timeout": 0.5})).await;
+    assert_has!(r, "· as nobody");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
+}
