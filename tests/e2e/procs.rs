@@ -44,7 +44,7 @@ async fn a_read_without_echo_is_a_password_prompt() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    let r = s.ok("run", json!({"session": "t1", "command": "read -s -p 'Password: ' x", "timeout": 0.5})).await;
+    let r = s.ok("run", json!({"session": "t1", "command": "read -s -p 'Password: ' x", "timeout": 1.0})).await;
     assert_has!(r, "password prompt: input is not echoed and never logged");
     s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
 }
