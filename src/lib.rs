@@ -17,6 +17,7 @@ pub mod lock;
 pub mod logger;
 pub mod marker;
 pub mod mcp_client;
+pub mod procs;
 pub mod protocol;
 pub mod region;
 pub mod search;

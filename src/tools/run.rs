@@ -232,6 +232,9 @@ pub(super) async fn describe(
 ) -> Result<String, String> {
     // A caller's own note (expect's outcome) stands in for the headline.
     let mut out = note.map_or_else(|| headline(s, reason, region), |n| format!("{n}\n"));
+    if let Some(line) = foreground_line(s, reason, region) {
+        let _ = writeln!(out, "{line}");
+    }
     let (first, last) = match region {
         Some(r) => region_lines(r, status),
         None => (typed_on.next(), super::read::last_line(status)),
@@ -278,6 +281,16 @@ fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Reg
         let _ = writeln!(out, "It keeps running: call wait session={} to keep waiting.", s.name);
     }
     out
+}
+
+/// What the foreground job does, while a command still runs or waits.
+fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) -> Option<String> {
+    let waits = matches!(reason, WaitReason::Prompt) && region.is_some();
+    if !waits && !matches!(reason, WaitReason::Timeout | WaitReason::Matched(_)) {
+        return None;
+    }
+    let pane = crate::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
+    Some(crate::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
 }
 
 fn headline(s: &Session, reason: &WaitReason, region: Option<&Region>) -> String {

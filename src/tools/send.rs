@@ -21,6 +21,7 @@ use super::output::{self, Plan};
 use super::read::{fetch, last_line};
 use super::views::{self, ScreenMode};
 use crate::keys::{self, Key};
+use crate::procs::{self, Foreground, comm, foreground};
 use crate::protocol::{Status, WaitSpec};
 use crate::session::{LoggerClient, Session};
 
@@ -166,6 +167,12 @@ impl Terminal {
         }
         if (req.interrupts() || req.signal.is_some()) && !after.eof {
             out.push_str(&foreground_note(state.pane_pid).await);
+        } else if !after.eof {
+            let pane = procs::Pane { pid: state.pane_pid, tty: &s.pane.pane_tty };
+            // The shell at its own prompt is the usual case and goes unsaid.
+            if let Some(job) = procs::job(pane).ok().filter(|j| !j.is_shell || j.password) {
+                let _ = writeln!(out, "{}", job.line());
+            }
         }
         Ok(out)
     }
@@ -245,54 +252,6 @@ async fn foreground_note(pane_pid: u32) -> String {
     }
 }
 
-/// Who holds the pane's terminal.
-#[derive(Debug, PartialEq, Eq)]
-enum Foreground {
-    /// The pane's first process (its shell) itself.
-    Shell,
-    /// Another process group: a job started from the shell.
-    Job {
-        /// Its process group id.
-        pgid: i32,
-        /// Its leader's command name, from `/proc/PGID/comm`.
-        comm: String,
-    },
-}
-
-/// Reads the pane's foreground process group from `/proc/PID/stat`.
-fn foreground(pane_pid: u32) -> Result<Foreground, String> {
-    let path = format!("/proc/{pane_pid}/stat");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
-    let stat = parse_stat(&text).ok_or_else(|| format!("unreadable {path}: {text:?}"))?;
-    if stat.tpgid <= 1 || stat.tpgid == stat.pgrp {
-        return Ok(Foreground::Shell);
-    }
-    Ok(Foreground::Job { pgid: stat.tpgid, comm: comm(stat.tpgid) })
-}
-
-/// A process's command name from `/proc/PID/comm`, or `?` when it is gone.
-fn comm(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| "?".to_string(), |c| c.trim_end().to_string())
-}
-
-/// The fields of `/proc/PID/stat` that say who is in the foreground.
-#[derive(Debug, PartialEq, Eq)]
-struct ProcStat {
-    /// The process's own process group.
-    pgrp: i32,
-    /// The foreground process group of its controlling terminal (-1: none).
-    tpgid: i32,
-}
-
-/// Reads `pid (comm) state ppid pgrp session tty_nr tpgid …`; the command
-/// name may hold spaces and parentheses, so fields are counted after the
-/// last `)`.
-fn parse_stat(text: &str) -> Option<ProcStat> {
-    let (_, rest) = text.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(ProcStat { pgrp: fields.get(2)?.parse().ok()?, tpgid: fields.get(5)?.parse().ok()? })
-}
-
 #[cfg(test)]
 mod tests {
     use rstest::rstest;
@@ -347,25 +306,11 @@ mod tests {
         assert_eq!(parse_signal(name), Ok(sig));
     }
 
-    #[rstest]
-    #[case::shell_in_front("4242 (bash) S 4200 4242 4242 34816 4242 4194560 0", ProcStat { pgrp: 4242, tpgid: 4242 })]
-    #[case::job_in_front("4242 (bash) S 4200 4242 4242 34816 5000 4194560 0", ProcStat { pgrp: 4242, tpgid: 5000 })]
-    #[case::odd_name("7 (a) b (c) R 1 7 7 0 -1 0", ProcStat { pgrp: 7, tpgid: -1 })]
-    fn stat_lines(#[case] text: &str, #[case] want: ProcStat) {
-        assert_eq!(parse_stat(text), Some(want));
-    }
-
     #[test]
     fn the_description_fits_what_clients_keep() {
         for tool in Terminal::send_router().list_all() {
             let len = tool.description.as_deref().map_or(0, str::len);
             assert!(len > 0 && len < 2048, "{} description is {len} bytes", tool.name);
         }
-    }
-
-    #[test]
-    fn short_stat_lines_are_unreadable() {
-        assert_eq!(parse_stat("1 (x) S 0"), None);
-        assert_eq!(parse_stat("garbage"), None);
     }
 }

@@ -3,6 +3,7 @@
 
 mod expect;
 mod harness;
+mod procs;
 mod run;
 mod search;
 mod send;

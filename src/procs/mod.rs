@@ -1,0 +1,372 @@
+//! What holds a pane's terminal and what it is doing: the foreground job,
+//! whether it waits for input (and whether that input is a password), and
+//! where the session is (an `ssh` host, another user's shell).
+//!
+//! Everything comes from `/proc` and one `tcgetattr` on the pane's
+//! terminal; nothing is ever read from the terminal itself. The rules live
+//! in [`parse`] as pure functions; this module only opens files.
+//!
+//! A thread's exact wait comes from `/proc/PID/task/TID/syscall`, which
+//! needs ptrace access (root, or Yama's `ptrace_scope` 0) and is only
+//! decoded on x86_64. Without it the wait channel (`wchan`) decides, and
+//! the reason says so. For `poll` and `epoll`, and `select` over more than
+//! the terminal, the watched descriptors live in the process's memory,
+//! which is not read: such a job is taken to wait for input when its
+//! standard input is the terminal, and the reason says that is a guess.
+
+pub mod parse;
+
+use std::fs;
+use std::os::unix::fs::OpenOptionsExt;
+
+use nix::sys::termios::{LocalFlags, tcgetattr};
+
+use parse::{Stat, Syscall, WaitKind};
+
+/// The most descriptors checked behind a `select`'s count.
+const MAX_SELECT_FDS: u64 = 256;
+/// The most parents followed from the foreground job to the pane's shell.
+const MAX_CHAIN: usize = 64;
+
+/// What a foreground job is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Activity {
+    /// It waits on the pane's terminal: at a prompt, or a question.
+    WaitingForInput,
+    /// It is on a CPU, or between system calls.
+    Working,
+    /// It waits on something other than the terminal: a timer, a child, a pipe.
+    Sleeping,
+    /// Nothing could be told.
+    Unknown,
+}
+
+/// The pane whose terminal is looked at.
+#[derive(Clone, Copy, Debug)]
+pub struct Pane<'a> {
+    /// The pid of the pane's first process, usually its shell.
+    pub pid: u32,
+    /// Its terminal's path, like `/dev/pts/3`.
+    pub tty: &'a str,
+}
+
+/// Where a session is: the host and user its foreground job runs as.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Place {
+    /// The host an `ssh` in the chain logs in to.
+    pub host: Option<String>,
+    /// The user on that host, or of a local shell run as another user.
+    pub user: Option<String>,
+    /// The command names from the pane's shell down to the foreground job.
+    pub via: Vec<String>,
+}
+
+/// The foreground job of a pane, as measured once.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Its process group.
+    pub pgid: i32,
+    /// Its leader's command name.
+    pub comm: String,
+    /// Whether the pane's shell itself holds the terminal.
+    pub is_shell: bool,
+    /// What it is doing.
+    pub activity: Activity,
+    /// Why it was judged so, in words.
+    pub reason: String,
+    /// Whether it waits for input with echo off and lines on: a password prompt.
+    pub password: bool,
+    /// Where it runs.
+    pub place: Place,
+}
+
+impl Job {
+    /// One line for a reply.
+    pub fn line(&self) -> String {
+        let name = &self.comm;
+        let mut line = match (self.activity, self.password) {
+            (Activity::WaitingForInput, true) => {
+                format!("`{name}` waits at a password prompt: input is not echoed and never logged")
+            }
+            (Activity::WaitingForInput, false) => format!("`{name}` waits for input ({})", self.reason),
+            (Activity::Working, _) => format!("`{name}` is working ({})", self.reason),
+            (Activity::Sleeping, _) => format!("`{name}` is sleeping, not waiting for input ({})", self.reason),
+            (Activity::Unknown, _) => format!("`{name}`: could not tell what it does ({})", self.reason),
+        };
+        if let Some(host) = &self.place.host {
+            line.push_str(&format!(" · on {host} via ssh"));
+        }
+        if let Some(user) = &self.place.user {
+            line.push_str(&format!(" · as {user}"));
+        }
+        line
+    }
+}
+
+/// Who holds the pane's terminal.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Foreground {
+    /// The pane's first process (its shell) itself.
+    Shell,
+    /// Another process group: a job started from the shell.
+    Job {
+        /// Its process group id.
+        pgid: i32,
+        /// Its leader's command name, from `/proc/PGID/comm`.
+        comm: String,
+    },
+}
+
+/// Reads the pane's foreground process group from its shell's `/proc/PID/stat`.
+pub fn foreground(pane_pid: u32) -> Result<Foreground, String> {
+    let stat = read_stat(&format!("/proc/{pane_pid}/stat"))?;
+    if stat.tpgid <= 1 || stat.tpgid == stat.pgrp {
+        return Ok(Foreground::Shell);
+    }
+    Ok(Foreground::Job { pgid: stat.tpgid, comm: comm(stat.tpgid) })
+}
+
+/// A process's command name from `/proc/PID/comm`, or `?` when it is gone.
+pub fn comm(pid: i32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| "?".to_string(), |c| c.trim_end().to_string())
+}
+
+/// Measures the pane's foreground job: its processes, what they wait on,
+/// whether it is a password prompt, and where it runs.
+pub fn job(pane: Pane<'_>) -> Result<Job, String> {
+    let shell = read_stat(&format!("/proc/{}/stat", pane.pid))?;
+    let pgid = if shell.tpgid > 0 { shell.tpgid } else { shell.pgrp };
+    let members = group(pgid);
+    let judged: Vec<(Activity, String, &Stat)> = members
+        .iter()
+        .map(|m| {
+            let (a, r) = process_activity(m, pane.tty);
+            (a, r, m)
+        })
+        .collect();
+    let Some((activity, reason, who)) = judged.into_iter().min_by_key(|(a, _, _)| *a) else {
+        return Err(format!("no process of group {pgid} is left"));
+    };
+    let leader = members.iter().find(|m| m.pid == pgid).unwrap_or(who);
+    let reason = match who.pid == leader.pid {
+        true => reason,
+        false => format!("its `{}` {reason}", who.comm),
+    };
+    let password = activity == Activity::WaitingForInput && echo_off(pane.tty) == Some(true);
+    // The deepest process (one with no child in the group) says where the job runs.
+    let leaf = members.iter().find(|m| !members.iter().any(|c| c.ppid == m.pid)).unwrap_or(who);
+    let place = place(&shell, leaf);
+    Ok(Job { pgid, comm: leader.comm.clone(), is_shell: pgid == shell.pgrp, activity, reason, password, place })
+}
+
+fn read_stat(path: &str) -> Result<Stat, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    parse::stat(&text).ok_or_else(|| format!("unreadable {path}: {text:?}"))
+}
+
+/// The processes of a process group, by a scan of `/proc/*/stat`.
+fn group(pgid: i32) -> Vec<Stat> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    let mut out: Vec<Stat> = dir
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .filter_map(|e| read_stat(&format!("{}/stat", e.path().display())).ok())
+        .filter(|s| s.pgrp == pgid)
+        .collect();
+    out.sort_by_key(|s| s.pid);
+    out
+}
+
+/// What one process does: the most telling of its threads.
+fn process_activity(p: &Stat, tty: &str) -> (Activity, String) {
+    let tids: Vec<i32> = fs::read_dir(format!("/proc/{}/task", p.pid))
+        .map(|d| d.filter_map(Result::ok).filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    let tids = if tids.is_empty() { vec![p.pid] } else { tids };
+    tids.into_iter()
+        .map(|tid| thread_activity(p.pid, tid, tty))
+        .min_by_key(|(a, _)| *a)
+        .unwrap_or((Activity::Unknown, "it has no threads left".into()))
+}
+
+fn thread_activity(pid: i32, tid: i32, tty: &str) -> (Activity, String) {
+    let base = format!("/proc/{pid}/task/{tid}");
+    let state = read_stat(&format!("{base}/stat")).map_or('?', |s| s.state);
+    match state {
+        'R' => return (Activity::Working, "it is on a CPU".into()),
+        'T' | 't' => return (Activity::Sleeping, "it is stopped".into()),
+        'Z' | 'X' => return (Activity::Unknown, "it has exited".into()),
+        _ => {}
+    }
+    let syscall = match cfg!(target_arch = "x86_64") {
+        true => fs::read_to_string(format!("{base}/syscall")).ok().and_then(|t| parse::syscall(&t)),
+        false => None,
+    };
+    match syscall {
+        Some(call) => by_syscall(pid, call, tty),
+        None => by_wchan(pid, &base, tty),
+    }
+}
+
+fn by_syscall(pid: i32, call: Syscall, tty: &str) -> (Activity, String) {
+    let (nr, arg0) = match call {
+        Syscall::Running => return (Activity::Working, "it is on a CPU".into()),
+        Syscall::Outside => return (Activity::Working, "it is between system calls".into()),
+        Syscall::In { nr, arg0 } => (nr, arg0),
+    };
+    match parse::syscall_kind(nr) {
+        WaitKind::Read if fd_is_tty(pid, arg0, tty) => (Activity::WaitingForInput, "it reads the terminal".into()),
+        WaitKind::Read => (Activity::Sleeping, format!("it reads descriptor {arg0}, not the terminal")),
+        WaitKind::Descriptors if parse::counts_descriptors(nr) => select_activity(pid, arg0, tty),
+        WaitKind::Descriptors => guess_from_stdin(pid, tty, "it polls descriptors, not known which"),
+        WaitKind::Child => (Activity::Sleeping, "it waits for a child process".into()),
+        WaitKind::Timer => (Activity::Sleeping, "it sleeps on a timer".into()),
+        WaitKind::Other => (Activity::Sleeping, format!("it is blocked in system call {nr}")),
+    }
+}
+
+/// A `select` over descriptors below `count`: certain when the terminal is
+/// the only one open among them.
+fn select_activity(pid: i32, count: u64, tty: &str) -> (Activity, String) {
+    let open: Vec<u64> = (0..count.min(MAX_SELECT_FDS)).filter(|fd| fd_target(pid, *fd).is_some()).collect();
+    if !open.is_empty() && open.iter().all(|fd| fd_is_tty(pid, *fd, tty)) {
+        return (Activity::WaitingForInput, "it waits in select on the terminal alone".into());
+    }
+    guess_from_stdin(pid, tty, "it waits in select on several descriptors, not known which")
+}
+
+/// When what a wait watches is not known: waiting for input if standard
+/// input is the terminal, and the reason says what was seen.
+fn guess_from_stdin(pid: i32, tty: &str, what: &str) -> (Activity, String) {
+    match fd_is_tty(pid, 0, tty) {
+        true => (Activity::WaitingForInput, format!("{what}, and its input is the terminal")),
+        false => (Activity::Sleeping, format!("{what}, and its input is not the terminal")),
+    }
+}
+
+fn by_wchan(pid: i32, base: &str, tty: &str) -> (Activity, String) {
+    const NOTE: &str = "judged by its wait channel; /proc/PID/syscall is not readable";
+    let wchan = fs::read_to_string(format!("{base}/wchan")).unwrap_or_default();
+    let w = wchan.trim();
+    match parse::wchan_kind(w) {
+        None => (Activity::Unknown, "no wait channel is visible".into()),
+        // wait_woken serves other waits too: the terminal must be its input.
+        Some(WaitKind::Read) => guess_from_stdin(pid, tty, &format!("it sleeps in {w}, a terminal read; {NOTE}")),
+        Some(WaitKind::Descriptors) => guess_from_stdin(pid, tty, &format!("it sleeps in {w}; {NOTE}")),
+        Some(WaitKind::Child) => (Activity::Sleeping, format!("it waits for a child process; {NOTE}")),
+        Some(WaitKind::Timer) => (Activity::Sleeping, format!("it sleeps on a timer; {NOTE}")),
+        Some(WaitKind::Other) => (Activity::Sleeping, format!("it sleeps in {w}; {NOTE}")),
+    }
+}
+
+fn fd_target(pid: i32, fd: u64) -> Option<String> {
+    fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok().map(|p| p.display().to_string())
+}
+
+fn fd_is_tty(pid: i32, fd: u64, tty: &str) -> bool {
+    fd_target(pid, fd).is_some_and(|t| t == tty)
+}
+
+/// Whether the terminal reads lines with echo off (`ECHO` clear, `ICANON`
+/// set), as password prompts do; a line editor clears both. The terminal
+/// is opened without becoming a controlling terminal and is never read.
+fn echo_off(tty: &str) -> Option<bool> {
+    let file =
+        fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY).open(tty).ok()?;
+    let t = tcgetattr(&file).ok()?;
+    Some(!t.local_flags.contains(LocalFlags::ECHO) && t.local_flags.contains(LocalFlags::ICANON))
+}
+
+/// The chain from the pane's shell to `job`, with an `ssh` host or another user.
+fn place(shell: &Stat, job: &Stat) -> Place {
+    let chain = chain(shell.pid, job);
+    let mut place = Place { via: chain.iter().rev().map(|s| s.comm.clone()).collect(), ..Place::default() };
+    if let Some(ssh) = chain.iter().find(|s| s.comm == "ssh") {
+        let argv = parse::cmdline(&fs::read(format!("/proc/{}/cmdline", ssh.pid)).unwrap_or_default());
+        if let Some((host, user)) = parse::ssh_target(&argv) {
+            place.host = Some(host);
+            place.user = user;
+            return place;
+        }
+    }
+    place.user = other_user(shell.pid, chain.first().map_or(job.pid, |s| s.pid));
+    place
+}
+
+/// From `job` up through parents to the pane's shell, the job first.
+fn chain(shell_pid: i32, job: &Stat) -> Vec<Stat> {
+    let mut out = vec![job.clone()];
+    while out.len() < MAX_CHAIN {
+        let last = &out[out.len() - 1];
+        if last.pid == shell_pid || last.ppid <= 1 {
+            break;
+        }
+        match read_stat(&format!("/proc/{}/stat", last.ppid)) {
+            Ok(parent) => out.push(parent),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// The name of `pid`'s user when it differs from the pane shell's.
+fn other_user(shell_pid: i32, pid: i32) -> Option<String> {
+    let uid = |p: i32| fs::read_to_string(format!("/proc/{p}/status")).ok().and_then(|s| parse::real_uid(&s));
+    let (mine, theirs) = (uid(shell_pid)?, uid(pid)?);
+    if mine == theirs {
+        return None;
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(theirs)).ok().flatten();
+    Some(user.map_or_else(|| format!("uid {theirs}"), |u| u.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    fn job(activity: Activity, password: bool, place: Place) -> Job {
+        let reason = "why".to_string();
+        Job { pgid: 7, comm: "make".into(), is_shell: false, activity, reason, password, place }
+    }
+
+    #[rstest]
+    #[case::input(Activity::WaitingForInput, false, "`make` waits for input (why)")]
+    #[case::password(
+        Activity::WaitingForInput,
+        true,
+        "`make` waits at a password prompt: input is not echoed and never logged"
+    )]
+    #[case::working(Activity::Working, false, "`make` is working (why)")]
+    #[case::sleeping(Activity::Sleeping, false, "`make` is sleeping, not waiting for input (why)")]
+    #[case::unknown(Activity::Unknown, false, "`make`: could not tell what it does (why)")]
+    fn one_line_per_activity(#[case] activity: Activity, #[case] password: bool, #[case] want: &str) {
+        assert_eq!(job(activity, password, Place::default()).line(), want);
+    }
+
+    #[test]
+    fn the_line_names_where_the_job_runs() {
+        let place = Place { host: Some("box".into()), user: Some("me".into()), via: vec!["bash".into(), "ssh".into()] };
+        assert_eq!(job(Activity::Working, false, place).line(), "`make` is working (why) · on box via ssh · as me");
+    }
+
+    #[test]
+    fn waiting_for_input_outranks_working_and_sleeping() {
+        let mut all = [Activity::Unknown, Activity::Sleeping, Activity::WaitingForInput, Activity::Working];
+        all.sort();
+        assert_eq!(all[0], Activity::WaitingForInput);
+        assert_eq!(all[1], Activity::Working);
+    }
+
+    #[test]
+    fn this_process_is_measured_without_a_terminal() {
+        // The test runner has no pane: its own group is measured, and nothing
+        // claims to wait on a terminal path that does not exist.
+        let me = std::process::id();
+        if let Ok(j) = super::job(Pane { pid: me, tty: "/nonexistent/tty" }) {
+            assert!(!j.password);
+            assert_ne!(j.activity, Activity::WaitingForInput, "{j:?}");
+        }
+    }
+}
