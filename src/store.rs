@@ -375,6 +375,20 @@ pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
     std::fs::rename(&tmp, &path).map_err(io_err(&path))
 }
 
+/// Reads `markers.state` of `dir`; a missing or torn file reads as empty.
+pub fn read_marker_floors(dir: &Path) -> std::collections::HashMap<u32, u64> {
+    std::fs::read(dir.join(files::MARKERS)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
+/// Writes `markers.state` of `dir` atomically.
+pub fn write_marker_floors(dir: &Path, floors: &std::collections::HashMap<u32, u64>) -> Result<(), StoreError> {
+    let path = dir.join(files::MARKERS);
+    let tmp = dir.join(".markers.state.tmp");
+    let body = serde_json::to_vec(floors).map_err(|source| StoreError::Json { path: path.clone(), source })?;
+    std::fs::write(&tmp, body).map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,18 +488,4 @@ mod tests {
         let path = write_region_file(dir.path(), &running).expect("write");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "cmd19\n$ cmd20\n");
     }
-}
-
-/// Reads `markers.state` of `dir`; a missing or torn file reads as empty.
-pub fn read_marker_floors(dir: &Path) -> std::collections::HashMap<u32, u64> {
-    std::fs::read(dir.join(files::MARKERS)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
-}
-
-/// Writes `markers.state` of `dir` atomically.
-pub fn write_marker_floors(dir: &Path, floors: &std::collections::HashMap<u32, u64>) -> Result<(), StoreError> {
-    let path = dir.join(files::MARKERS);
-    let tmp = dir.join(".markers.state.tmp");
-    let body = serde_json::to_vec(floors).map_err(|source| StoreError::Json { path: path.clone(), source })?;
-    std::fs::write(&tmp, body).map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io_err(&path))
 }
