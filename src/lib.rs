@@ -19,6 +19,7 @@ pub mod marker;
 pub mod mcp_client;
 pub mod protocol;
 pub mod region;
+pub mod retention;
 pub mod search;
 pub mod session;
 pub mod shell;
