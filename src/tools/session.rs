@@ -33,6 +33,9 @@ pub struct CreateParams {
     /// Extra environment variables for the session.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
+    /// Delete the session's logs as soon as it closes (default false: they are kept some days after it closes).
+    #[serde(default)]
+    pub delete_logs_on_close: bool,
 }
 
 /// Arguments of tools that take only a session.
@@ -90,6 +93,7 @@ impl Terminal {
             rows: p.rows,
             cwd: p.cwd,
             env: p.env.unwrap_or_default(),
+            delete_logs_on_close: p.delete_logs_on_close,
         };
         let (s, status) = self.sessions().create(opts).await.map_err(|e| e.to_string())?;
         let mut out = format!("session {} ready", s.name);
@@ -128,6 +132,9 @@ impl Terminal {
 
     async fn close_body(&self, p: SessionParams) -> Result<String, String> {
         let dir = self.sessions().close(&p.session).await.map_err(|e| e.to_string())?;
+        if !dir.exists() {
+            return Ok(format!("session {} closed; its logs were deleted, as it was marked", p.session));
+        }
         Ok(format!("session {} closed; its log stays in {}", p.session, dir.display()))
     }
 }
