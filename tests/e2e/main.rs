@@ -3,6 +3,7 @@
 
 mod expect;
 mod harness;
+mod retention;
 mod run;
 mod search;
 mod send;
