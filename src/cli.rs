@@ -110,8 +110,18 @@ async fn logs(cmd: LogsCommand) -> anyhow::Result<()> {
         LogsCommand::DeleteOnClose { name } => (name, Action::DeleteOnClose),
         LogsCommand::Delete { name } => (name, Action::Delete),
     };
-    sessions.set_retention(&name, action).await?;
+    let dir = sessions.set_retention(&name, action).await?;
+    println!("{name}: {} ({})", action_done(action), dir.display());
     Ok(())
+}
+
+fn action_done(action: Action) -> &'static str {
+    match action {
+        Action::Keep => "logs kept for good",
+        Action::Default => "logs follow the usual rule",
+        Action::DeleteOnClose => "logs will be deleted when it closes",
+        Action::Delete => "logs deleted",
+    }
 }
 
 /// How often the full sweep runs.

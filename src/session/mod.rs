@@ -426,7 +426,7 @@ impl Sessions {
     }
 
     /// The names of the live sessions, or `None` when tmux could not say.
-    async fn live_names(&self) -> Option<HashSet<String>> {
+    pub async fn live_names(&self) -> Option<HashSet<String>> {
         match self.tmux.list_panes().await {
             Ok(panes) => Some(panes.into_iter().map(|p| p.session_name).collect()),
             Err(e) => {

@@ -7,8 +7,11 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
+use std::fmt::Write;
+
 use super::Terminal;
-use crate::retention::Action;
+use crate::retention::tombstone::utc;
+use crate::retention::{Action, expires_ms};
 
 /// What to do with a session's logs.
 #[derive(Clone, Copy, Debug, Deserialize, schemars::JsonSchema)]
@@ -68,5 +71,34 @@ impl Terminal {
             LogsAction::DeleteOnClose => format!("the logs of {name} will be deleted when it closes"),
             LogsAction::Delete => format!("the logs of {name} were deleted"),
         })
+    }
+}
+
+/// How many closed sessions `session_list` names.
+const MAX_CLOSED_LINES: usize = 10;
+
+impl Terminal {
+    /// Lines for `session_list` saying until when each closed session's logs
+    /// are kept, newest use first; empty when there are none.
+    pub(super) async fn closed_lines(&self) -> String {
+        let Some(live) = self.sessions().live_names().await else { return String::new() };
+        let sweeper = self.sessions().sweeper();
+        let mut closed: Vec<_> = sweeper.gather(&live).into_iter().filter(|f| f.closed).collect();
+        if closed.is_empty() {
+            return String::new();
+        }
+        closed.sort_by_key(|f| std::cmp::Reverse(f.last_used_ms));
+        let mut out = String::from("closed sessions, logs on disk:\n");
+        for f in closed.iter().take(MAX_CLOSED_LINES) {
+            let until = match expires_ms(sweeper.policy, f) {
+                None => "kept for good".to_string(),
+                Some(ms) => format!("kept until {}", utc(ms)),
+            };
+            let _ = writeln!(out, "  {}, logs {until}", f.name);
+        }
+        if closed.len() > MAX_CLOSED_LINES {
+            let _ = writeln!(out, "  … and {} more", closed.len() - MAX_CLOSED_LINES);
+        }
+        out
     }
 }

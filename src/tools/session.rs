@@ -66,7 +66,7 @@ impl Terminal {
     /// Lists sessions.
     #[tool(
         name = "session_list",
-        description = "List the open sessions: name, what runs in each, its working directory, the last command's exit status, and the command to attach to it.",
+        description = "List the open sessions: name, what runs in each, its working directory, the last command's exit status, and the command to attach to it. Closed sessions whose logs are still on disk follow, with until when they are kept (session_logs changes that).",
         annotations(read_only_hint = true)
     )]
     pub async fn session_list(&self, Parameters(_): Parameters<ListParams>) -> CallToolResult {
@@ -110,8 +110,9 @@ impl Terminal {
 
     async fn list_body(&self) -> Result<String, String> {
         let panes = self.sessions().panes().await.map_err(|e| e.to_string())?;
+        let closed = self.closed_lines().await;
         if panes.is_empty() {
-            return Ok("no sessions are open; session_create makes one".into());
+            return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
         }
         let mut out = String::new();
         for pane in panes {
@@ -127,6 +128,7 @@ impl Terminal {
             }
             let _ = writeln!(out, "\n  attach: {}", self.sessions().attach_command(name));
         }
+        out.push_str(&closed);
         Ok(out)
     }
 

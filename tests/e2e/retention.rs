@@ -14,6 +14,7 @@ async fn deleting_a_closed_sessions_logs_leaves_word_of_when_and_why() {
     s.create("t2").await;
     s.run("t1", "echo hello").await;
     s.ok("session_close", json!({"session": "t1"})).await;
+    assert_has!(s.ok("session_list", json!({})).await, "t1, logs kept until");
     assert_has!(s.ok("session_logs", json!({"session": "t1", "action": "delete"})).await, "deleted");
     assert!(!w.session_dir("t1").exists());
     let said = s.err("read", json!({"session": "t1"})).await;
