@@ -163,3 +163,21 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
     sweeps.abort();
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command, LogsCommand};
+
+    #[test]
+    fn logs_subcommands_parse_with_dashes() {
+        let cli = Cli::try_parse_from(["dtmcp", "logs", "delete-on-close", "t1"]).expect("parses");
+        assert!(
+            matches!(cli.command, Some(Command::Logs { action: LogsCommand::DeleteOnClose { name } }) if name == "t1")
+        );
+        let cli = Cli::try_parse_from(["dtmcp", "logs", "due"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Logs { action: LogsCommand::Due })));
+        assert!(Cli::try_parse_from(["dtmcp", "logs", "delete"]).is_err(), "delete needs a name");
+    }
+}
