@@ -448,7 +448,13 @@ impl Sessions {
         // Liveness again, just before deleting: a session may have been
         // reopened under the same name meanwhile.
         let Some(live) = self.live_names().await else { return Vec::new() };
-        sweeper.apply(now_ms(), &due, &live)
+        // Deleting blocks; off the runtime's few workers it goes. Once
+        // started it runs to the end even if the sweep's task is aborted.
+        let apply = tokio::task::spawn_blocking(move || sweeper.apply(now_ms(), &due, &live));
+        apply.await.unwrap_or_else(|e| {
+            eprintln!("docent-terminal-mcp: the sweep failed: {e}");
+            Vec::new()
+        })
     }
 
     /// Applies a `session_logs` action to session `name`, returning its
