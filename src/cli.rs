@@ -1,11 +1,13 @@
 //! The command line of `docent-terminal-mcp` (alias `dtmcp`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
 use crate::config::Config;
+use crate::retention::{Action, SweepMode};
 use crate::session::Sessions;
 use crate::tmux::Tmux;
 use crate::tools::Terminal;
@@ -31,6 +33,41 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         pause_ms: u64,
     },
+    /// Decide what happens to session logs, or sweep now.
+    Logs {
+        /// What to do.
+        #[command(subcommand)]
+        action: LogsCommand,
+    },
+}
+
+/// The `logs` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LogsCommand {
+    /// Keep a session's logs for good.
+    Keep {
+        /// The session.
+        name: String,
+    },
+    /// Put a session's logs back under the usual rule.
+    Default {
+        /// The session.
+        name: String,
+    },
+    /// Delete a session's logs when it closes.
+    DeleteOnClose {
+        /// The session.
+        name: String,
+    },
+    /// Delete a closed session's logs now.
+    Delete {
+        /// The session.
+        name: String,
+    },
+    /// List what the next sweep would delete, deleting nothing.
+    Due,
+    /// Run a sweep now.
+    Sweep,
 }
 
 /// The whole program: parses the arguments, runs, and turns an error chain
@@ -51,6 +88,61 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None | Some(Command::Stdio) => runtime.block_on(serve_stdio()),
         Some(Command::Demo { pause_ms }) => runtime.block_on(crate::demo::run(pause_ms)),
+        Some(Command::Logs { action }) => runtime.block_on(logs(action)),
+    }
+}
+
+/// Runs a `logs` subcommand against this user's state home and socket.
+async fn logs(cmd: LogsCommand) -> anyhow::Result<()> {
+    let cfg = Config::from_env()?;
+    let tmux = Arc::new(Tmux::new(&cfg.socket));
+    let sessions = Sessions::new(cfg, tmux)?;
+    let (name, action) = match cmd {
+        LogsCommand::Due | LogsCommand::Sweep => {
+            let dry_run = matches!(cmd, LogsCommand::Due);
+            for d in sessions.sweep(SweepMode::Full, dry_run).await {
+                println!("{}\t{}", d.name, d.why);
+            }
+            return Ok(());
+        }
+        LogsCommand::Keep { name } => (name, Action::Keep),
+        LogsCommand::Default { name } => (name, Action::Default),
+        LogsCommand::DeleteOnClose { name } => (name, Action::DeleteOnClose),
+        LogsCommand::Delete { name } => (name, Action::Delete),
+    };
+    let dir = sessions.set_retention(&name, action).await?;
+    println!("{name}: {} ({})", action_done(action), dir.display());
+    Ok(())
+}
+
+fn action_done(action: Action) -> &'static str {
+    match action {
+        Action::Keep => "logs kept for good",
+        Action::Default => "logs follow the usual rule",
+        Action::DeleteOnClose => "logs will be deleted when it closes",
+        Action::Delete => "logs deleted",
+    }
+}
+
+/// How often the full sweep runs.
+const FULL_SWEEP_EVERY: Duration = Duration::from_secs(60 * 60);
+/// How often sessions marked delete-on-close are swept.
+const CLOSE_SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Sweeps at start-up and hourly, and delete-on-close sessions every
+/// minute, until aborted. A sweep logs its own errors.
+async fn sweep_forever(sessions: Sessions) {
+    let mut last_full = tokio::time::Instant::now();
+    sessions.sweep(SweepMode::Full, false).await;
+    loop {
+        tokio::time::sleep(CLOSE_SWEEP_EVERY).await;
+        let mode = if last_full.elapsed() >= FULL_SWEEP_EVERY {
+            last_full = tokio::time::Instant::now();
+            SweepMode::Full
+        } else {
+            SweepMode::DeleteOnCloseOnly
+        };
+        sessions.sweep(mode, false).await;
     }
 }
 
@@ -59,10 +151,35 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
     let _lock = crate::lock::acquire(&cfg.home)?;
     let tmux = Arc::new(Tmux::new(&cfg.socket));
-    let sessions = Sessions::new(cfg, tmux)?;
+    let sessions = Sessions::new(cfg.clone(), tmux.clone())?;
+    let sweeps = tokio::spawn(sweep_forever(Sessions::new(cfg, tmux)?));
     let terminal = Terminal::new(sessions);
     terminal.start_watchdog();
-    let service = terminal.serve(rmcp::transport::stdio()).await?;
-    service.waiting().await?;
-    Ok(())
+    let service = terminal.serve(rmcp::transport::stdio()).await;
+    let outcome = match service {
+        Ok(service) => service.waiting().await.map(drop).map_err(anyhow::Error::from),
+        Err(e) => Err(e.into()),
+    };
+    // Aborting is safe: a sweep's deletions happen between awaits, each one
+    // whole, and the next start-up sweep finishes what this one did not.
+    sweeps.abort();
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command, LogsCommand};
+
+    #[test]
+    fn logs_subcommands_parse_with_dashes() {
+        let cli = Cli::try_parse_from(["dtmcp", "logs", "delete-on-close", "t1"]).expect("parses");
+        assert!(
+            matches!(cli.command, Some(Command::Logs { action: LogsCommand::DeleteOnClose { name } }) if name == "t1")
+        );
+        let cli = Cli::try_parse_from(["dtmcp", "logs", "due"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Logs { action: LogsCommand::Due })));
+        assert!(Cli::try_parse_from(["dtmcp", "logs", "delete"]).is_err(), "delete needs a name");
+    }
 }

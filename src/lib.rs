@@ -20,6 +20,7 @@ pub mod mcp_client;
 pub mod procs;
 pub mod protocol;
 pub mod region;
+pub mod retention;
 pub mod search;
 pub mod session;
 pub mod shell;

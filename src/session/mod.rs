@@ -9,7 +9,7 @@ pub mod client;
 mod names;
 mod repair;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use crate::config::{Config, hostname, now_ms};
 use crate::logger::{OPT_DIR, OPT_LOGGER, PIPE_COMMAND};
 use crate::marker::Secret;
 use crate::protocol::{Status, WaitSpec};
+use crate::retention::{Action, Decision, SweepMode, Sweeper};
 use crate::store::{self, Meta, files};
 use crate::tmux::{PaneInfo, Tmux, TmuxError};
 
@@ -53,6 +54,19 @@ pub enum SessionError {
         /// The session directories that do exist.
         known: Vec<String>,
     },
+    /// The session's logs were deleted; the tombstone says when and why.
+    #[error("session {name:?} has no logs any more: {}", crate::retention::tombstone::describe(.gone))]
+    Removed {
+        /// The name asked for.
+        name: String,
+        /// The tombstone.
+        gone: crate::retention::Tombstone,
+    },
+    /// A live session's logs cannot be deleted.
+    #[error(
+        "session {0:?} is open, so its logs cannot be deleted now; close it first, or use action \"delete_on_close\""
+    )]
+    Live(String),
     /// The name is taken.
     #[error("a session named {0:?} is already open; pick another name or omit it to get a free one")]
     Exists(String),
@@ -102,6 +116,8 @@ pub struct CreateOptions {
     pub cwd: Option<String>,
     /// Extra environment.
     pub env: BTreeMap<String, String>,
+    /// Mark the logs to be deleted when the session closes.
+    pub delete_logs_on_close: bool,
 }
 
 /// A live session, resolved for one call.
@@ -203,7 +219,14 @@ impl Sessions {
         validate_name(name).map_err(SessionError::BadName)?;
         let dir = self.cfg.session_dir(name);
         if !dir.join(files::TEXT).is_file() && !dir.join(files::META).is_file() {
+            if let Some(gone) = crate::retention::tombstone::find(&self.cfg.home, name) {
+                return Err(SessionError::Removed { name: name.to_string(), gone });
+            }
             return Err(SessionError::NoLogs { name: name.to_string(), known: self.logged_names() });
+        }
+        // Reading changes no file; this tells the sweep the logs are in use.
+        if let Err(e) = crate::retention::touch_last_used(&dir) {
+            eprintln!("docent-terminal-mcp: could not mark {} as used: {e}", dir.display());
         }
         let live = self.panes().await.is_ok_and(|p| p.iter().any(|p| p.session_name == name));
         Ok(SessionLogs { name: name.to_string(), dir, live })
@@ -237,6 +260,10 @@ impl Sessions {
         };
         check_options(&opts)?;
         let dir = self.prepare_dir(&name)?;
+        if opts.delete_logs_on_close {
+            crate::retention::set_markers(&dir, Action::DeleteOnClose)
+                .map_err(io(format!("marking {} delete-on-close", dir.display())))?;
+        }
         let secret = Secret::generate().map_err(io("making the session secret"))?;
         write_private(&dir.join(files::SECRET), &secret.to_nonce())?;
         let (argv, integrated) = self.program(&opts);
@@ -398,7 +425,79 @@ impl Sessions {
         if self.tmux.list_panes().await.is_ok_and(|p| p.is_empty()) {
             self.tmux.shutdown_control().await;
         }
+        // A session marked delete-on-close goes now, not at the next minute.
+        self.sweep(SweepMode::DeleteOnCloseOnly, false).await;
         Ok(s.dir)
+    }
+
+    /// The sweeper of this server's state home and tmux socket.
+    pub fn sweeper(&self) -> Sweeper {
+        Sweeper {
+            home: self.cfg.home.clone(),
+            host: hostname(),
+            socket: self.cfg.socket.clone(),
+            policy: crate::retention::Policy::from_env(),
+        }
+    }
+
+    /// The names of the live sessions, or `None` when tmux could not say.
+    pub async fn live_names(&self) -> Option<HashSet<String>> {
+        match self.tmux.list_panes().await {
+            Ok(panes) => Some(panes.into_iter().map(|p| p.session_name).collect()),
+            Err(e) => {
+                eprintln!("docent-terminal-mcp: no sweep, tmux did not list its panes: {e}");
+                None
+            }
+        }
+    }
+
+    /// Runs a sweep (or, with `dry_run`, only says what it would delete).
+    /// Errors are logged, never returned: a sweep is housekeeping.
+    pub async fn sweep(&self, mode: SweepMode, dry_run: bool) -> Vec<Decision> {
+        let sweeper = self.sweeper();
+        let Some(live) = self.live_names().await else { return Vec::new() };
+        let due = sweeper.due(now_ms(), &live, mode);
+        if dry_run || due.is_empty() {
+            return due;
+        }
+        // Liveness again, just before deleting: a session may have been
+        // reopened under the same name meanwhile.
+        let Some(live) = self.live_names().await else { return Vec::new() };
+        // Deleting blocks; off the runtime's few workers it goes. Once
+        // started it runs to the end even if the sweep's task is aborted.
+        let apply = tokio::task::spawn_blocking(move || sweeper.apply(now_ms(), &due, &live));
+        apply.await.unwrap_or_else(|e| {
+            eprintln!("docent-terminal-mcp: the sweep failed: {e}");
+            Vec::new()
+        })
+    }
+
+    /// Applies a `session_logs` action to session `name`, returning its
+    /// directory.
+    pub async fn set_retention(&self, name: &str, action: Action) -> Result<PathBuf, SessionError> {
+        let logs = self.open_logs(name).await?;
+        if action != Action::Delete {
+            crate::retention::set_markers(&logs.dir, action)
+                .map_err(io(format!("setting the markers of {}", logs.dir.display())))?;
+            return Ok(logs.dir);
+        }
+        let live = self.live_names().await.ok_or_else(|| {
+            SessionError::BadInput("tmux did not say which sessions are open, so nothing was deleted".into())
+        })?;
+        let sweeper = self.sweeper();
+        let closed = sweeper.facts_of(name, &live).is_some_and(|f| f.closed);
+        if logs.live || live.contains(name) {
+            return Err(SessionError::Live(name.to_string()));
+        }
+        if !closed {
+            return Err(SessionError::BadInput(format!(
+                "session {name:?} was made by another host or tmux socket (see its meta.json); its server decides about its logs"
+            )));
+        }
+        sweeper
+            .delete(name, crate::retention::Why::Asked, now_ms())
+            .map_err(io(format!("deleting {}", logs.dir.display())))?;
+        Ok(logs.dir)
     }
 }
 

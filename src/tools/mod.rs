@@ -7,6 +7,7 @@
 //! refused by the schema before anything is done.
 
 mod expect;
+mod logs;
 mod output;
 mod read;
 mod regions;
@@ -71,7 +72,8 @@ impl Terminal {
                 + Self::send_router()
                 + Self::expect_router()
                 + Self::search_router()
-                + Self::regions_router(),
+                + Self::regions_router()
+                + Self::logs_router(),
         }
     }
 

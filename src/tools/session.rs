@@ -33,6 +33,9 @@ pub struct CreateParams {
     /// Extra environment variables for the session.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
+    /// Delete the session's logs as soon as it closes (default false: they are kept some days after it closes).
+    #[serde(default)]
+    pub delete_logs_on_close: bool,
 }
 
 /// Arguments of tools that take only a session.
@@ -63,7 +66,7 @@ impl Terminal {
     /// Lists sessions.
     #[tool(
         name = "session_list",
-        description = "List the open sessions: name, what runs in each, its working directory, the last command's exit status, and the command to attach to it.",
+        description = "List the open sessions: name, what runs in each, its working directory, the last command's exit status, and the command to attach to it. Closed sessions whose logs are still on disk follow, with until when they are kept (session_logs changes that).",
         annotations(read_only_hint = true)
     )]
     pub async fn session_list(&self, Parameters(_): Parameters<ListParams>) -> CallToolResult {
@@ -90,6 +93,7 @@ impl Terminal {
             rows: p.rows,
             cwd: p.cwd,
             env: p.env.unwrap_or_default(),
+            delete_logs_on_close: p.delete_logs_on_close,
         };
         let (s, status) = self.sessions().create(opts).await.map_err(|e| e.to_string())?;
         let mut out = format!("session {} ready", s.name);
@@ -106,8 +110,9 @@ impl Terminal {
 
     async fn list_body(&self) -> Result<String, String> {
         let panes = self.sessions().panes().await.map_err(|e| e.to_string())?;
+        let closed = self.closed_lines().await;
         if panes.is_empty() {
-            return Ok("no sessions are open; session_create makes one".into());
+            return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
         }
         let mut out = String::new();
         for pane in panes {
@@ -123,11 +128,15 @@ impl Terminal {
             }
             let _ = writeln!(out, "\n  attach: {}", self.sessions().attach_command(name));
         }
+        out.push_str(&closed);
         Ok(out)
     }
 
     async fn close_body(&self, p: SessionParams) -> Result<String, String> {
         let dir = self.sessions().close(&p.session).await.map_err(|e| e.to_string())?;
+        if !dir.exists() {
+            return Ok(format!("session {} closed; its logs were deleted, as it was marked", p.session));
+        }
         Ok(format!("session {} closed; its log stays in {}", p.session, dir.display()))
     }
 }

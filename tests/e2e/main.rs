@@ -4,6 +4,7 @@
 mod expect;
 mod harness;
 mod procs;
+mod retention;
 mod run;
 mod search;
 mod send;

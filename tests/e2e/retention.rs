@@ -1,0 +1,63 @@
+//! Retention: `session_logs`, delete-on-close, and what a read of deleted
+//! logs says.
+
+use serde_json::json;
+
+use crate::assert_has;
+use crate::harness::{SERVER, World};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_closed_sessions_logs_leaves_word_of_when_and_why() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    s.create("t2").await;
+    s.run("t1", "echo hello").await;
+    s.ok("session_close", json!({"session": "t1"})).await;
+    assert_has!(s.ok("session_list", json!({})).await, "t1, logs kept until");
+    assert_has!(s.ok("session_logs", json!({"session": "t1", "action": "delete"})).await, "deleted");
+    assert!(!w.session_dir("t1").exists());
+    let said = s.err("read", json!({"session": "t1"})).await;
+    assert_has!(said, "deleted on");
+    assert_has!(said, "asked for");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_sessions_logs_are_not_deleted() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    assert_has!(s.err("session_logs", json!({"session": "t1", "action": "delete"})).await, "close it first");
+    assert!(w.session_dir("t1").join("raw.log").exists());
+    assert_has!(s.ok("session_logs", json!({"session": "t1", "action": "keep"})).await, "kept for good");
+    assert!(w.session_dir("t1").join("keep").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_on_close_session_goes_when_it_closes_and_a_sweep_finds_the_rest() {
+    let w = World::new();
+    let s = w.server().await;
+    s.ok("session_create", json!({"name": "t1", "delete_logs_on_close": true})).await;
+    s.create("t2").await;
+    s.create("t3").await;
+    assert!(w.session_dir("t1").join("delete-on-close").exists());
+    assert_has!(s.ok("session_close", json!({"session": "t1"})).await, "were deleted");
+    assert!(!w.session_dir("t1").exists());
+    // A pane that ends by itself is found by the next sweep.
+    s.ok("session_logs", json!({"session": "t2", "action": "delete_on_close"})).await;
+    w.tmux(&["kill-session", "-t", "=t2"]);
+    let due = cli(&w, &["logs", "due"]);
+    assert_has!(due, "t2\t");
+    assert!(w.session_dir("t2").exists(), "a dry run deletes nothing");
+    cli(&w, &["logs", "sweep"]);
+    assert!(!w.session_dir("t2").exists());
+    assert!(w.session_dir("t3").exists());
+    assert_has!(s.err("read", json!({"session": "t2"})).await, "delete-on-close");
+}
+
+/// Runs the CLI with the world's environment; it must succeed.
+fn cli(w: &World, args: &[&str]) -> String {
+    let out = std::process::Command::new(SERVER).args(args).envs(w.env()).output().expect("run the CLI");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
