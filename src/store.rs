@@ -70,6 +70,10 @@ pub struct Meta {
     pub host: String,
     /// The tmux socket name.
     pub tmux_socket: String,
+    /// The path of that tmux socket (it depends on `TMUX_TMPDIR`); empty in
+    /// sessions made before it was recorded.
+    #[serde(default)]
+    pub tmux_socket_path: String,
     /// The tmux server's pid when the session was made.
     pub tmux_pid: u32,
     /// The pane's id (`%N`).

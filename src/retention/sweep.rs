@@ -76,7 +76,15 @@ impl Sweeper {
     fn made_here(&self, dir: &Path) -> bool {
         let meta_path = dir.join(files::META);
         let plain = std::fs::symlink_metadata(&meta_path).is_ok_and(|m| m.is_file());
-        plain && store::read_meta(dir).is_ok_and(|m| m.host == self.host && m.tmux_socket == self.socket)
+        // A server under another TMUX_TMPDIR cannot see this one's tmux, so
+        // the socket's path must match too, when the session recorded it.
+        let path = crate::tmux::socket_path(&self.socket).display().to_string();
+        plain
+            && store::read_meta(dir).is_ok_and(|m| {
+                m.host == self.host
+                    && m.tmux_socket == self.socket
+                    && (m.tmux_socket_path.is_empty() || m.tmux_socket_path == path)
+            })
     }
 
     /// What a sweep at `now_ms` would delete, without deleting.

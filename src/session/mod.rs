@@ -272,6 +272,7 @@ impl Sessions {
             name: name.clone(),
             host: hostname(),
             tmux_socket: self.cfg.socket.clone(),
+            tmux_socket_path: crate::tmux::socket_path(&self.cfg.socket).display().to_string(),
             tmux_pid: pane.tmux_pid,
             pane_id: pane.pane_id.clone(),
             command: argv,
