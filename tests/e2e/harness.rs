@@ -128,6 +128,25 @@ impl Server {
     }
 }
 
+/// Whether `program` is on PATH.
+pub fn installed(program: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program} >/dev/null")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Skips the calling test, saying what it needs, when `program` is absent.
+#[macro_export]
+macro_rules! needs {
+    ($program:expr) => {
+        if !$crate::harness::installed($program) {
+            eprintln!("skipped: needs {}", $program);
+            return;
+        }
+    };
+}
+
 /// Asserts that `haystack` contains `needle`, printing both when not.
 #[macro_export]
 macro_rules! assert_has {

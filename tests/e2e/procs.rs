@@ -2,23 +2,14 @@
 
 use serde_json::json;
 
-use crate::assert_has;
 use crate::harness::World;
+use crate::{assert_has, needs};
 
 /// Whether a program is installed, for tests that need it.
-fn installed(program: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repl_at_its_prompt_waits_for_input() {
-    if !installed("python3") {
-        eprintln!("skipped: python3 is not installed");
-        return;
-    }
+    needs!("python3");
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
@@ -62,7 +53,7 @@ async fn a_busy_loop_is_working() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_of_another_user_is_named() {
     let me = std::process::Command::new("id").arg("-u").output().map(|o| o.stdout).unwrap_or_default();
-    if me != b"0\n" || !installed("runuser") {
+    if me != b"0\n" || !crate::harness::installed("runuser") {
         eprintln!("skipped: needs root and runuser");
         return;
     }

@@ -5,19 +5,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::assert_has;
 use crate::harness::World;
-
-/// Skips the test, saying why, when `program` cannot be run.
-macro_rules! needs {
-    ($program:expr) => {
-        let ok = std::process::Command::new($program).arg("--version").output().is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!("skipped: {} is not installed", $program);
-            return;
-        }
-    };
-}
+use crate::{assert_has, needs};
 
 /// Starts `command` in `session` and returns once it is running (run times out).
 async fn start(s: &crate::harness::Server, session: &str, command: &str) {
