@@ -19,6 +19,9 @@ pub struct Cli {
     /// What to do; with none, serve MCP over stdio.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Delete a closed session's logs after this many days unused (default 3; 0 keeps all).
+    #[arg(long, global = true, value_name = "DAYS")]
+    pub keep_closed_days: Option<u64>,
 }
 
 /// The subcommands.
@@ -84,6 +87,11 @@ pub fn entry() -> std::process::ExitCode {
 
 /// Runs the command line.
 pub fn main(cli: Cli) -> anyhow::Result<()> {
+    if let Some(days) = cli.keep_closed_days {
+        // SAFETY: no other thread exists yet (the runtime is built below),
+        // so nothing can read the environment while it changes.
+        unsafe { std::env::set_var(crate::retention::ENV_KEEP_DAYS, days.to_string()) };
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     match cli.command {
         None | Some(Command::Stdio) => runtime.block_on(serve_stdio()),
@@ -181,5 +189,7 @@ mod tests {
         let cli = Cli::try_parse_from(["dtmcp", "logs", "due"]).expect("parses");
         assert!(matches!(cli.command, Some(Command::Logs { action: LogsCommand::Due })));
         assert!(Cli::try_parse_from(["dtmcp", "logs", "delete"]).is_err(), "delete needs a name");
+        let cli = Cli::try_parse_from(["dtmcp", "--keep-closed-days", "0", "logs", "due"]).expect("parses");
+        assert_eq!(cli.keep_closed_days, Some(0));
     }
 }
