@@ -381,16 +381,42 @@ pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
 
 /// Reads `markers.state` of `dir`; a missing or torn file reads as empty.
 pub fn read_marker_floors(dir: &Path) -> std::collections::HashMap<u32, u64> {
-    std::fs::read(dir.join(files::MARKERS)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    let Ok(body) = std::fs::read(dir.join(files::MARKERS)) else { return Default::default() };
+    // The first JSON value; anything after it is left from a longer write.
+    let mut values = serde_json::Deserializer::from_slice(&body).into_iter();
+    values.next().and_then(Result::ok).unwrap_or_default()
 }
 
-/// Writes `markers.state` of `dir` atomically.
-pub fn write_marker_floors(dir: &Path, floors: &std::collections::HashMap<u32, u64>) -> Result<(), StoreError> {
-    let path = dir.join(files::MARKERS);
-    let tmp = dir.join(".markers.state.tmp");
-    let body = serde_json::to_vec(floors).map_err(|source| StoreError::Json { path: path.clone(), source })?;
-    std::fs::write(&tmp, body).map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+/// Keeps `markers.state` up to date in place: one positioned write and a
+/// truncate per change, cheap enough to run at every prompt. A process
+/// killed between the two leaves at worst trailing bytes after valid JSON,
+/// which the reader ignores.
+pub struct MarkerFloors {
+    file: File,
+    path: PathBuf,
+}
+
+impl MarkerFloors {
+    /// Opens (or makes) `markers.state` in `dir`.
+    pub fn open(dir: &Path) -> Result<MarkerFloors, StoreError> {
+        let path = dir.join(files::MARKERS);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        Ok(MarkerFloors { file, path })
+    }
+
+    /// Replaces the saved floors with `floors`.
+    pub fn save(&mut self, floors: &std::collections::HashMap<u32, u64>) -> Result<(), StoreError> {
+        let body = serde_json::to_vec(floors).map_err(|source| StoreError::Json { path: self.path.clone(), source })?;
+        self.file.write_all_at(&body, 0).map_err(io_err(&self.path))?;
+        self.file.set_len(body.len() as u64).map_err(io_err(&self.path))
+    }
 }
 
 #[cfg(test)]

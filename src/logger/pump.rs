@@ -25,6 +25,8 @@ struct Pump {
     /// The sum of the marker floors last saved: every believed marker
     /// raises it, so a change means `markers.state` must be written.
     floors_saved: u128,
+    /// Where the floors are saved.
+    floors: store::MarkerFloors,
 }
 
 /// Reads `input` until it ends, logging and publishing as it goes.
@@ -72,6 +74,7 @@ impl Pump {
             events: Vec::new(),
             changes: Vec::new(),
             floors_saved,
+            floors: store::MarkerFloors::open(dir)?,
         })
     }
 
@@ -90,7 +93,7 @@ impl Pump {
             self.tracker.on_event(ev, now, &mut self.changes);
         }
         self.lines.flush()?;
-        self.save_floors(&shared.dir)?;
+        self.save_floors()?;
         for change in &self.changes {
             let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
             self.regions.append(r)?;
@@ -100,14 +103,14 @@ impl Pump {
     }
 
     /// Saves the marker floors when a marker was believed in this chunk.
-    fn save_floors(&mut self, dir: &std::path::Path) -> Result<(), StoreError> {
+    fn save_floors(&mut self) -> Result<(), StoreError> {
         let sum = floor_sum(&self.tracker);
         if sum == self.floors_saved {
             return Ok(());
         }
         self.floors_saved = sum;
         match self.tracker.seq_floors() {
-            Some(floors) => store::write_marker_floors(dir, floors),
+            Some(floors) => self.floors.save(floors),
             None => Ok(()),
         }
     }

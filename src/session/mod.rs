@@ -192,14 +192,21 @@ impl Sessions {
     }
 
     /// Finds the live session `name`.
-    /// A logger found dead is replaced first (see [`Sessions::ensure_logger`]).
     pub async fn resolve(&self, name: &str) -> Result<Session, SessionError> {
-        let s = self.resolve_quiet(name).await?;
-        self.ensure_logger(&s).await?;
-        Ok(s)
+        self.resolve_quiet(name).await
     }
 
-    /// Finds the live session `name` without checking its logger.
+    /// A connection to `s`'s logger; a logger found dead is replaced first
+    /// (see [`Sessions::ensure_logger`]).
+    pub async fn logger(&self, s: &Session) -> Result<LoggerClient, SessionError> {
+        if let Ok(client) = s.logger().await {
+            return Ok(client);
+        }
+        self.ensure_logger(s).await?;
+        Ok(s.logger().await?)
+    }
+
+    /// Finds the live session `name` (its logger is not checked).
     pub async fn resolve_quiet(&self, name: &str) -> Result<Session, SessionError> {
         validate_name(name).map_err(SessionError::BadName)?;
         let panes = self.panes().await?;

@@ -99,7 +99,7 @@ impl Terminal {
             return Err("expect types one command line; run the others first".into());
         }
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
         let before = match &lines {
             Some(_) => ready_status(&s, &mut logger).await?,
             None => logger.status().await.map_err(|e| e.to_string())?,

@@ -110,7 +110,7 @@ impl Terminal {
     async fn open_source(&self, name: &str) -> Result<(PathBuf, Source, Status), String> {
         match self.sessions().resolve(name).await {
             Ok(s) => {
-                let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+                let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
                 let status = logger.status().await.map_err(|e| e.to_string())?;
                 Ok((s.dir, Source::Logger(logger), status))
             }

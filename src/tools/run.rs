@@ -145,7 +145,7 @@ impl Terminal {
         let lines = command_lines(&p.command)?;
         let opts = options_of!(p)?;
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
         let mut out = String::new();
         let deadline = Instant::now() + Duration::from_millis(timeout);
         for (i, line) in lines.iter().enumerate() {
@@ -192,7 +192,7 @@ impl Terminal {
         let timeout = timeout_ms(p.timeout)?;
         let opts = options_of!(p)?;
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
         let status = logger.status().await.map_err(|e| e.to_string())?;
         let Some(&open) = status.shell.open.first() else {
             return Ok(format!("nothing is running in {}; it is at its prompt", s.name));

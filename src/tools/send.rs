@@ -143,7 +143,7 @@ impl Terminal {
     async fn send_body(&self, p: SendParams) -> Result<String, String> {
         let req = check(&p)?;
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = s.logger().await.map_err(|e| e.to_string())?;
+        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
         let before = logger.status().await.map_err(|e| e.to_string())?;
         if before.eof {
             return Err(format!("the session {} has ended; session_create makes a new one", s.name));
