@@ -9,8 +9,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use regex::bytes::Regex;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
 use super::output;
 use crate::search::{self, Page, Scope};
@@ -26,23 +24,19 @@ const MAX_LAST_LINES: u64 = 400;
 /// The lines `save_to` copies per read, so a huge output is never held whole.
 const SAVE_CHUNK: u64 = 10_000;
 
-/// The shaping options shared by `run` and `wait`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+/// The shaping options of `run` and `wait`, as given (their tool schemas
+/// describe each one).
+#[derive(Clone, Debug, Default)]
 pub struct ShapeParams {
-    /// A regex: reply with only the output lines that match it (plus show_after lines after each), e.g. "error|warning". The full output stays readable with read.
-    #[serde(default)]
+    /// A regex for the lines to show.
     pub show: Option<String>,
-    /// With show: how many lines after each match to include (default 0, at most 20).
-    #[serde(default)]
+    /// Lines shown after each `show` match.
     pub show_after: Option<u64>,
-    /// Reply with only the last N lines of output (at most 400), instead of head and tail.
-    #[serde(default)]
+    /// Show only the last this many lines.
     pub last_lines: Option<u64>,
-    /// A file path: also write the whole output there (it must not exist, unless overwrite is true; symlinks are never followed).
-    #[serde(default)]
+    /// Also write the whole output to this file.
     pub save_to: Option<String>,
-    /// With save_to: replace an existing regular file.
-    #[serde(default)]
+    /// `save_to` may replace an existing file.
     pub overwrite: Option<bool>,
 }
 
