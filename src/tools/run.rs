@@ -24,64 +24,61 @@ const PROMPT_GRACE_MS: u64 = 2_000;
 /// The longest wait one call may ask for.
 const MAX_TIMEOUT_S: f64 = 600.0;
 
-/// Arguments of `run`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunParams {
-    /// The session's name, as session_create or session_list gave it.
-    pub session: String,
-    /// The command line to type and run, e.g. "make -j4". Several lines run one after another, each waited for.
-    pub command: String,
-    /// Seconds to wait for the command to finish (default 30, at most 600). At the timeout the command keeps running: the reply says so and wait picks it up.
-    #[serde(default)]
-    pub timeout: Option<f64>,
-    /// A regex: return as soon as it appears in the command's new output (never matching the echoed command line); the command keeps running.
-    #[serde(default)]
-    pub until: Option<String>,
-    /// A regex: reply with only the output lines that match it (plus show_after lines after each), e.g. "error|warning". The full output stays readable with read.
-    #[serde(default)]
-    pub show: Option<String>,
-    /// With show: how many lines after each match to include (default 0, at most 20).
-    #[serde(default)]
-    pub show_after: Option<u64>,
-    /// Reply with only the last N lines of output (at most 400), instead of head and tail.
-    #[serde(default)]
-    pub last_lines: Option<u64>,
-    /// An absolute file path: also write the whole output there (it must not exist unless overwrite is true; symlinks are never followed).
-    #[serde(default)]
-    pub save_to: Option<String>,
-    /// With save_to: replace an existing regular file.
-    #[serde(default)]
-    pub overwrite: Option<bool>,
+/// Declares a parameter struct of `run` or `wait`: its own fields, then the
+/// waiting and shaping options both share. (serde's `flatten` cannot be
+/// combined with `deny_unknown_fields`, hence a macro instead of a nested
+/// struct.)
+macro_rules! with_wait_options {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Deserialize, schemars::JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($own)*
+            /// A regex: return as soon as it appears in the command's new output (never matching the echoed command line); the command keeps running.
+            #[serde(default)]
+            pub until: Option<String>,
+            /// A regex: reply with only the output lines that match it (plus show_after lines after each), e.g. "error|warning". The full output stays readable with read.
+            #[serde(default)]
+            pub show: Option<String>,
+            /// With show: how many lines after each match to include (default 0, at most 20).
+            #[serde(default)]
+            pub show_after: Option<u64>,
+            /// Reply with only the last N lines of output (at most 400), instead of head and tail.
+            #[serde(default)]
+            pub last_lines: Option<u64>,
+            /// An absolute file path: also write the whole output there (it must not exist unless overwrite is true; symlinks are never followed).
+            #[serde(default)]
+            pub save_to: Option<String>,
+            /// With save_to: replace an existing regular file.
+            #[serde(default)]
+            pub overwrite: Option<bool>,
+        }
+    };
 }
 
-/// Arguments of `wait`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WaitParams {
-    /// The session's name.
-    pub session: String,
-    /// Seconds to wait (default 30, at most 600).
-    #[serde(default)]
-    pub timeout: Option<f64>,
-    /// A regex: return as soon as it appears in the command's new output (never matching the echoed command line); the command keeps running.
-    #[serde(default)]
-    pub until: Option<String>,
-    /// A regex: reply with only the output lines that match it (plus show_after lines after each), e.g. "error|warning". The full output stays readable with read.
-    #[serde(default)]
-    pub show: Option<String>,
-    /// With show: how many lines after each match to include (default 0, at most 20).
-    #[serde(default)]
-    pub show_after: Option<u64>,
-    /// Reply with only the last N lines of output (at most 400), instead of head and tail.
-    #[serde(default)]
-    pub last_lines: Option<u64>,
-    /// An absolute file path: also write the whole output there (it must not exist unless overwrite is true; symlinks are never followed).
-    #[serde(default)]
-    pub save_to: Option<String>,
-    /// With save_to: replace an existing regular file.
-    #[serde(default)]
-    pub overwrite: Option<bool>,
+with_wait_options! {
+    /// Arguments of `run`.
+    pub struct RunParams {
+        /// The session's name, as session_create or session_list gave it.
+        pub session: String,
+        /// The command line to type and run, e.g. "make -j4". Several lines run one after another, each waited for.
+        pub command: String,
+        /// Seconds to wait for the command to finish (default 30, at most 600). At the timeout the command keeps running: the reply says so and wait picks it up.
+        #[serde(default)]
+        pub timeout: Option<f64>,
+    }
+}
+
+with_wait_options! {
+    /// Arguments of `wait`.
+    pub struct WaitParams {
+        /// The session's name.
+        pub session: String,
+        /// Seconds to wait (default 30, at most 600).
+        #[serde(default)]
+        pub timeout: Option<f64>,
+    }
 }
 
 /// `run`'s and `wait`'s options for waiting and shaping, checked.
