@@ -223,7 +223,7 @@ impl Sessions {
     /// Finds the logs of session `name`, whether its pane lives or not.
     /// Nothing is written and no logger is needed.
     pub async fn open_logs(&self, name: &str) -> Result<SessionLogs, SessionError> {
-        validate_name(name).map_err(SessionError::BadName)?;
+        names::validate_logs_name(name).map_err(SessionError::BadName)?;
         let dir = self.cfg.session_dir(name);
         if !dir.join(files::TEXT).is_file() && !dir.join(files::META).is_file() {
             if let Some(gone) = crate::retention::tombstone::find(&self.cfg.home, name) {
@@ -246,7 +246,7 @@ impl Sessions {
             .filter_map(|e| e.ok())
             .filter(|e| e.path().join(files::META).is_file())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| validate_name(n).is_ok())
+            .filter(|n| names::validate_logs_name(n).is_ok())
             .collect();
         names.sort();
         names
@@ -314,7 +314,7 @@ impl Sessions {
             let archived = (1..)
                 .map(|n| self.cfg.session_dir(&format!("{name}.{n}")))
                 .find(|p| !p.exists())
-                .unwrap_or_else(|| self.cfg.session_dir(&format!("{name}.old")));
+                .unwrap_or_else(|| self.cfg.session_dir(&format!("{name}.0")));
             std::fs::rename(&dir, &archived).map_err(io(format!("archiving {}", dir.display())))?;
         }
         std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(io(format!("creating {}", dir.display())))?;

@@ -28,6 +28,18 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// Checks a name that may also be an archived generation, `NAME.N`: the
+/// logs a session of that name left when the name was used again. Only
+/// tools that read logs accept these; tmux never sees such a name.
+pub fn validate_logs_name(name: &str) -> Result<(), String> {
+    match name.rsplit_once('.') {
+        Some((base, n)) if !n.is_empty() && n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit()) => {
+            validate_name(base).map_err(|e| format!("{e}; an archived generation is NAME.N, e.g. \"build.1\""))
+        }
+        _ => validate_name(name),
+    }
+}
+
 /// The first of `t1`, `t2`, … that no live session uses.
 pub fn free_name(live: &[String]) -> String {
     (1..).map(|n| format!("t{n}")).find(|n| !live.contains(n)).unwrap_or_else(|| "t0".to_string())
@@ -62,6 +74,20 @@ mod tests {
     fn bad_names(#[case] name: &str) {
         let err = validate_name(name).expect_err("should be refused");
         assert!(err.contains("letters, digits"), "{err}");
+    }
+
+    #[rstest]
+    #[case::plain("t1", true)]
+    #[case::generation("t1.1", true)]
+    #[case::late_generation("build-2.12", true)]
+    #[case::empty_generation("t1.", false)]
+    #[case::word_generation("t1.old", false)]
+    #[case::two_dots("t1.1.1", false)]
+    #[case::dotdot("..", false)]
+    #[case::bad_base("a/b.1", false)]
+    #[case::only_number(".1", false)]
+    fn logs_names(#[case] name: &str, #[case] ok: bool) {
+        assert_eq!(validate_logs_name(name).is_ok(), ok, "{name}");
     }
 
     #[test]

@@ -114,7 +114,9 @@ impl Terminal {
                 let status = logger.status().await.map_err(|e| e.to_string())?;
                 Ok((s.dir, Source::Logger(logger), status))
             }
-            Err(SessionError::NotFound { .. }) => {
+            // A bad name may still be an archived generation, NAME.N, which
+            // has logs but no pane; open_logs judges it by that rule.
+            Err(SessionError::NotFound { .. } | SessionError::BadName(_)) => {
                 let logs = self.sessions().open_logs(name).await.map_err(|e| e.to_string())?;
                 let reader = LineReader::open(&logs.dir).map_err(|e| e.to_string())?;
                 let status = closed_status(&logs.dir, &reader).map_err(|e| e.to_string())?;

@@ -61,3 +61,24 @@ fn cli(w: &World, args: &[&str]) -> String {
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_generation_stays_readable_by_its_name() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    s.run("t1", "echo first-generation-output").await;
+    s.ok("session_close", json!({"session": "t1"})).await;
+    // The name is free again; its old logs move aside as t1.1.
+    s.create("t1").await;
+    s.run("t1", "echo second-generation-output").await;
+    assert!(w.session_dir("t1.1").join("raw.log").exists());
+    assert_has!(s.ok("session_list", json!({})).await, "t1.1, logs kept until");
+    let old = s.ok("read", json!({"session": "t1.1"})).await;
+    assert_has!(old, "first-generation-output");
+    assert!(!old.contains("second-generation-output"), "{old}");
+    assert_has!(s.ok("search", json!({"session": "t1.1", "pattern": "first-gen"})).await, "first-generation-output");
+    assert_has!(s.ok("regions", json!({"session": "t1.1"})).await, "echo first-generation-output");
+    // A dotted name that is not a generation is still refused, with the rule.
+    assert_has!(s.err("read", json!({"session": "t1.old"})).await, "letters, digits");
+}
