@@ -140,11 +140,16 @@ pub enum TmuxError {
 
 impl TmuxError {
     /// Whether tmux said no server runs on the socket (none was ever started,
-    /// it exited, or its socket file is stale or gone).
+    /// it exited, or its socket file is stale or gone). A server that exits
+    /// while a client connects (after its last session closed) says "server
+    /// exited unexpectedly" or "lost server": the same state, reached a moment
+    /// later.
     pub fn is_no_server(&self) -> bool {
         match self {
             TmuxError::Command { stderr, .. } => {
-                stderr.contains("no server running") || stderr.contains("error connecting to")
+                ["no server running", "error connecting to", "server exited unexpectedly", "lost server"]
+                    .iter()
+                    .any(|s| stderr.contains(s))
             }
             _ => false,
         }
