@@ -118,7 +118,8 @@ impl Terminal {
     /// Types a command line and waits for it.
     #[tool(
         name = "run",
-        description = "Type a command line into a session's shell and wait until it finishes. Use this instead of one-shot shell calls: the session keeps cwd, environment and history, and a person can watch. The reply gives the exit status (and every pipeline stage's), the duration and the output; long output is clipped to its first and last lines with the line numbers to read the rest with read, so `| tail`/`| head` are unnecessary. If the command is still running at the timeout, it keeps running and the reply says so: call wait to keep waiting."
+        description = crate::docent::texts::tool::RUN.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn run(&self, Parameters(p): Parameters<RunParams>) -> CallToolResult {
         let name = p.session.clone();
@@ -128,7 +129,8 @@ impl Terminal {
     /// Keeps waiting for a running command.
     #[tool(
         name = "wait",
-        description = "Keep waiting for the command running in a session (after run timed out, say). Returns when it finishes, with its exit status and output, or at the timeout with the output so far; the command is never interrupted."
+        description = crate::docent::texts::tool::WAIT.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn wait(&self, Parameters(p): Parameters<WaitParams>) -> CallToolResult {
         let name = p.session.clone();
