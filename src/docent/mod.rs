@@ -4,4 +4,5 @@
 //! gives once when they apply, the summary lines of a clipped output, and
 //! the skill writer. Each is a pure function over facts the tools gather.
 
+pub mod summary;
 pub mod texts;

@@ -265,6 +265,7 @@ pub(super) async fn describe(
         Plan::Clipped { head, tail } => {
             let h = fetch(logger, status, head.0, head.1, region).await.map_err(|e| e.to_string())?;
             let t = fetch(logger, status, tail.0, tail.1, region).await.map_err(|e| e.to_string())?;
+            out.push_str(&super::shape::summary(&s.dir, head.1.next(), LineNo(tail.0.0 - 1))?);
             let _ =
                 writeln!(out, "{} lines of output (lines {first}-{last}); first and last shown:", last.0 - first.0 + 1);
             out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));
