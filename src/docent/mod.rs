@@ -4,5 +4,6 @@
 //! gives once when they apply, the summary lines of a clipped output, and
 //! the skill writer. Each is a pure function over facts the tools gather.
 
+pub mod notes;
 pub mod summary;
 pub mod texts;

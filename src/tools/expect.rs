@@ -87,7 +87,8 @@ impl Terminal {
     )]
     pub async fn expect(&self, Parameters(p): Parameters<ExpectParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("expect", Some(&name), self.expect_body(p)).await
+        let command = p.command.as_deref().map(str::to_string);
+        self.call_noted("expect", &name, command.as_deref(), self.expect_body(p)).await
     }
 }
 

@@ -9,6 +9,7 @@
 mod expect;
 mod guide;
 mod logs;
+mod notes;
 mod output;
 mod read;
 mod regions;
@@ -36,6 +37,9 @@ const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;
 #[derive(Clone)]
 pub struct Terminal {
     inner: Arc<Inner>,
+    /// The client's name from its `initialize`, standing for the agent
+    /// until agents have identities of their own.
+    actor: Arc<std::sync::OnceLock<String>>,
     tool_router: ToolRouter<Terminal>,
 }
 
@@ -47,6 +51,8 @@ pub struct Inner {
     pub calls: CallLog,
     /// The last screen captured of each pane, for `screen="changes"`.
     pub screens: views::ScreenMemory,
+    /// The notes given so far, per session and agent.
+    pub given: crate::docent::notes::Given,
 }
 
 impl Terminal {
@@ -54,7 +60,13 @@ impl Terminal {
     pub fn new(sessions: Sessions) -> Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
-            inner: Arc::new(Inner { sessions, calls, screens: views::ScreenMemory::default() }),
+            inner: Arc::new(Inner {
+                sessions,
+                calls,
+                screens: views::ScreenMemory::default(),
+                given: Default::default(),
+            }),
+            actor: Default::default(),
             tool_router: Self::router(),
         }
     }
@@ -88,6 +100,11 @@ impl Terminal {
         &self.inner.sessions
     }
 
+    /// Who is calling: the client's name, for notes given once per agent.
+    fn actor(&self) -> String {
+        self.actor.get().cloned().unwrap_or_else(|| "agent".into())
+    }
+
     /// Runs one tool body, records it in `calls.log`, and turns its outcome
     /// into a tool result.
     async fn call<F>(&self, tool: &str, session: Option<&str>, body: F) -> CallToolResult
@@ -95,7 +112,19 @@ impl Terminal {
         F: Future<Output = Result<String, String>>,
     {
         let started = Instant::now();
-        let mut outcome = body.await;
+        let outcome = body.await;
+        self.finish_call(tool, session, started, outcome)
+    }
+
+    /// Records a call that began at `started` and turns its outcome into a
+    /// tool result, led by any note the session left for it.
+    fn finish_call(
+        &self,
+        tool: &str,
+        session: Option<&str>,
+        started: Instant,
+        mut outcome: Result<String, String>,
+    ) -> CallToolResult {
         self.inner.calls.record(tool, session, started.elapsed(), outcome.is_ok());
         if let Some(note) = session.and_then(|name| self.sessions().take_note(name)) {
             let (Ok(text) | Err(text)) = &mut outcome;
@@ -114,6 +143,16 @@ impl ServerHandler for Terminal {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("docent-terminal-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, rmcp::ErrorData> {
+        let _ = self.actor.set(request.client_info.name.clone());
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 }
 

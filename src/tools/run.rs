@@ -123,7 +123,8 @@ impl Terminal {
     )]
     pub async fn run(&self, Parameters(p): Parameters<RunParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("run", Some(&name), self.run_body(p)).await
+        let command = p.command.clone();
+        self.call_noted("run", &name, Some(&command), self.run_body(p)).await
     }
 
     /// Keeps waiting for a running command.
@@ -134,7 +135,7 @@ impl Terminal {
     )]
     pub async fn wait(&self, Parameters(p): Parameters<WaitParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("wait", Some(&name), self.wait_body(p)).await
+        self.call_noted("wait", &name, None, self.wait_body(p)).await
     }
 }
 

@@ -136,7 +136,7 @@ impl Terminal {
     )]
     pub async fn send(&self, Parameters(p): Parameters<SendParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("send", Some(&name), self.send_body(p)).await
+        self.call_noted("send", &name, None, self.send_body(p)).await
     }
 }
 
