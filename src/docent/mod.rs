@@ -5,5 +5,6 @@
 //! the skill writer. Each is a pure function over facts the tools gather.
 
 pub mod notes;
+pub mod skill;
 pub mod summary;
 pub mod texts;

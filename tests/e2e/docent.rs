@@ -90,3 +90,21 @@ async fn summaries_can_be_turned_off() {
     let r = s.run("t1", NOISY).await;
     assert!(!r.contains("summary of lines") && !r.contains("error: y"), "{r}");
 }
+
+#[test]
+fn the_skill_command_writes_a_plugin_that_starts_this_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(crate::harness::SERVER)
+        .args(["skill", "--plugin"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mcp = std::fs::read_to_string(dir.path().join(".mcp.json")).expect(".mcp.json");
+    let mcp: serde_json::Value = serde_json::from_str(&mcp).expect("json");
+    let server = std::fs::canonicalize(crate::harness::SERVER).expect("server path");
+    assert_eq!(mcp["mcpServers"]["terminal"]["command"].as_str(), server.to_str());
+    let skill = std::fs::read_to_string(dir.path().join("skills/terminal-sessions/SKILL.md")).expect("SKILL.md");
+    assert_has!(skill, "name: terminal-sessions");
+    assert!(dir.path().join("skills/terminal-sessions/programs.md").is_file());
+}
