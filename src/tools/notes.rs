@@ -43,6 +43,20 @@ impl Terminal {
 
     /// The fresh notes for a reply `reply` of `tool` in session `name`.
     async fn notes_for(&self, tool: &str, name: &str, command: Option<&str>, reply: &str) -> Vec<String> {
+        // A command that finished leaves its shell at the prompt: what the
+        // reply and the command line say is all there is to note, and the
+        // fast path (`run` of `true`) pays for no look at tmux or /proc.
+        if reply.starts_with("exit ") {
+            let situation = Situation {
+                session: name,
+                tool,
+                command,
+                clipped: is_clipped(reply),
+                region: region_of(reply),
+                ..Situation::default()
+            };
+            return self.fresh(name, &situation);
+        }
         let Ok(s) = self.sessions().resolve_quiet(name).await else { return Vec::new() };
         let Ok(mut logger) = s.logger().await else { return Vec::new() };
         let Ok(status) = logger.status().await else { return Vec::new() };
@@ -79,9 +93,38 @@ impl Terminal {
             user: place.and_then(|p| p.user.as_deref()),
             attached,
             person_typed: false,
-            clipped: reply.contains(" lines not shown ("),
+            clipped: is_clipped(reply),
         };
-        let all = notes::notes(&situation);
+        self.fresh(name, &situation)
+    }
+
+    /// The notes of `situation` not yet given to this agent in session `name`.
+    fn fresh(&self, name: &str, situation: &Situation) -> Vec<String> {
+        let all = notes::notes(situation);
         self.inner.given.fresh(name, &self.actor(), all).into_iter().map(|n| n.text).collect()
+    }
+}
+
+/// Whether a reply clipped its output (the gap line `output::clipped` writes).
+fn is_clipped(reply: &str) -> bool {
+    reply.contains(" lines not shown (")
+}
+
+/// The region a reply names in its headline (`… · region N`).
+fn region_of(reply: &str) -> Option<u64> {
+    let head = reply.lines().next()?;
+    head.split(" · region ").nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_for_their_region_and_clipping() {
+        assert_eq!(region_of("exit 0 · 6 ms · region 12\nx"), Some(12));
+        assert_eq!(region_of("still running; output so far:"), None);
+        assert!(is_clipped("  … 552 lines not shown (17-568): read"));
+        assert!(!is_clipped("exit 0"));
     }
 }

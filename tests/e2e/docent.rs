@@ -108,3 +108,26 @@ fn the_skill_command_writes_a_plugin_that_starts_this_server() {
     assert_has!(skill, "name: terminal-sessions");
     assert!(dir.path().join("skills/terminal-sessions/programs.md").is_file());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_screen_program_is_named_with_how_to_quit_it() {
+    needs!("less");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "seq 1 500 | less", "timeout": 2})).await;
+    assert_has!(r, "note: less draws on the full screen");
+    assert_has!(r, "keys=[\"q\"]");
+    assert_has!(r, "`| less` is unnecessary");
+    s.ok("send", json!({"session": "t1", "keys": ["q"]})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_without_integration_is_pointed_out() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "env -i bash --norc --noprofile", "timeout": 2})).await;
+    assert_has!(r, "has no shell integration");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+}
