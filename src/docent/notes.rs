@@ -79,18 +79,11 @@ static POLL: LazyLock<Regex> = LazyLock::new(|| {
 /// The notes that apply to `s`, most useful first.
 pub fn notes(s: &Situation) -> Vec<Note> {
     let mut out = Vec::new();
-    let name = s.session;
     if s.person_typed || s.attached > 0 {
         out.push(person(s));
     }
     if let Some(place) = place(s.host, s.user) {
-        out.push(Note::new(
-            format!("moved:{place}"),
-            format!(
-                "note: {name} is now {place}: commands typed with run execute there. Exit statuses \
-                 need the shell integration on that side; `exit` returns to the shell before."
-            ),
-        ));
+        out.push(moved(s.session, &place));
         // Whatever waits there is that host's shell, not a program to answer.
         if s.host.is_some() {
             return finish(out, s);
@@ -98,25 +91,37 @@ pub fn notes(s: &Situation) -> Vec<Note> {
     }
     if s.fullscreen {
         out.push(fullscreen(s));
-    } else if let Some(program) = s.program {
-        if s.waiting {
-            out.push(prompt(s, program));
-        }
-        if s.waiting && (s.tool == "run" || s.tool == "expect") {
-            out.push(Note::new(
-                format!("foreground:{program}"),
-                format!(
-                    "note: `{program}` is still in the foreground of {name}: it needs no relaunch, and \
-                     send types into it. {}",
-                    leave(program)
-                ),
-            ));
+    } else if let (Some(program), true) = (s.program, s.waiting) {
+        out.push(prompt(s, program));
+        if s.tool == "run" || s.tool == "expect" {
+            out.push(foreground(s.session, program));
         }
     }
     if s.plain_shell {
         out.push(plain_shell(s));
     }
     finish(out, s)
+}
+
+fn moved(name: &str, place: &str) -> Note {
+    Note::new(
+        format!("moved:{place}"),
+        format!(
+            "note: {name} is now {place}: commands typed with run execute there. Exit statuses need the \
+             shell integration on that side; `exit` returns to the shell before."
+        ),
+    )
+}
+
+fn foreground(name: &str, program: &str) -> Note {
+    Note::new(
+        format!("foreground:{program}"),
+        format!(
+            "note: `{program}` is still in the foreground of {name}: it needs no relaunch, and send types \
+             into it. {}",
+            leave(program)
+        ),
+    )
 }
 
 /// Where the session moved to, in words (`on db1 as root`), if it did.
