@@ -131,3 +131,18 @@ async fn a_shell_without_integration_is_pointed_out() {
     assert_has!(r, "has no shell integration");
     s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_of_another_user_is_pointed_out() {
+    needs!("su");
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: su to another user without a password needs root");
+        return;
+    }
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "su nobody -s /bin/bash", "timeout": 3})).await;
+    assert_has!(r, "note: t1 is now running as nobody");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+}
