@@ -50,7 +50,8 @@ fn put(path: &Path, text: &str) -> io::Result<PathBuf> {
 /// `SKILL.md`: front matter, the instructions, the patterns, and an index
 /// of the reference files.
 pub fn skill_md() -> String {
-    let mut out = format!("---\nname: {SKILL_NAME}\ndescription: {WHEN}\n---\n\n# Terminal sessions\n\n");
+    // Quoted: the description holds ": ", which plain YAML takes for a key.
+    let mut out = format!("---\nname: {SKILL_NAME}\ndescription: {WHEN:?}\n---\n\n# Terminal sessions\n\n");
     out.push_str(texts::INSTRUCTIONS.trim_end());
     out.push_str("\n\n");
     // The patterns topic's own title becomes a section of this file.
@@ -96,7 +97,8 @@ mod tests {
         let files = write(dir.path(), false).expect("written");
         assert_eq!(files.len(), TOPICS.len());
         let main = std::fs::read_to_string(dir.path().join("terminal-sessions/SKILL.md")).expect("SKILL.md");
-        assert!(main.starts_with("---\nname: terminal-sessions\ndescription: "), "{main}");
+        assert!(main.starts_with("---\nname: terminal-sessions\ndescription: \"Persistent"), "{main}");
+        assert!(!WHEN.contains('"') && !WHEN.contains('\\'), "the description quotes as YAML does");
         assert!(main.contains(texts::INSTRUCTIONS.trim_end()));
         assert!(main.contains("## Patterns"));
         for t in &TOPICS[1..] {

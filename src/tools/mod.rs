@@ -38,8 +38,10 @@ const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;
 pub struct Terminal {
     inner: Arc<Inner>,
     /// The client's name from its `initialize`, standing for the agent
-    /// until agents have identities of their own.
-    actor: Arc<std::sync::OnceLock<String>>,
+    /// until agents have identities of their own. Not shared between
+    /// clones: a server that clones one `Terminal` per MCP session gets one
+    /// actor per session.
+    actor: std::sync::OnceLock<String>,
     tool_router: ToolRouter<Terminal>,
 }
 
