@@ -36,6 +36,16 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         pause_ms: u64,
     },
+    /// Write the guidance as a Claude Code skill: DIR/terminal-sessions/SKILL.md
+    /// and one reference file per topic (e.g. into ~/.claude/skills).
+    Skill {
+        /// Where to write it.
+        dir: std::path::PathBuf,
+        /// Write a plugin instead: .claude-plugin/plugin.json, an .mcp.json
+        /// that starts this server, and the skill under skills/.
+        #[arg(long)]
+        plugin: bool,
+    },
     /// Decide what happens to session logs, or sweep now.
     Logs {
         /// What to do.
@@ -97,7 +107,18 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         None | Some(Command::Stdio) => runtime.block_on(serve_stdio()),
         Some(Command::Demo { pause_ms }) => runtime.block_on(crate::demo::run(pause_ms)),
         Some(Command::Logs { action }) => runtime.block_on(logs(action)),
+        Some(Command::Skill { dir, plugin }) => skill(&dir, plugin),
     }
+}
+
+/// Writes the skill (or a plugin holding it) and names what it wrote.
+fn skill(dir: &std::path::Path, plugin: bool) -> anyhow::Result<()> {
+    let files = crate::docent::skill::write(dir, plugin)
+        .map_err(|e| anyhow::anyhow!("writing the skill under {}: {e}", dir.display()))?;
+    for f in files {
+        println!("{}", f.display());
+    }
+    Ok(())
 }
 
 /// Runs a `logs` subcommand against this user's state home and socket.
@@ -191,5 +212,12 @@ mod tests {
         assert!(Cli::try_parse_from(["dtmcp", "logs", "delete"]).is_err(), "delete needs a name");
         let cli = Cli::try_parse_from(["dtmcp", "--keep-closed-days", "0", "logs", "due"]).expect("parses");
         assert_eq!(cli.keep_closed_days, Some(0));
+    }
+
+    #[test]
+    fn skill_takes_a_directory_and_an_optional_plugin_flag() {
+        let cli = Cli::try_parse_from(["dtmcp", "skill", "/tmp/x", "--plugin"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Skill { plugin: true, .. })));
+        assert!(Cli::try_parse_from(["dtmcp", "skill"]).is_err(), "skill needs a directory");
     }
 }

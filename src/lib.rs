@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod cook;
 pub mod demo;
+pub mod docent;
 pub mod keys;
 pub mod lock;
 pub mod logger;

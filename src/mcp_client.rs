@@ -70,6 +70,11 @@ impl McpChild {
         Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
     }
 
+    /// The server's tools, as listed over the wire.
+    pub async fn tools(&self) -> anyhow::Result<Vec<rmcp::model::Tool>> {
+        Ok(self.service.list_all_tools().await?)
+    }
+
     /// Kills the server with SIGKILL, as a crash would.
     pub async fn kill(mut self) -> anyhow::Result<()> {
         self.child.kill().await?;

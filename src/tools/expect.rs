@@ -82,11 +82,13 @@ impl Terminal {
     /// Answers a program's questions by rules.
     #[tool(
         name = "expect",
-        description = "Answer a program's questions by rules, like the expect tool: optionally type a command, then, whenever a rule's pattern appears in new output, type its line (with Enter), its text, or press its keys, or stop. Returns when the command finishes, the prompt returns, until matches, a stop rule fires, or a question appears that no rule answers (the reply quotes it). Use it for installers, confirmations (y/n), logins and REPL sessions instead of piping `yes`. Answers are never echoed in the reply."
+        description = crate::docent::texts::tool::EXPECT.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn expect(&self, Parameters(p): Parameters<ExpectParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("expect", Some(&name), self.expect_body(p)).await
+        let command = p.command.as_deref().map(str::to_string);
+        self.call_noted("expect", &name, command.as_deref(), self.expect_body(p)).await
     }
 }
 

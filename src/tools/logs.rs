@@ -53,7 +53,8 @@ impl Terminal {
     /// Sets how long a session's logs are kept.
     #[tool(
         name = "session_logs",
-        description = "Decide what happens to a session's logs. A closed session's logs are normally deleted after some days in which nobody read them. keep: keep them for good. default: back to the usual rule. delete_on_close: delete them as soon as the session closes (for throwaway sessions, or output that should not linger). delete: delete a closed session's logs now; an open session must be closed first."
+        description = crate::docent::texts::tool::SESSION_LOGS.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn session_logs(&self, Parameters(p): Parameters<LogsParams>) -> CallToolResult {
         let name = p.session.clone();

@@ -7,7 +7,9 @@
 //! refused by the schema before anything is done.
 
 mod expect;
+mod guide;
 mod logs;
+mod notes;
 mod output;
 mod read;
 mod regions;
@@ -28,25 +30,18 @@ use rmcp::{ServerHandler, tool_handler};
 use crate::calls::CallLog;
 use crate::session::Sessions;
 
-/// The server's instructions to the model (a fuller guide comes with the
-/// docent's issue; this stays well under the 2048 characters clients keep).
-const INSTRUCTIONS: &str = "\
-Terminal sessions in tmux panes that a person can watch and join. Open one \
-session at the start of a task (session_create) and keep using it: its shell \
-keeps cwd, environment and history, and every line of output is logged. \
-Tell the user the attach command from session_create so they can watch. \
-run types one command line and returns when it finishes, with its exit \
-status; long output is clipped to head and tail, and read fetches any line \
-range or region later, so `| tail` and `| head` are unnecessary. search finds \
-lines in the whole log or one region; regions lists past commands. For \
-programs that wait for keys (a REPL, a pager, an editor, a prompt), use send: \
-text then keys such as ctrl+c or q, and read view=\"screen\" to see the screen. \
-A command that outlives run's timeout keeps running: wait picks it up.";
+/// The server's instructions to the model, kept in `texts/instructions.md`.
+const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;
 
 /// The MCP server: every tool, over shared state.
 #[derive(Clone)]
 pub struct Terminal {
     inner: Arc<Inner>,
+    /// The client's name from its `initialize`, standing for the agent
+    /// until agents have identities of their own. Not shared between
+    /// clones: a server that clones one `Terminal` per MCP session gets one
+    /// actor per session.
+    actor: std::sync::OnceLock<String>,
     tool_router: ToolRouter<Terminal>,
 }
 
@@ -58,6 +53,8 @@ pub struct Inner {
     pub calls: CallLog,
     /// The last screen captured of each pane, for `screen="changes"`.
     pub screens: views::ScreenMemory,
+    /// The notes given so far, per session and agent.
+    pub given: crate::docent::notes::Given,
 }
 
 impl Terminal {
@@ -65,16 +62,28 @@ impl Terminal {
     pub fn new(sessions: Sessions) -> Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
-            inner: Arc::new(Inner { sessions, calls, screens: views::ScreenMemory::default() }),
-            tool_router: Self::session_router()
-                + Self::run_router()
-                + Self::read_router()
-                + Self::send_router()
-                + Self::expect_router()
-                + Self::search_router()
-                + Self::regions_router()
-                + Self::logs_router(),
+            inner: Arc::new(Inner {
+                sessions,
+                calls,
+                screens: views::ScreenMemory::default(),
+                given: Default::default(),
+            }),
+            actor: Default::default(),
+            tool_router: Self::router(),
         }
+    }
+
+    /// Every tool's route, combined.
+    fn router() -> ToolRouter<Terminal> {
+        Self::session_router()
+            + Self::run_router()
+            + Self::read_router()
+            + Self::send_router()
+            + Self::expect_router()
+            + Self::search_router()
+            + Self::regions_router()
+            + Self::logs_router()
+            + Self::guide_router()
     }
 
     /// Starts the watchdog that replaces dead loggers within about a second,
@@ -93,6 +102,11 @@ impl Terminal {
         &self.inner.sessions
     }
 
+    /// Who is calling: the client's name, for notes given once per agent.
+    fn actor(&self) -> String {
+        self.actor.get().cloned().unwrap_or_else(|| "agent".into())
+    }
+
     /// Runs one tool body, records it in `calls.log`, and turns its outcome
     /// into a tool result.
     async fn call<F>(&self, tool: &str, session: Option<&str>, body: F) -> CallToolResult
@@ -100,7 +114,19 @@ impl Terminal {
         F: Future<Output = Result<String, String>>,
     {
         let started = Instant::now();
-        let mut outcome = body.await;
+        let outcome = body.await;
+        self.finish_call(tool, session, started, outcome)
+    }
+
+    /// Records a call that began at `started` and turns its outcome into a
+    /// tool result, led by any note the session left for it.
+    fn finish_call(
+        &self,
+        tool: &str,
+        session: Option<&str>,
+        started: Instant,
+        mut outcome: Result<String, String>,
+    ) -> CallToolResult {
         self.inner.calls.record(tool, session, started.elapsed(), outcome.is_ok());
         if let Some(note) = session.and_then(|name| self.sessions().take_note(name)) {
             let (Ok(text) | Err(text)) = &mut outcome;
@@ -120,6 +146,24 @@ impl ServerHandler for Terminal {
             .with_server_info(Implementation::new("docent-terminal-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, rmcp::ErrorData> {
+        let _ = self.actor.set(request.client_info.name.clone());
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+}
+
+/// The `_meta` every tool carries: `anthropic/alwaysLoad` keeps Claude Code
+/// from deferring the tool behind its tool search.
+fn always_load() -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::JsonObject::new();
+    meta.insert("anthropic/alwaysLoad".into(), serde_json::Value::Bool(true));
+    rmcp::model::MetaObject(meta)
 }
 
 /// Makes `text` safe to hand to a model: valid UTF-8 already (a `String`),
@@ -146,8 +190,69 @@ mod tests {
         assert_eq!(clean("a\u{1b}[0mb\u{9b}c\u{f}"), "a\u{fffd}[0mb\u{fffd}c\u{fffd}");
     }
 
+    use crate::docent::texts::CLIENT_BUDGET;
+
     #[test]
     fn instructions_fit_the_clients_budget() {
-        assert!(INSTRUCTIONS.len() < 2048);
+        assert!(INSTRUCTIONS.chars().count() < CLIENT_BUDGET);
+    }
+
+    /// The tools that change nothing, and so carry `readOnlyHint`.
+    const READ_ONLY: [&str; 5] = ["read", "search", "regions", "session_list", "guide"];
+
+    #[test]
+    fn every_tool_is_described_within_budget_and_always_loaded() {
+        let tools = Terminal::router().list_all();
+        assert!(tools.len() >= 12, "{} tools", tools.len());
+        for t in &tools {
+            let d = t.description.as_deref().unwrap_or_default();
+            assert!(d.len() > 100, "{} needs a description", t.name);
+            assert!(d.chars().count() < CLIENT_BUDGET, "{}: {} characters", t.name, d.chars().count());
+            let meta = t.meta.as_ref().map(|m| &m.0);
+            let always = meta.and_then(|m| m.get("anthropic/alwaysLoad"));
+            assert_eq!(always, Some(&serde_json::Value::Bool(true)), "{} is always loaded", t.name);
+            let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+            assert_eq!(read_only, READ_ONLY.contains(&t.name.as_ref()), "{}: readOnlyHint", t.name);
+        }
+    }
+
+    #[test]
+    fn every_parameter_is_described_within_budget() {
+        for t in Terminal::router().list_all() {
+            let schema = serde_json::Value::Object((*t.input_schema).clone());
+            let mut missing = Vec::new();
+            undescribed(&schema, &schema, &t.name, &mut missing);
+            assert!(missing.is_empty(), "parameters without a description: {missing:?}");
+        }
+    }
+
+    /// Collects the properties under `node` that have no description, looking
+    /// through `$ref`s into `root`'s definitions and into nested objects and arrays.
+    fn undescribed(root: &serde_json::Value, node: &serde_json::Value, at: &str, missing: &mut Vec<String>) {
+        let node = resolve(root, node);
+        if let Some(props) = node.get("properties").and_then(|p| p.as_object()) {
+            for (name, prop) in props {
+                let here = format!("{at}.{name}");
+                let d = prop.get("description").and_then(|d| d.as_str()).unwrap_or_default();
+                if d.len() < 10 || d.chars().count() >= CLIENT_BUDGET {
+                    missing.push(here.clone());
+                }
+                undescribed(root, prop, &here, missing);
+            }
+        }
+        for key in ["items", "anyOf", "oneOf", "allOf"] {
+            match node.get(key) {
+                Some(serde_json::Value::Array(list)) => list.iter().for_each(|n| undescribed(root, n, at, missing)),
+                Some(n @ serde_json::Value::Object(_)) => undescribed(root, n, at, missing),
+                _ => {}
+            }
+        }
+    }
+
+    fn resolve<'a>(root: &'a serde_json::Value, node: &'a serde_json::Value) -> &'a serde_json::Value {
+        match node.get("$ref").and_then(|r| r.as_str()).and_then(|r| r.strip_prefix("#/")) {
+            Some(path) => root.pointer(&format!("/{path}")).unwrap_or(node),
+            None => node,
+        }
     }
 }

@@ -52,8 +52,9 @@ impl Terminal {
     /// Reads the session log.
     #[tool(
         name = "read",
-        description = "Read a session's logged output as numbered lines, instead of re-running a command or piping it through head/tail. Give region=N for one command's output (run's reply names its region), or from_line/to_line for any range of the session log; with neither, the last 40 lines. At most 400 lines per call; the reply says how to continue. Works on closed sessions too.",
-        annotations(read_only_hint = true)
+        description = crate::docent::texts::tool::READ.trim_end(),
+        annotations(read_only_hint = true),
+        meta = super::always_load()
     )]
     pub async fn read(&self, Parameters(p): Parameters<ReadParams>) -> CallToolResult {
         let name = p.session.clone();

@@ -41,8 +41,9 @@ impl Terminal {
     /// Lists the session's regions.
     #[tool(
         name = "regions",
-        description = "List a session's recent commands (regions) with status (running or exit N), duration, the log lines holding their output and the file to grep, instead of scrolling back or re-running them. failed_only=true lists only commands that failed. Read one with read region=N (which also writes its file regions/NNNN.txt) or search it with search region=N. Works on closed sessions too.",
-        annotations(read_only_hint = true)
+        description = crate::docent::texts::tool::REGIONS.trim_end(),
+        annotations(read_only_hint = true),
+        meta = super::always_load()
     )]
     pub async fn regions(&self, Parameters(p): Parameters<RegionsParams>) -> CallToolResult {
         let name = p.session.clone();

@@ -118,21 +118,24 @@ impl Terminal {
     /// Types a command line and waits for it.
     #[tool(
         name = "run",
-        description = "Type a command line into a session's shell and wait until it finishes. Use this instead of one-shot shell calls: the session keeps cwd, environment and history, and a person can watch. The reply gives the exit status (and every pipeline stage's), the duration and the output; long output is clipped to its first and last lines with the line numbers to read the rest with read, so `| tail`/`| head` are unnecessary. If the command is still running at the timeout, it keeps running and the reply says so: call wait to keep waiting."
+        description = crate::docent::texts::tool::RUN.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn run(&self, Parameters(p): Parameters<RunParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("run", Some(&name), self.run_body(p)).await
+        let command = p.command.clone();
+        self.call_noted("run", &name, Some(&command), self.run_body(p)).await
     }
 
     /// Keeps waiting for a running command.
     #[tool(
         name = "wait",
-        description = "Keep waiting for the command running in a session (after run timed out, say). Returns when it finishes, with its exit status and output, or at the timeout with the output so far; the command is never interrupted."
+        description = crate::docent::texts::tool::WAIT.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn wait(&self, Parameters(p): Parameters<WaitParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("wait", Some(&name), self.wait_body(p)).await
+        self.call_noted("wait", &name, None, self.wait_body(p)).await
     }
 }
 
@@ -263,6 +266,7 @@ pub(super) async fn describe(
         Plan::Clipped { head, tail } => {
             let h = fetch(logger, status, head.0, head.1, region).await.map_err(|e| e.to_string())?;
             let t = fetch(logger, status, tail.0, tail.1, region).await.map_err(|e| e.to_string())?;
+            out.push_str(&super::shape::summary(&s.dir, head.1.next(), LineNo(tail.0.0 - 1))?);
             let _ =
                 writeln!(out, "{} lines of output (lines {first}-{last}); first and last shown:", last.0 - first.0 + 1);
             out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));

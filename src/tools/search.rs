@@ -55,8 +55,9 @@ impl Terminal {
     /// Searches the session log.
     #[tool(
         name = "search",
-        description = "Search a session's logged output with a regex instead of re-running a command through grep. Searches the whole log, or one command's output with region=N. Replies with the total number of matching lines and a page of hits as `LINE: text` (context lines as `LINE- text`), grouped under the region each hit is in; read from_line/to_line shows more around a hit. Works on closed sessions too. Use offset for the next page; the reply gives the exact call.",
-        annotations(read_only_hint = true)
+        description = crate::docent::texts::tool::SEARCH.trim_end(),
+        annotations(read_only_hint = true),
+        meta = super::always_load()
     )]
     pub async fn search(&self, Parameters(p): Parameters<SearchParams>) -> CallToolResult {
         let name = p.session.clone();

@@ -131,11 +131,12 @@ impl Terminal {
     /// Types text and presses keys.
     #[tool(
         name = "send",
-        description = "Type into a session and press keys, for programs that read the keyboard rather than a command line: pagers, editors, REPLs, prompts and confirmations. text is typed literally first (no Enter added), then keys are pressed in order: enter, tab, escape, space, backspace, up, down, pageup, pagedown, home, end, f1-f12, ctrl+c, ctrl+d, alt+x, or one character such as q or :. Every key name is checked first: one bad name refuses the whole call and nothing is typed. The reply shows the log lines that appeared within wait seconds (default 0.3); for full-screen programs (less, vim, top) ask for screen=\"full\" (the rows a person sees, the cursor, whether the alternate screen is on), \"cursor\" (the cursor's row) or \"changes\" (rows changed since the last look). After ctrl+c the reply names a job still in the foreground; signal=\"TERM\" or \"KILL\", given alone, ends that job when keys do not. To run a shell command and get its exit status, use run."
+        description = crate::docent::texts::tool::SEND.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn send(&self, Parameters(p): Parameters<SendParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("send", Some(&name), self.send_body(p)).await
+        self.call_noted("send", &name, None, self.send_body(p)).await
     }
 }
 

@@ -56,7 +56,8 @@ impl Terminal {
     /// Makes a session.
     #[tool(
         name = "session_create",
-        description = "Start a terminal session: a tmux pane running bash with shell integration (or any command), logged line by line. Open one at the start of a task and keep using it with run, instead of one-shot shell calls. The reply has the command a person runs to watch or join it: pass it on to the user."
+        description = crate::docent::texts::tool::SESSION_CREATE.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn session_create(&self, Parameters(p): Parameters<CreateParams>) -> CallToolResult {
         let name = p.name.clone();
@@ -66,8 +67,9 @@ impl Terminal {
     /// Lists sessions.
     #[tool(
         name = "session_list",
-        description = "List the open sessions: name, what runs in each, its working directory, the last command's exit status, and the command to attach to it. Closed sessions whose logs are still on disk follow, with until when they are kept (session_logs changes that).",
-        annotations(read_only_hint = true)
+        description = crate::docent::texts::tool::SESSION_LIST.trim_end(),
+        annotations(read_only_hint = true),
+        meta = super::always_load()
     )]
     pub async fn session_list(&self, Parameters(_): Parameters<ListParams>) -> CallToolResult {
         self.call("session_list", None, self.list_body()).await
@@ -76,7 +78,8 @@ impl Terminal {
     /// Closes a session.
     #[tool(
         name = "session_close",
-        description = "Close a session: its pane and everything running in it end. Its logs stay on disk."
+        description = crate::docent::texts::tool::SESSION_CLOSE.trim_end(),
+        meta = super::always_load()
     )]
     pub async fn session_close(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
         let name = p.session.clone();

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use regex::bytes::Regex;
 
 use super::output;
+use crate::docent::summary;
 use crate::search::{self, Page, Scope};
 use crate::store::LineReader;
 use crate::types::LineNo;
@@ -144,6 +145,42 @@ impl Shape {
         }
         Ok(Some(format!("saved {count} lines to {}", path.display())))
     }
+}
+
+/// The summary lines of `first..=last` (the part a clipped reply leaves
+/// out), rendered to lead the reply; empty when there are none or
+/// `DOCENT_TERMINAL_MCP_SUMMARY=0`. The lines are read in chunks, so a
+/// huge output is never held whole.
+pub fn summary(dir: &Path, first: LineNo, last: LineNo) -> Result<String, String> {
+    if !summary::enabled() || last < first {
+        return Ok(String::new());
+    }
+    let mut s = summary::Summarizer::new();
+    let mut from = first;
+    while from <= last {
+        let to = LineNo((from.0 + SAVE_CHUNK - 1).min(last.0));
+        for (i, l) in read(dir, from, to)?.iter().enumerate() {
+            s.feed(from.0 + i as u64, l);
+        }
+        from = to.next();
+    }
+    Ok(render_summary(&s.finish(), first, last))
+}
+
+/// Renders a summary under a line saying where its lines come from.
+fn render_summary(s: &summary::Summary, first: LineNo, last: LineNo) -> String {
+    if s.lines.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("summary of lines {first}-{last} (not shown below): failures, errors, results\n");
+    let width = output::digits(last.0);
+    for (n, text) in &s.lines {
+        let _ = writeln!(out, "{n:>width$}  {text}");
+    }
+    if s.more > 0 {
+        let _ = writeln!(out, "{:>width$}  … {} more failure lines: search finds them all", "", s.more);
+    }
+    out
 }
 
 fn read(dir: &Path, from: LineNo, to: LineNo) -> Result<Vec<String>, String> {

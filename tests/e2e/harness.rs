@@ -52,8 +52,14 @@ impl World {
 
     /// Starts a server of this world and connects to it.
     pub async fn server(&self) -> Server {
+        self.server_with(&[]).await
+    }
+
+    /// Starts a server of this world with `extra` environment variables.
+    pub async fn server_with(&self, extra: &[(&str, &str)]) -> Server {
         let env = self.env();
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        env.extend_from_slice(extra);
         let child = McpChild::start(Path::new(SERVER), &[], &env).await.expect("start server");
         Server { child: Some(child) }
     }

@@ -1,0 +1,383 @@
+//! Notes in replies: a short piece of advice given the first time a
+//! situation arises, once per agent per session. [`notes`] is a pure
+//! function from the facts of one reply ([`Situation`]) to the notes that
+//! apply; [`Given`] remembers which were given to whom, so a note is never
+//! repeated to the same agent in the same session.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// The most notes one reply carries; the rest wait for the next reply in
+/// which they still apply.
+pub const MAX_PER_REPLY: usize = 2;
+
+/// The facts a reply knows, gathered by the tool that composes it.
+#[derive(Clone, Debug, Default)]
+pub struct Situation<'a> {
+    /// The session's name.
+    pub session: &'a str,
+    /// The tool replying: `run`, `wait`, `send` or `expect`.
+    pub tool: &'a str,
+    /// The command line the call typed, if it typed one.
+    pub command: Option<&'a str>,
+    /// The region of the command the reply is about.
+    pub region: Option<u64>,
+    /// The program holding the terminal, when it is not the session's shell.
+    pub program: Option<&'a str>,
+    /// That program waits for input from the terminal.
+    pub waiting: bool,
+    /// It waits at a password prompt (input not echoed).
+    pub password: bool,
+    /// The unfinished line on screen: a program's prompt when it waits.
+    pub prompt: Option<&'a str>,
+    /// The command is still running after the reply (a timeout, not a prompt).
+    pub running: bool,
+    /// A full-screen program has the alternate screen.
+    pub fullscreen: bool,
+    /// A shell at its prompt that the shell integration does not reach.
+    pub plain_shell: bool,
+    /// The integration script a local bash can load, when known.
+    pub integration_file: Option<&'a str>,
+    /// The host the session moved to (over ssh), if it did.
+    pub host: Option<&'a str>,
+    /// The user the session now runs as, if another.
+    pub user: Option<&'a str>,
+    /// How many people are attached to the session.
+    pub attached: u32,
+    /// A person typed in the session since the agent's last call.
+    pub person_typed: bool,
+    /// The reply clipped the output.
+    pub clipped: bool,
+}
+
+/// One note, with the key that makes it once-only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// What makes two notes the same: the situation, and for some the
+    /// program or place it names.
+    pub key: String,
+    /// What the reply says.
+    pub text: String,
+}
+
+impl Note {
+    fn new(key: impl Into<String>, text: String) -> Note {
+        Note { key: key.into(), text }
+    }
+}
+
+static TAIL_HEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\|\s*(tail|head)\b").expect("regex"));
+static PAGER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\|\s*(less|more)\b").expect("regex"));
+static TEE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\|\s*tee\b").expect("regex"));
+static POLL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bsleep\s+[\d.]+[smh]?\s*(;|&&)\s*(cat|tail|head|grep|ls|wc|jobs|ps|curl)\b|\bwhile\b.*\bsleep\b")
+        .expect("regex")
+});
+
+/// The notes that apply to `s`, most useful first.
+pub fn notes(s: &Situation) -> Vec<Note> {
+    let mut out = Vec::new();
+    if s.person_typed || s.attached > 0 {
+        out.push(person(s));
+    }
+    if let Some(place) = place(s.host, s.user) {
+        out.push(moved(s.session, &place));
+        // Whatever waits there is that host's shell, not a program to answer.
+        if s.host.is_some() {
+            return finish(out, s);
+        }
+    }
+    if s.fullscreen {
+        out.push(fullscreen(s));
+    } else if let (Some(program), true) = (s.program, s.waiting) {
+        out.push(prompt(s, program));
+        if s.tool == "run" || s.tool == "expect" {
+            out.push(foreground(s.session, program));
+        }
+    }
+    if s.plain_shell {
+        out.push(plain_shell(s));
+    }
+    finish(out, s)
+}
+
+fn moved(name: &str, place: &str) -> Note {
+    Note::new(
+        format!("moved:{place}"),
+        format!(
+            "note: {name} is now {place}: commands typed with run execute there. Exit statuses need the \
+             shell integration on that side; `exit` returns to the shell before."
+        ),
+    )
+}
+
+fn foreground(name: &str, program: &str) -> Note {
+    Note::new(
+        format!("foreground:{program}"),
+        format!(
+            "note: `{program}` is still in the foreground of {name}: it needs no relaunch, and send types \
+             into it. {}",
+            leave(program)
+        ),
+    )
+}
+
+/// Where the session moved to, in words (`on db1 as root`), if it did.
+fn place(host: Option<&str>, user: Option<&str>) -> Option<String> {
+    match (host, user) {
+        (Some(h), Some(u)) => Some(format!("on {h} as {u}")),
+        (Some(h), None) => Some(format!("on {h}")),
+        (None, Some(u)) => Some(format!("running as {u}")),
+        (None, None) => None,
+    }
+}
+
+/// Adds the notes that do not depend on what holds the terminal.
+fn finish(mut out: Vec<Note>, s: &Situation) -> Vec<Note> {
+    let name = s.session;
+    if let Some(command) = s.command {
+        out.extend(habits(name, command));
+    }
+    if s.running && !s.waiting {
+        out.push(Note::new(
+            "running",
+            format!(
+                "note: a command that outlives the timeout keeps running and loses nothing: \
+                 wait session={name} picks it up (again as often as needed), until=\"regex\" returns \
+                 as soon as a line appears, and a longer timeout (at most 600) needs fewer calls."
+            ),
+        ));
+    }
+    if s.clipped {
+        let region = s.region.map_or_else(|| "from_line=… to_line=…".to_string(), |r| format!("region={r}"));
+        out.push(Note::new(
+            "clipped",
+            format!(
+                "note: the middle of this output was left out, not lost: read session={name} {region} \
+                 pages through it, search session={name} {region} pattern=\"…\" finds lines in it, and \
+                 on run or wait, show=\"regex\" or last_lines=N shape the reply up front."
+            ),
+        ));
+    }
+    out
+}
+
+fn person(s: &Situation) -> Note {
+    let who = if s.person_typed { "a person typed in" } else { "a person is attached to" };
+    Note::new(
+        "person",
+        format!(
+            "note: {who} {}: look before typing (read view=\"screen\"; a half-typed line of theirs \
+             would join your command), say what you are doing, and do not close it under them.",
+            s.session
+        ),
+    )
+}
+
+fn prompt(s: &Situation, program: &str) -> Note {
+    let name = s.session;
+    let quoted = s.prompt.map(str::trim).filter(|p| !p.is_empty()).map(|p| format!(" at {p:?}")).unwrap_or_default();
+    let text = if s.password {
+        format!(
+            "note: `{program}` waits for a password{quoted}. Ask the person to type it (they attach with the \
+             command session_list gives); what is typed there is neither echoed nor logged."
+        )
+    } else {
+        format!(
+            "note: `{program}` waits for input{quoted}. Answer with send session={name} text=\"…\" \
+             keys=[\"enter\"], or expect with rules for several questions; the reply shows what it prints next."
+        )
+    };
+    Note::new(format!("prompt:{program}"), text)
+}
+
+fn fullscreen(s: &Situation) -> Note {
+    let program = s.program.unwrap_or("a full-screen program");
+    Note::new(
+        format!("fullscreen:{program}"),
+        format!(
+            "note: {program} draws on the full screen, so its log lines are cursor movements: see it with \
+             read session={} view=\"screen\" or send … screen=\"full\", drive it with keys. {}",
+            s.session,
+            leave(program)
+        ),
+    )
+}
+
+fn plain_shell(s: &Situation) -> Note {
+    let how = match s.integration_file {
+        Some(f) => format!("For a bash here, run `source {f}` once to add it."),
+        None => "Until it is added, end commands with `; echo \"exit=$?\"` and wait with until=\"exit=\".".into(),
+    };
+    Note::new(
+        "plain-shell",
+        format!(
+            "note: the shell in {} has no shell integration, so run cannot see where a command ends or \
+             its exit status. {how}",
+            s.session
+        ),
+    )
+}
+
+/// How to leave `program` and get the shell back.
+fn leave(program: &str) -> String {
+    let keys = match program {
+        "gdb" | "lldb" => "text=\"quit\" keys=[\"enter\"] (answer y if asked)",
+        "python" | "python3" | "ipython" | "node" | "irb" | "bash" | "sh" | "zsh" => "keys=[\"ctrl+d\"]",
+        "psql" => "text=\"\\\\q\" keys=[\"enter\"]",
+        "sqlite3" => "text=\".quit\" keys=[\"enter\"]",
+        "mysql" | "ssh" => "text=\"exit\" keys=[\"enter\"]",
+        "less" | "more" | "man" | "top" | "htop" | "btop" | "watch" | "git" => "keys=[\"q\"]",
+        "vim" | "vi" | "nvim" => "keys=[\"escape\"], then text=\":q!\" keys=[\"enter\"] (or :wq to save)",
+        "nano" => "keys=[\"ctrl+x\"]",
+        "emacs" => "keys=[\"ctrl+x\", \"ctrl+c\"]",
+        _ => "its own quit command, or keys=[\"ctrl+c\"]",
+    };
+    let program = program.strip_prefix("a ").unwrap_or(program);
+    format!("To leave {program}: send {keys}.")
+}
+
+/// Notes about shell habits a session makes unnecessary.
+fn habits(name: &str, command: &str) -> Vec<Note> {
+    let mut out = Vec::new();
+    if let Some(m) = TAIL_HEAD.captures(command).and_then(|c| c.get(1)) {
+        out.push(Note::new(
+            "pipe-tail-head",
+            format!(
+                "note: `| {}` is unnecessary here: long output comes back clipped to its head and tail, \
+                 last_lines=N gives only the end, and read session={name} region=N any part, so the \
+                 command's whole output stays available.",
+                m.as_str()
+            ),
+        ));
+    }
+    if PAGER.is_match(command) {
+        out.push(Note::new(
+            "pipe-pager",
+            "note: `| less` is unnecessary: run returns the output itself, and read pages through it. \
+             A pager waits for keys; send keys=[\"q\"] if one is showing."
+                .to_string(),
+        ));
+    }
+    if TEE.is_match(command) {
+        out.push(Note::new(
+            "pipe-tee",
+            "note: `| tee` (and `2>&1`) are unnecessary: the session logs everything the command prints, \
+             stderr included, and save_to=\"/absolute/path\" writes a copy of the output to a file."
+                .to_string(),
+        ));
+    }
+    if POLL.is_match(command) {
+        out.push(Note::new(
+            "polling",
+            format!(
+                "note: instead of sleeping and looking, wait session={name} until=\"regex\" returns the \
+                 moment a line appears (or when the command ends), without a fixed delay."
+            ),
+        ));
+    }
+    out
+}
+
+/// Which notes were given to whom: keyed by session, agent and note.
+#[derive(Debug, Default)]
+pub struct Given {
+    seen: std::sync::Mutex<HashSet<(String, String, String)>>,
+}
+
+impl Given {
+    /// The notes of `all` not yet given to `actor` in `session`, at most
+    /// [`MAX_PER_REPLY`]; those returned count as given.
+    pub fn fresh(&self, session: &str, actor: &str, all: Vec<Note>) -> Vec<Note> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for n in all {
+            if out.len() == MAX_PER_REPLY {
+                break;
+            }
+            if seen.insert((session.to_string(), actor.to_string(), n.key.clone())) {
+                out.push(n);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    fn base() -> Situation<'static> {
+        Situation { session: "t1", tool: "run", ..Situation::default() }
+    }
+
+    /// One situation per case, and the note keys it must give, in order.
+    #[rstest]
+    #[case::nothing_to_say(base(), &[])]
+    #[case::tail(Situation { command: Some("seq 1 100000 | tail -3"), ..base() }, &["pipe-tail-head"])]
+    #[case::head(Situation { command: Some("journalctl|head"), ..base() }, &["pipe-tail-head"])]
+    #[case::less(Situation { command: Some("git log | less"), ..base() }, &["pipe-pager"])]
+    #[case::tee(Situation { command: Some("make 2>&1 | tee build.log"), ..base() }, &["pipe-tee"])]
+    #[case::polling(Situation { command: Some("sleep 5; cat out.txt"), ..base() }, &["polling"])]
+    #[case::polling_loop(Situation { command: Some("while ! test -f x; do sleep 1; done"), ..base() }, &["polling"])]
+    #[case::tail_f_is_not_a_pipe(Situation { command: Some("tail -n 3 log"), ..base() }, &[])]
+    #[case::prompt(
+        Situation { program: Some("python3"), waiting: true, prompt: Some(">>> "), ..base() },
+        &["prompt:python3", "foreground:python3"]
+    )]
+    #[case::prompt_on_send(
+        Situation { tool: "send", program: Some("gdb"), waiting: true, prompt: Some("(gdb) "), ..base() },
+        &["prompt:gdb"]
+    )]
+    #[case::busy_program(Situation { program: Some("make"), running: true, ..base() }, &["running"])]
+    #[case::timeout_on_wait(Situation { tool: "wait", running: true, ..base() }, &["running"])]
+    #[case::fullscreen(Situation { program: Some("vim"), fullscreen: true, waiting: true, ..base() }, &["fullscreen:vim"])]
+    #[case::plain_shell(Situation { plain_shell: true, ..base() }, &["plain-shell"])]
+    #[case::moved(
+        Situation { program: Some("ssh"), host: Some("db1"), user: Some("root"), waiting: true, ..base() },
+        &["moved:on db1 as root"]
+    )]
+    #[case::su(Situation { user: Some("postgres"), ..base() }, &["moved:running as postgres"])]
+    #[case::person(Situation { attached: 1, ..base() }, &["person"])]
+    #[case::clipped(Situation { clipped: true, region: Some(4), ..base() }, &["clipped"])]
+    fn situations_give_their_notes(#[case] s: Situation<'static>, #[case] keys: &[&str]) {
+        let got: Vec<String> = notes(&s).into_iter().map(|n| n.key).collect();
+        assert_eq!(got, keys);
+    }
+
+    #[test]
+    fn notes_say_what_to_do() {
+        let s = Situation { program: Some("python3"), waiting: true, prompt: Some(">>> "), ..base() };
+        let all = notes(&s);
+        assert!(all[0].text.contains("\">>>\"") && all[0].text.contains("send session=t1"), "{}", all[0].text);
+        assert!(all[1].text.contains("ctrl+d"), "{}", all[1].text);
+        let tail = notes(&Situation { command: Some("seq 9 | tail -3"), ..base() });
+        assert!(tail[0].text.contains("`| tail`") && tail[0].text.contains("last_lines"), "{}", tail[0].text);
+        let clipped = notes(&Situation { clipped: true, region: Some(4), ..base() });
+        assert!(clipped[0].text.contains("read session=t1 region=4"), "{}", clipped[0].text);
+        let password = notes(&Situation { program: Some("sudo"), waiting: true, password: true, ..base() });
+        assert!(password[0].text.contains("Ask the person"), "{}", password[0].text);
+    }
+
+    #[test]
+    fn a_note_is_given_once_per_agent_and_session() {
+        let given = Given::default();
+        let all = || notes(&Situation { command: Some("x | tail"), ..base() });
+        assert_eq!(given.fresh("t1", "claude", all()).len(), 1);
+        assert!(given.fresh("t1", "claude", all()).is_empty(), "not twice");
+        assert_eq!(given.fresh("t1", "codex", all()).len(), 1, "another agent hears it too");
+        assert_eq!(given.fresh("t2", "claude", all()).len(), 1, "and so does another session");
+    }
+
+    #[test]
+    fn a_reply_carries_at_most_two_notes_and_the_rest_come_later() {
+        let given = Given::default();
+        let s = Situation { command: Some("sleep 1; cat x | tail | tee y"), ..base() };
+        assert_eq!(given.fresh("t1", "a", notes(&s)).len(), MAX_PER_REPLY);
+        assert_eq!(given.fresh("t1", "a", notes(&s)).len(), 1);
+    }
+}

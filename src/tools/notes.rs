@@ -1,0 +1,130 @@
+//! The facts behind the docent's notes, gathered after a `run`, `wait`,
+//! `send` or `expect` has composed its reply: what holds the terminal
+//! (`/proc`), what the logger knows of the shell, what tmux shows (the
+//! alternate screen, attached clients). The notes themselves are chosen by
+//! the pure [`crate::docent::notes::notes`]; this only looks.
+
+use std::future::Future;
+use std::time::Instant;
+
+use rmcp::model::CallToolResult;
+
+use super::Terminal;
+use crate::docent::notes::{self, Situation};
+use crate::procs::{self, Activity};
+
+/// Shells, by command name: one of them waiting for input is at its prompt.
+const SHELLS: [&str; 7] = ["bash", "zsh", "sh", "dash", "ksh", "fish", "tcsh"];
+
+impl Terminal {
+    /// Like [`Terminal::call`], for the tools that drive a session: a reply
+    /// that succeeded ends with the notes that apply and were not yet given
+    /// to this agent in this session. `command` is the line the call typed.
+    pub(super) async fn call_noted<F>(
+        &self,
+        tool: &str,
+        session: &str,
+        command: Option<&str>,
+        body: F,
+    ) -> CallToolResult
+    where
+        F: Future<Output = Result<String, String>>,
+    {
+        let started = Instant::now();
+        let mut outcome = body.await;
+        if let Ok(text) = &mut outcome {
+            for note in self.notes_for(tool, session, command, text).await {
+                text.push_str(&note);
+                text.push('\n');
+            }
+        }
+        self.finish_call(tool, Some(session), started, outcome)
+    }
+
+    /// The fresh notes for a reply `reply` of `tool` in session `name`.
+    async fn notes_for(&self, tool: &str, name: &str, command: Option<&str>, reply: &str) -> Vec<String> {
+        // A command that finished leaves its shell at the prompt: what the
+        // reply and the command line say is all there is to note, and the
+        // fast path (`run` of `true`) pays for no look at tmux or /proc.
+        if reply.starts_with("exit ") {
+            let situation = Situation {
+                session: name,
+                tool,
+                command,
+                clipped: is_clipped(reply),
+                region: region_of(reply),
+                ..Situation::default()
+            };
+            return self.fresh(name, &situation);
+        }
+        let Ok(s) = self.sessions().resolve_quiet(name).await else { return Vec::new() };
+        let Ok(mut logger) = s.logger().await else { return Vec::new() };
+        let Ok(status) = logger.status().await else { return Vec::new() };
+        if status.eof {
+            return Vec::new();
+        }
+        let pane = procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
+        let job = procs::job(pane).ok();
+        let shown = self.sessions().tmux.display(s.pane.pane_id.as_str(), "#{alternate_on} #{session_attached}").await;
+        let shown = shown.unwrap_or_default();
+        let mut fields = shown.split_whitespace();
+        let fullscreen = fields.next() == Some("1");
+        let attached = fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
+        let is_shell = job.as_ref().is_some_and(|j| j.is_shell || SHELLS.contains(&j.comm.as_str()));
+        let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
+        let integration = crate::shell::dir(&self.sessions().cfg.home).join("integration.bash");
+        let integration = integration.display().to_string();
+        let place = job.as_ref().map(|j| &j.place);
+        let situation = Situation {
+            session: name,
+            tool,
+            command,
+            region: status.last_region.as_ref().map(|r| r.id.0),
+            program: job.as_ref().filter(|_| !is_shell).map(|j| j.comm.as_str()),
+            waiting,
+            password: job.as_ref().is_some_and(|j| j.password),
+            prompt: Some(status.current_text.as_str()).filter(|_| waiting),
+            running: !status.shell.open.is_empty() && !waiting,
+            fullscreen,
+            plain_shell: is_shell && waiting && !integrated_prompt,
+            integration_file: Some(integration.as_str()).filter(|_| s.meta.integrated),
+            host: place.and_then(|p| p.host.as_deref()),
+            user: place.and_then(|p| p.user.as_deref()),
+            attached,
+            person_typed: false,
+            clipped: is_clipped(reply),
+        };
+        self.fresh(name, &situation)
+    }
+
+    /// The notes of `situation` not yet given to this agent in session `name`.
+    fn fresh(&self, name: &str, situation: &Situation) -> Vec<String> {
+        let all = notes::notes(situation);
+        self.inner.given.fresh(name, &self.actor(), all).into_iter().map(|n| n.text).collect()
+    }
+}
+
+/// Whether a reply clipped its output (the gap line `output::clipped` writes).
+fn is_clipped(reply: &str) -> bool {
+    reply.contains(" lines not shown (")
+}
+
+/// The region a reply names in its headline (`… · region N`).
+fn region_of(reply: &str) -> Option<u64> {
+    let head = reply.lines().next()?;
+    head.split(" · region ").nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_for_their_region_and_clipping() {
+        assert_eq!(region_of("exit 0 · 6 ms · region 12\nx"), Some(12));
+        assert_eq!(region_of("still running; output so far:"), None);
+        assert!(is_clipped("  … 552 lines not shown (17-568): read"));
+        assert!(!is_clipped("exit 0"));
+    }
+}

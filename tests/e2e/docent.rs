@@ -1,0 +1,148 @@
+//! The docent over the wire: the guidance clients receive, notes given once
+//! when they apply, and the summary that leads a clipped reply.
+
+use serde_json::json;
+
+use crate::harness::World;
+use crate::{assert_has, needs};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_get_the_instructions_described_tools_and_the_guide() {
+    let w = World::new();
+    let s = w.server().await;
+    let instructions = s.client().instructions().expect("instructions");
+    assert_eq!(instructions, dtmcp::docent::texts::INSTRUCTIONS);
+    let tools = s.client().tools().await.expect("tools");
+    let guide = tools.iter().find(|t| t.name == "guide").expect("a guide tool");
+    assert_eq!(guide.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true));
+    for t in &tools {
+        let meta = t.meta.as_ref().map(|m| &m.0);
+        assert_eq!(meta.and_then(|m| m.get("anthropic/alwaysLoad")), Some(&json!(true)), "{}", t.name);
+    }
+    assert_has!(s.ok("guide", json!({"topic": "fullscreen"})).await, "alternate screen");
+    assert_has!(s.ok("guide", json!({})).await, "sharing");
+    assert_has!(s.err("guide", json!({"topic": "nope"})).await, "patterns, programs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unneeded_tail_is_pointed_out_once() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.run("t1", "seq 1 100000 | tail -3").await;
+    assert_has!(r, "100000");
+    assert_has!(r, "`| tail` is unnecessary");
+    assert_has!(r, "last_lines");
+    let again = s.run("t1", "seq 1 10 | tail -3").await;
+    assert!(!again.contains("unnecessary"), "the note comes once:\n{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_at_its_prompt_is_quoted_and_answered_with_send() {
+    needs!("python3");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.run("t1", "python3 -q").await;
+    assert_has!(r, "waits for input at \">>>\"");
+    assert_has!(r, "send session=t1");
+    assert_has!(r, "needs no relaunch");
+    let answer = s.ok("send", json!({"session": "t1", "text": "print(6*7)", "keys": ["enter"], "wait": 1})).await;
+    assert_has!(answer, "42");
+    assert!(!answer.contains("note:"), "no note twice:\n{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_says_how_to_keep_waiting_once() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "sleep 3", "timeout": 0.5})).await;
+    assert_has!(r, "note: a command that outlives the timeout");
+    let r = s.ok("wait", json!({"session": "t1", "timeout": 0.3})).await;
+    assert!(!r.contains("outlives"), "once:\n{r}");
+    assert_has!(s.ok("wait", json!({"session": "t1", "timeout": 10})).await, "exit 0");
+}
+
+/// A long output with failures in its middle: 300 lines, two errors, 300 lines.
+const NOISY: &str = "seq 1 300; echo 'a.c:2:49: error: y undeclared'; \
+    echo 'make: *** [Makefile:5: a.o] Error 1'; seq 301 600";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clipped_reply_leads_with_the_errors_it_leaves_out() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.run("t1", NOISY).await;
+    let summary = r.find("summary of lines").expect("a summary");
+    let clipped = r.find("lines of output").expect("the clipped output");
+    assert!(summary < clipped, "the summary leads:\n{r}");
+    assert_has!(r, "a.c:2:49: error: y undeclared");
+    assert_has!(r, "make: *** [Makefile:5: a.o] Error 1");
+    assert_has!(r, "note: the middle of this output was left out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summaries_can_be_turned_off() {
+    let w = World::new();
+    let s = w.server_with(&[("DOCENT_TERMINAL_MCP_SUMMARY", "0")]).await;
+    s.create("t1").await;
+    let r = s.run("t1", NOISY).await;
+    assert!(!r.contains("summary of lines") && !r.contains("error: y"), "{r}");
+}
+
+#[test]
+fn the_skill_command_writes_a_plugin_that_starts_this_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(crate::harness::SERVER)
+        .args(["skill", "--plugin"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mcp = std::fs::read_to_string(dir.path().join(".mcp.json")).expect(".mcp.json");
+    let mcp: serde_json::Value = serde_json::from_str(&mcp).expect("json");
+    let server = std::fs::canonicalize(crate::harness::SERVER).expect("server path");
+    assert_eq!(mcp["mcpServers"]["terminal"]["command"].as_str(), server.to_str());
+    let skill = std::fs::read_to_string(dir.path().join("skills/terminal-sessions/SKILL.md")).expect("SKILL.md");
+    assert_has!(skill, "name: terminal-sessions");
+    assert!(dir.path().join("skills/terminal-sessions/programs.md").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_screen_program_is_named_with_how_to_quit_it() {
+    needs!("less");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "seq 1 500 | less", "timeout": 2})).await;
+    assert_has!(r, "note: less draws on the full screen");
+    assert_has!(r, "keys=[\"q\"]");
+    assert_has!(r, "`| less` is unnecessary");
+    s.ok("send", json!({"session": "t1", "keys": ["q"]})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_without_integration_is_pointed_out() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "env -i bash --norc --noprofile", "timeout": 2})).await;
+    assert_has!(r, "has no shell integration");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_of_another_user_is_pointed_out() {
+    needs!("su");
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: su to another user without a password needs root");
+        return;
+    }
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "su nobody -s /bin/bash", "timeout": 3})).await;
+    assert_has!(r, "note: t1 is now running as nobody");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+}
