@@ -4,12 +4,15 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::time::Duration;
 
 use super::LoggerError;
+use super::input::ToPump;
 use super::state::Shared;
 use crate::config::now_ms;
 use crate::cook::Cooker;
-use crate::region::{RegionChange, RegionTracker};
+use crate::region::{InputSpec, Region, RegionChange, RegionTracker};
 use crate::store::{self, LineWriter, RegionLog, StoreError, files};
 use crate::types::{CookEvent, LineNo, RegionId};
 
@@ -29,21 +32,50 @@ struct Pump {
     floors: store::MarkerFloors,
 }
 
-/// Reads `input` until it ends, logging and publishing as it goes.
-pub fn pump(mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
+/// Reads `input` until it ends, logging and publishing as it goes; opens
+/// input regions asked for through the shared inbox, and ends them when
+/// their time is up.
+pub fn pump(input: impl Read + Send + 'static, shared: &Shared) -> Result<(), LoggerError> {
     let mut p = Pump::open(shared)?;
-    let mut buf = vec![0u8; 1 << 16];
+    let (tx, rx) = mpsc::channel();
+    shared.inbox.connect(tx.clone());
+    std::thread::Builder::new()
+        .name("logger-stdin".into())
+        .spawn(move || read_all(input, &tx))
+        .map_err(|source| StoreError::Io { path: "stdin".into(), source })?;
     loop {
-        let n = match input.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
-            }
+        let msg = match p.tracker.next_tick_ms() {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(due) => rx.recv_timeout(Duration::from_millis(due.saturating_sub(now_ms()))),
         };
-        p.chunk(&buf[..n], shared)?;
+        match msg {
+            Ok(ToPump::Bytes(bytes)) => p.chunk(&bytes, shared)?,
+            Ok(ToPump::OpenInput(spec, reply)) => {
+                let _ = reply.send(p.open_input(&spec, shared));
+            }
+            Ok(ToPump::End(None)) | Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            Ok(ToPump::End(Some(e))) => return Err(StoreError::Io { path: "stdin".into(), source: e }.into()),
+            Err(RecvTimeoutError::Timeout) => p.tick(shared)?,
+        }
     }
+}
+
+/// Hands `input` to the pump chunk by chunk, then its end.
+fn read_all(mut input: impl Read, tx: &Sender<ToPump>) {
+    let mut buf = vec![0u8; 1 << 16];
+    let end = loop {
+        match input.read(&mut buf) {
+            Ok(0) => break None,
+            Ok(n) => {
+                if tx.send(ToPump::Bytes(buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break Some(e),
+        }
+    };
+    let _ = tx.send(ToPump::End(end));
 }
 
 impl Pump {
@@ -92,6 +124,7 @@ impl Pump {
             }
             self.tracker.on_event(ev, now, &mut self.changes);
         }
+        self.tracker.after_output(&self.cooker.current_text(), self.cooker.cursor(), now, &mut self.changes);
         self.lines.flush()?;
         self.save_floors()?;
         for change in &self.changes {
@@ -99,6 +132,41 @@ impl Pump {
             self.regions.append(r)?;
         }
         self.publish(bytes.len(), now, shared);
+        Ok(())
+    }
+
+    /// Opens an input region at the cursor, records and publishes it.
+    fn open_input(&mut self, spec: &InputSpec, shared: &Shared) -> Result<Region, String> {
+        let (text, at) = (self.cooker.current_text(), self.cooker.cursor());
+        self.changes.clear();
+        let region = self.tracker.open_input(spec, (&text, at), now_ms(), &mut self.changes)?;
+        self.record_regions(shared).map_err(|e| e.to_string())?;
+        Ok(region)
+    }
+
+    /// Time passed without output: an input region may end.
+    fn tick(&mut self, shared: &Shared) -> Result<(), LoggerError> {
+        self.changes.clear();
+        self.tracker.tick(self.cooker.cursor(), now_ms(), &mut self.changes);
+        Ok(self.record_regions(shared)?)
+    }
+
+    /// Appends the region changes made outside a chunk and publishes them
+    /// (no output came, so the output's time stays).
+    fn record_regions(&mut self, shared: &Shared) -> Result<(), StoreError> {
+        for change in &self.changes {
+            let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
+            self.regions.append(r)?;
+        }
+        let shell = self.tracker.shell().clone();
+        let changes = std::mem::take(&mut self.changes);
+        shared.publish(|live| {
+            live.shell = shell;
+            for change in changes {
+                let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
+                upsert(live, r);
+            }
+        });
         Ok(())
     }
 

@@ -54,6 +54,7 @@ impl Live {
                 regions: self.shell.regions,
                 prompts: self.shell.prompts,
                 line: self.cursor.line,
+                screens: self.shell.screens,
             },
             shell: self.shell.clone(),
             current_text: self.current_text.clone(),
@@ -72,6 +73,8 @@ pub struct Shared {
     pub secret: Option<Secret>,
     live: Mutex<Live>,
     changed: Condvar,
+    /// The way to the pump, for requests it must serve itself.
+    pub inbox: super::input::Inbox,
 }
 
 impl Shared {
@@ -88,7 +91,13 @@ impl Shared {
         live.shell.regions = regions.last().map_or(0, |r| r.id.0);
         live.regions = regions;
         live.raw_len = std::fs::metadata(dir.join(store::files::RAW)).map_or(0, |m| m.len());
-        Ok(Shared { dir: dir.to_path_buf(), secret, live: Mutex::new(live), changed: Condvar::new() })
+        Ok(Shared {
+            dir: dir.to_path_buf(),
+            secret,
+            live: Mutex::new(live),
+            changed: Condvar::new(),
+            inbox: Default::default(),
+        })
     }
 
     /// Locks the state (a poisoned lock still holds consistent data: the
@@ -156,6 +165,9 @@ impl Shared {
             if status.mark.prompts > spec.after.prompts && status.shell.at_prompt {
                 return Some(WaitReason::Prompt);
             }
+        }
+        if spec.full_screen && status.mark.screens > spec.after.screens {
+            return Some(WaitReason::FullScreen);
         }
         if let Some(re) = re {
             // New output only: after the mark's line when no region opened

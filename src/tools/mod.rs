@@ -9,6 +9,7 @@
 mod expect;
 mod logs;
 mod output;
+mod program;
 mod read;
 mod regions;
 mod run;
