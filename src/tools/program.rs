@@ -110,14 +110,34 @@ pub fn fresh_seed() -> u64 {
 /// question: text on the unfinished line, and the program reading the
 /// terminal.
 pub fn waits_at_prompt(s: &Session, status: &Status) -> bool {
-    !status.current_text.trim().is_empty()
+    looks_like_prompt(&status.current_text, s.meta.prompt_pattern.as_deref())
         && !status.shell.full_screen
         && job(s).is_ok_and(|j| j.activity == Activity::WaitingForInput)
+}
+
+/// Whether an unfinished line (trailing blanks trimmed) reads as a prompt
+/// or a question: a known prompt, or text ending the way prompts and
+/// questions end (`:`, `?`, `>`, `)`, `]`, `$`, `#`, `%`), rather than a
+/// row of a program's screen.
+pub fn looks_like_prompt(text: &str, own: Option<&str>) -> bool {
+    let text = text.trim_end();
+    let known = crate::region::prompt_set(own).is_ok_and(|set| set.is_match(&format!("{text} ")));
+    known || text.ends_with([':', '?', '>', ')', ']', '$', '#', '%'])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prompts_and_questions_look_like_prompts() {
+        for text in ["(gdb)", ">>>", "...", "sqlite>", "Name:", "Continue? [y/n]", "Quit anyway? (y or n)", "ready~"] {
+            assert!(looks_like_prompt(text, Some("ready~ $")), "{text:?}");
+        }
+        for text in ["", "   36 root  20   0  0:00.41 kcompactd0", "compiling foo.c", "ready~"] {
+            assert!(!looks_like_prompt(text, None), "{text:?}");
+        }
+    }
 
     #[test]
     fn labels_carry_the_prompt_and_hide_passwords() {

@@ -214,6 +214,10 @@ impl Terminal {
                 return Ok((self.first_screen(s).await?, false));
             }
         }
+        if matches!(reason, WaitReason::RegionEnded(_)) && status.shell.open.is_empty() {
+            // The program ended with its input: let the shell's prompt come.
+            status = ready_status(s, logger).await?;
+        }
         let region = match status.mark.regions > before.mark.regions {
             true => logger.region(RegionId(before.mark.regions + 1)).await.map_err(|e| e.to_string())?,
             false => None,
@@ -374,6 +378,9 @@ fn headline(s: &Session, (status, reason): (&Status, &WaitReason), region: Optio
         (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => {
             let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
             match prompt.is_empty() {
+                _ if s.meta.integrated && status.shell.at_prompt => {
+                    format!("the program ended; back at the shell's prompt · {}{id}\n", duration(ms))
+                }
                 true => format!("output settled · {}{id}\n", duration(ms)),
                 false => format!("at the program's prompt `{prompt}` again · {}{id}\n", duration(ms)),
             }

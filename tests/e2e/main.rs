@@ -4,6 +4,7 @@
 mod expect;
 mod harness;
 mod procs;
+mod programs;
 mod retention;
 mod run;
 mod search;
