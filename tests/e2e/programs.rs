@@ -92,6 +92,12 @@ async fn python_takes_a_multi_line_definition() {
     // A line whose answer takes a while is waited for, not settled early.
     let r = line(&s, "import time; time.sleep(2); print('slept')").await;
     assert_has!(r, "slept");
+    // A line still running at run's timeout is picked up by wait.
+    let r = s.ok("run", json!({"session": "t1", "command": "time.sleep(2); print('woke')", "timeout": 0.5})).await;
+    assert_has!(r, "still running");
+    let r = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
+    assert_has!(r, "woke");
+    assert_has!(r, "at the program's prompt `>>>` again");
     assert_has!(line(&s, "exit()").await, "back at the shell's prompt");
 }
 
