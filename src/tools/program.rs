@@ -44,6 +44,12 @@ pub fn target(s: &Session, status: &Status) -> Result<Target, String> {
         return Ok(Target::Shell);
     }
     let job = job(s)?;
+    // The session's own integrated shell holding the terminal with nothing
+    // running is at its prompt, even before its logger has seen a marker
+    // (a logger just restarted knows nothing of the shell yet).
+    if s.meta.integrated && job.is_shell && status.shell.open.is_empty() {
+        return Ok(Target::Shell);
+    }
     let plain_shell = job.is_shell && !integrated;
     if job.activity == Activity::WaitingForInput || plain_shell {
         return Ok(Target::Program(job));
