@@ -198,7 +198,11 @@ impl Shared {
             }
             scan.next_line = start + lines.len() as u64;
         }
-        (end >= from.0 && re.is_match(&status.current_text)).then_some(status.mark.line)
+        // The unfinished line has its trailing blanks trimmed; a prompt
+        // such as `Password: ` is matched with the blank it ends in.
+        let current = &status.current_text;
+        let matched = re.is_match(current) || (!current.is_empty() && re.is_match(&format!("{current} ")));
+        (end >= from.0 && matched).then_some(status.mark.line)
     }
 }
 

@@ -173,10 +173,13 @@ impl Terminal {
         text: &str,
     ) -> Result<Option<String>, String> {
         let bytes = text.as_bytes();
-        if checked.until.as_ref().is_some_and(|u| u.is_match(text)) {
+        // A prompt's trailing blank is trimmed from the log; a pattern may name it.
+        let padded = format!("{text} ");
+        let matches = |re: &Regex| re.is_match(text) || re.is_match(&padded);
+        if checked.until.as_ref().is_some_and(matches) {
             return Ok(Some(format!("`until` matched: {}", quote(text))));
         }
-        let Some((_, action)) = checked.rules.iter().find(|(re, _)| re.is_match(text)) else {
+        let Some((_, action)) = checked.rules.iter().find(|(re, _)| matches(re)) else {
             return Ok(Some(format!("matched no rule: {}", quote(&String::from_utf8_lossy(bytes)))));
         };
         let tmux = &self.sessions().tmux;

@@ -83,6 +83,12 @@ async fn python_takes_a_multi_line_definition() {
     let s = w.server().await;
     s.create("t1").await;
     assert_has!(line(&s, "python3 -q").await, "waiting for input at `>>>`");
+    // A line returns at the next prompt, not after a quiet spell or the timeout.
+    let started = std::time::Instant::now();
+    assert_has!(line(&s, "6 * 7").await, "42");
+    let took = started.elapsed();
+    eprintln!("python line to its next prompt: {took:?}");
+    assert!(took.as_millis() < 1_000, "{took:?}");
     let r = line(&s, "def square(x):\n    y = x * x\n    return y\n\nprint(square(7), 'squared')").await;
     assert_has!(r, "49 squared");
     assert_eq!(r.matches("`...` again").count(), 3, "{r}");
@@ -220,7 +226,7 @@ async fn read_prompts_are_answered_by_expect() {
     let s = w.server().await;
     s.create("t1").await;
     let cmd = r#"read -p "Name: " n; read -s -p "PIN: " pin; echo; echo "hello $n, pin of ${#pin}""#;
-    let rules = json!([{"pattern": "^Name:", "line": "Ada"}, {"pattern": "^PIN:", "line": "4711"}]);
+    let rules = json!([{"pattern": "^Name: $", "line": "Ada"}, {"pattern": "^PIN: $", "line": "4711"}]);
     let r = s.ok("expect", json!({"session": "t1", "command": cmd, "rules": rules, "timeout": 20})).await;
     assert_has!(r, "hello Ada, pin of 4");
     assert_has!(r, "exit 0");
