@@ -292,3 +292,21 @@ async fn typing_like_a_person_leaves_the_exact_line() {
     let e = s.err("run", json!({"session": "t1", "command": "true", "typing": {"speed": 0}})).await;
     assert_has!(e, "typing.speed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_without_a_prompt_ends_its_input_when_output_settles() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    start(&s, "cat").await;
+    let started = std::time::Instant::now();
+    let r = line(&s, "no-prompt-here").await;
+    let took = started.elapsed();
+    assert_has!(r, "output settled");
+    assert_eq!(r.matches("no-prompt-here").count(), 1, "cat's copy, not the echo:\n{r}");
+    assert!((1_000..6_000).contains(&took.as_millis()), "settling took {took:?}");
+    let list = regions(&s).await;
+    assert_has!(list, "input ended");
+    assert_has!(list, "`no-prompt-here`");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+}
