@@ -3,12 +3,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::time::Duration;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::LoggerError;
-use super::input::ToPump;
+use super::input::{Mailbox, ToPump};
 use super::state::Shared;
 use crate::config::now_ms;
 use crate::cook::Cooker;
@@ -35,47 +36,39 @@ struct Pump {
 /// Reads `input` until it ends, logging and publishing as it goes; opens
 /// input regions asked for through the shared inbox, and ends them when
 /// their time is up.
-pub fn pump(input: impl Read + Send + 'static, shared: &Shared) -> Result<(), LoggerError> {
+pub fn pump(mut input: impl Read + AsFd, shared: &Shared) -> Result<(), LoggerError> {
     let mut p = Pump::open(shared)?;
-    let (tx, rx) = mpsc::channel();
-    shared.inbox.connect(tx.clone());
-    std::thread::Builder::new()
-        .name("logger-stdin".into())
-        .spawn(move || read_all(input, &tx))
-        .map_err(|source| StoreError::Io { path: "stdin".into(), source })?;
+    let io_err = |source| StoreError::Io { path: "stdin".into(), source };
+    let mailbox = shared.inbox.connect().map_err(io_err)?;
+    let mut buf = vec![0u8; 1 << 16];
     loop {
-        let msg = match p.tracker.next_tick_ms() {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(due) => rx.recv_timeout(Duration::from_millis(due.saturating_sub(now_ms()))),
+        let timeout = match p.tracker.next_tick_ms() {
+            None => PollTimeout::NONE,
+            Some(due) => PollTimeout::try_from(due.saturating_sub(now_ms()).min(60_000)).unwrap_or(PollTimeout::MAX),
         };
-        match msg {
-            Ok(ToPump::Bytes(bytes)) => p.chunk(&bytes, shared)?,
-            Ok(ToPump::OpenInput(spec, reply)) => {
-                let _ = reply.send(p.open_input(&spec, shared));
+        let mut fds =
+            [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io_err(e.into()).into()),
+            Ok(_) => {}
+        }
+        let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+        let (output, mail) = (ready(&fds[0]), ready(&fds[1]));
+        if mail {
+            p.serve(&mailbox, shared);
+        }
+        if output {
+            match input.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => p.chunk(&buf[..n], shared)?,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(e).into()),
             }
-            Ok(ToPump::End(None)) | Err(RecvTimeoutError::Disconnected) => return Ok(()),
-            Ok(ToPump::End(Some(e))) => return Err(StoreError::Io { path: "stdin".into(), source: e }.into()),
-            Err(RecvTimeoutError::Timeout) => p.tick(shared)?,
+        } else if !mail {
+            p.tick(shared)?;
         }
     }
-}
-
-/// Hands `input` to the pump chunk by chunk, then its end.
-fn read_all(mut input: impl Read, tx: &Sender<ToPump>) {
-    let mut buf = vec![0u8; 1 << 16];
-    let end = loop {
-        match input.read(&mut buf) {
-            Ok(0) => break None,
-            Ok(n) => {
-                if tx.send(ToPump::Bytes(buf[..n].to_vec())).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => break Some(e),
-        }
-    };
-    let _ = tx.send(ToPump::End(end));
 }
 
 impl Pump {
@@ -124,7 +117,9 @@ impl Pump {
             }
             self.tracker.on_event(ev, now, &mut self.changes);
         }
-        self.tracker.after_output(&self.cooker.current_text(), self.cooker.cursor(), now, &mut self.changes);
+        if self.tracker.next_tick_ms().is_some() {
+            self.tracker.after_output(&self.cooker.current_text(), self.cooker.cursor(), now, &mut self.changes);
+        }
         self.lines.flush()?;
         self.save_floors()?;
         for change in &self.changes {
@@ -133,6 +128,15 @@ impl Pump {
         }
         self.publish(bytes.len(), now, shared);
         Ok(())
+    }
+
+    /// Serves the requests waiting in the mailbox.
+    fn serve(&mut self, mailbox: &Mailbox, shared: &Shared) {
+        let mut drain = [0u8; 64];
+        while nix::unistd::read(&mailbox.wake, &mut drain).is_ok_and(|n| n > 0) {}
+        while let Ok(ToPump::OpenInput(spec, reply)) = mailbox.rx.try_recv() {
+            let _ = reply.send(self.open_input(&spec, shared));
+        }
     }
 
     /// Opens an input region at the cursor, records and publishes it.
