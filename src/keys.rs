@@ -19,6 +19,8 @@
 //!   Alt keeps the character's case (`alt+X` is not `alt+x`). Shift on a
 //!   letter is its capital; on a named key it is tmux's `S-` form.
 
+pub mod typing;
+
 use std::fmt;
 
 /// One key press, ready for tmux.

@@ -28,11 +28,11 @@ use std::io::{Read, Write};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::region::{Region, ShellState};
+use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.
@@ -70,6 +70,9 @@ pub enum Request {
     },
     /// Waits for something to happen after a mark.
     Wait(WaitSpec),
+    /// Opens an input region for a line about to be typed into a program;
+    /// answered by [`Response::Regions`] holding it.
+    OpenInput(InputSpec),
 }
 
 /// What the logger answers.
@@ -118,6 +121,8 @@ pub struct Mark {
     pub prompts: u64,
     /// The line the cursor was on.
     pub line: LineNo,
+    /// Full-screen programs started so far.
+    pub screens: u64,
 }
 
 /// The logger's state.
@@ -153,6 +158,8 @@ pub struct WaitSpec {
     pub settle_ms: Option<u64>,
     /// Give up after this long.
     pub timeout_ms: u64,
+    /// A full-screen program started after the mark.
+    pub full_screen: bool,
 }
 
 /// Why a wait ended.
@@ -167,6 +174,8 @@ pub enum WaitReason {
     Matched(LineNo),
     /// Output went quiet.
     Settled,
+    /// A full-screen program took the screen.
+    FullScreen,
     /// The pane's output ended.
     Eof,
     /// The timeout ran out.
@@ -243,12 +252,14 @@ mod tests {
             Request::Hello { version: PROTOCOL_VERSION },
             Request::Read { from: LineNo(7), count: 3 },
             Request::Wait(WaitSpec {
-                after: Mark { raw: ByteOffset(9), regions: 2, prompts: 3, line: LineNo(4) },
+                after: Mark { raw: ByteOffset(9), regions: 2, prompts: 3, line: LineNo(4), screens: 0 },
                 command_done: true,
                 pattern: Some("a.*b".into()),
                 settle_ms: None,
                 timeout_ms: 500,
+                full_screen: true,
             }),
+            Request::OpenInput(InputSpec { label: "(gdb) bt".into(), pid: 7, prompt_pattern: None, timeout_ms: 9 }),
         ];
         let mut buf = Vec::new();
         for r in &reqs {

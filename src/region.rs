@@ -17,7 +17,12 @@
 //! sequences are output like any other. The tracker is pure: it sees no
 //! file, clock or terminal, only events and the time it is handed.
 
+mod input;
+
 use serde::{Deserialize, Serialize};
+
+use input::{InputEnd, OpenInput};
+pub use input::{InputSpec, PROMPT_PATTERNS, SETTLE_MS, prompt_set};
 
 use crate::marker::{self, Kind, Marker, Secret, Verifier};
 use crate::types::{CookEvent, Cursor, LineNo, RegionId};
@@ -117,6 +122,12 @@ pub struct ShellState {
     pub host: String,
     /// The innermost shell's user.
     pub user: String,
+    /// The input region still open, if any (lines typed into a program).
+    pub input: Option<RegionId>,
+    /// A full-screen program holds the screen.
+    pub full_screen: bool,
+    /// Full-screen programs started so far.
+    pub screens: u64,
 }
 
 /// Follows the markers of a pane's shells and keeps its regions.
@@ -131,6 +142,8 @@ pub struct RegionTracker {
     open: Vec<Region>,
     /// The prompt shown and the command being typed at it.
     typing: Typing,
+    /// The input region open, until its program's prompt comes back.
+    input: Option<OpenInput>,
 }
 
 impl RegionTracker {
@@ -143,6 +156,7 @@ impl RegionTracker {
             next_id,
             open: Vec::new(),
             typing: Typing::default(),
+            input: None,
         }
     }
 
@@ -155,8 +169,12 @@ impl RegionTracker {
                     self.on_marker(&marker, *at, now_ms, out);
                 }
             }
-            // A full-screen program's placeholder is output like any other.
-            CookEvent::Screen { .. } => {}
+            // A full-screen program's placeholder is output like any other;
+            // only the fact that one runs is kept.
+            CookEvent::Screen { on, .. } => {
+                self.state.screens += u64::from(*on && !self.state.full_screen);
+                self.state.full_screen = *on;
+            }
         }
     }
 
@@ -183,6 +201,73 @@ impl RegionTracker {
         &self.open
     }
 
+    /// Opens an input region for a line about to be typed at the unfinished
+    /// line `prompt`, the cursor at `at`; an input region still open ends
+    /// first. Refuses a `prompt_pattern` that is not a valid regex.
+    pub fn open_input(
+        &mut self,
+        spec: &InputSpec,
+        (prompt, at): (&str, Cursor),
+        now: u64,
+        out: &mut Vec<RegionChange>,
+    ) -> Result<Region, String> {
+        let region = Region {
+            id: self.next_id,
+            kind: RegionKind::Input,
+            command: spec.label.clone(),
+            pid: spec.pid,
+            host: self.state.host.clone(),
+            user: self.state.user.clone(),
+            depth: u32::try_from(self.open.len()).unwrap_or(u32::MAX),
+            parent: self.open.last().map(|r| r.id),
+            start: LinePos { line: at.line.next(), bytes: 0 },
+            started_ms: now,
+            ..Region::default()
+        };
+        let open = OpenInput::new(region.clone(), spec, prompt, at, now)?;
+        self.end_input(InputEnd::Here(LinePos::at(at)), now, out);
+        self.next_id = RegionId(self.next_id.0 + 1);
+        self.state.regions += 1;
+        self.state.input = Some(region.id);
+        out.push(RegionChange::Opened(region.clone()));
+        self.input = Some(open);
+        Ok(region)
+    }
+
+    /// After a chunk of output, with the unfinished line `current` and the
+    /// cursor at `at`: ends the input region at its program's prompt.
+    pub fn after_output(&mut self, current: &str, at: Cursor, now: u64, out: &mut Vec<RegionChange>) {
+        if let Some(end) = self.input.as_mut().and_then(|i| i.after_output(current, at, now)) {
+            self.end_input(end, now, out);
+        }
+    }
+
+    /// Time passed with the cursor at `at`: ends an input region whose
+    /// output settled or whose timeout ran out.
+    pub fn tick(&mut self, at: Cursor, now: u64, out: &mut Vec<RegionChange>) {
+        if let Some(end) = self.input.as_ref().and_then(|i| i.on_tick(at, now)) {
+            self.end_input(end, now, out);
+        }
+    }
+
+    /// When [`RegionTracker::tick`] has something to do, in ms since the
+    /// epoch; `None` while no input region is open.
+    pub fn next_tick_ms(&self) -> Option<u64> {
+        self.input.as_ref().map(OpenInput::due_ms)
+    }
+
+    fn end_input(&mut self, end: InputEnd, now: u64, out: &mut Vec<RegionChange>) {
+        let Some(open) = self.input.take() else { return };
+        let mut region = open.region;
+        let (InputEnd::Prompt(at) | InputEnd::Here(at)) = end;
+        // Never before its start: a prompt on the typed line's successor
+        // ends an input that printed nothing.
+        region.end = Some(if at.line < region.start.line { region.start } else { at });
+        region.ended_ms = Some(now);
+        self.state.input = None;
+        out.push(RegionChange::Closed(region));
+    }
+
     /// The marker in `params`, if it is one and the verifier believes it.
     fn believe(&mut self, params: &[u8]) -> Option<Marker> {
         let verifier = self.verifier.as_mut()?;
@@ -192,6 +277,11 @@ impl RegionTracker {
 
     fn on_marker(&mut self, m: &Marker, at: Cursor, now_ms: u64, out: &mut Vec<RegionChange>) {
         self.state.integrated = true;
+        // A shell speaking again means the program taking input is gone
+        // (or was a shell command all along).
+        if matches!(m.kind, Kind::Prompt | Kind::CommandStart | Kind::CommandEnd) {
+            self.end_input(InputEnd::Prompt(LinePos { line: at.line, bytes: 0 }), now_ms, out);
+        }
         match m.kind {
             Kind::Prompt => self.on_prompt(m, at, now_ms, out),
             Kind::Continuation => self.on_continuation(m),
@@ -629,6 +719,74 @@ mod tests {
         let ids: Vec<RegionId> = changes.iter().map(|c| region_of(c).id).collect();
         assert_eq!(ids, [RegionId(41), RegionId(41)]);
         assert_eq!(tracker.shell().regions, 41);
+    }
+
+    /// Feeds `bytes` whole, then lets the tracker see the unfinished line
+    /// as the pump does after each chunk.
+    fn feed(cooker: &mut Cooker, tracker: &mut RegionTracker, bytes: &str, now: u64) -> Vec<RegionChange> {
+        let (mut events, mut changes) = (Vec::new(), Vec::new());
+        cooker.feed(bytes.as_bytes(), &mut events);
+        for ev in &events {
+            tracker.on_event(ev, now, &mut changes);
+        }
+        tracker.after_output(&cooker.current_text(), cooker.cursor(), now, &mut changes);
+        changes
+    }
+
+    fn input(label: &str) -> InputSpec {
+        InputSpec { label: label.into(), pid: 42, prompt_pattern: None, timeout_ms: 60_000 }
+    }
+
+    #[test]
+    fn a_line_typed_into_gdb_is_an_input_region_ending_at_its_prompt() {
+        let (mut cooker, mut tracker) = (Cooker::new(LineNo::FIRST), RegionTracker::new(None, RegionId(1)));
+        feed(&mut cooker, &mut tracker, "Reading symbols from bug...\r\n(gdb) ", 1);
+        let mut changes = Vec::new();
+        let at = (cooker.current_text(), cooker.cursor());
+        let opened = tracker.open_input(&input("(gdb) bt"), (&at.0, at.1), 2, &mut changes).expect("opens");
+        assert_eq!((opened.kind, opened.start.line), (RegionKind::Input, LineNo(3)));
+        assert_eq!(tracker.shell().input, Some(opened.id));
+        assert!(feed(&mut cooker, &mut tracker, "bt\r\n#0  main () at bug.c:5\r\n", 3).is_empty());
+        let changes = feed(&mut cooker, &mut tracker, "(gdb) ", 4);
+        let closed: Vec<String> = changes.iter().map(|c| summary(region_of(c))).collect();
+        assert_eq!(closed, [r#"1 d0 "(gdb) bt" 3:0-4:0 no exit"#]);
+        assert_eq!((tracker.shell().input, tracker.next_tick_ms()), (None, None));
+    }
+
+    #[test]
+    fn an_input_region_nests_in_the_command_and_ends_with_it() {
+        let mut sh = Sh::new(100);
+        let (mut cooker, mut tracker) = (Cooker::new(LineNo::FIRST), RegionTracker::new(Some(SECRET), RegionId(1)));
+        let start = sh.prompt() + "python3" + &sh.enter() + ">>> ";
+        feed(&mut cooker, &mut tracker, &start, 1);
+        let mut changes = Vec::new();
+        let at = (cooker.current_text(), cooker.cursor());
+        tracker.open_input(&input(">>> exit()"), (&at.0, at.1), 2, &mut changes).expect("opens");
+        let changes = feed(&mut cooker, &mut tracker, &("exit()\r\n".to_string() + &sh.done(0, "0")), 3);
+        let got: Vec<String> = changes.iter().map(|c| summary(region_of(c))).collect();
+        assert_eq!(got, [r#"2 d1 ">>> exit()" 3:0-3:0 in 1 no exit"#, r#"1 d0 "python3" 2:0-3:0 exit 0 [0]"#]);
+    }
+
+    #[test]
+    fn a_program_without_a_known_prompt_settles_and_a_new_input_ends_the_last() {
+        let (mut cooker, mut tracker) = (Cooker::new(LineNo::FIRST), RegionTracker::new(None, RegionId(1)));
+        let mut changes = Vec::new();
+        let at = (cooker.current_text(), cooker.cursor());
+        tracker.open_input(&input("hello"), (&at.0, at.1), 1_000, &mut changes).expect("opens");
+        feed(&mut cooker, &mut tracker, "hello\r\nhello\r\n", 1_010);
+        assert_eq!(tracker.next_tick_ms(), Some(1_010 + SETTLE_MS));
+        tracker.tick(cooker.cursor(), 1_100, &mut changes);
+        assert_eq!(tracker.shell().input, Some(RegionId(1)));
+        let at = (cooker.current_text(), cooker.cursor());
+        changes.clear();
+        tracker.open_input(&input("again"), (&at.0, at.1), 1_200, &mut changes).expect("opens");
+        let got: Vec<String> = changes.iter().map(|c| summary(region_of(c))).collect();
+        assert_eq!(got, [r#"1 d0 "hello" 2:0-3:0 no exit"#, r#"2 d0 "again" 4:0- running"#]);
+        changes.clear();
+        tracker.tick(cooker.cursor(), 1_200 + 60_000, &mut changes);
+        assert_eq!(changes.len(), 1, "the timeout ends it");
+        let bad = InputSpec { prompt_pattern: Some("(".into()), ..input("x") };
+        assert!(tracker.open_input(&bad, ("", cooker.cursor()), 0, &mut changes).is_err());
     }
 
     #[rstest]

@@ -86,6 +86,10 @@ pub struct Meta {
     pub created_ms: u64,
     /// The version of docent-terminal-mcp that made it.
     pub version: String,
+    /// A regex for the session's own prompt, ending input regions besides
+    /// the built-in prompt patterns.
+    #[serde(default)]
+    pub prompt_pattern: Option<String>,
 }
 
 /// Why the store failed.

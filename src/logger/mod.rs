@@ -12,6 +12,7 @@
 //! inserts shell-quoted (`#{q:...}`) and never expands again.
 
 mod gap;
+mod input;
 mod pump;
 mod server;
 mod state;
@@ -70,7 +71,7 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
             .spawn(move || server::serve(listener, shared))
             .map_err(|source| LoggerError::Socket { path: socket_path.clone(), source })?
     };
-    let result = pump::pump(std::io::stdin().lock(), &shared);
+    let result = pump::pump(std::io::stdin(), &shared);
     shared.finish();
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);

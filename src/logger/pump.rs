@@ -3,13 +3,17 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
 use super::LoggerError;
+use super::input::{Mailbox, ToPump};
 use super::state::Shared;
 use crate::config::now_ms;
 use crate::cook::Cooker;
-use crate::region::{RegionChange, RegionTracker};
+use crate::region::{InputSpec, Region, RegionChange, RegionTracker};
 use crate::store::{self, LineWriter, RegionLog, StoreError, files};
 use crate::types::{CookEvent, LineNo, RegionId};
 
@@ -29,20 +33,41 @@ struct Pump {
     floors: store::MarkerFloors,
 }
 
-/// Reads `input` until it ends, logging and publishing as it goes.
-pub fn pump(mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
+/// Reads `input` until it ends, logging and publishing as it goes; opens
+/// input regions asked for through the shared inbox, and ends them when
+/// their time is up.
+pub fn pump(mut input: impl Read + AsFd, shared: &Shared) -> Result<(), LoggerError> {
     let mut p = Pump::open(shared)?;
+    let io_err = |source| StoreError::Io { path: "stdin".into(), source };
+    let mailbox = shared.inbox.connect().map_err(io_err)?;
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        let n = match input.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
-            }
+        let timeout = match p.tracker.next_tick_ms() {
+            None => PollTimeout::NONE,
+            Some(due) => PollTimeout::try_from(due.saturating_sub(now_ms()).min(60_000)).unwrap_or(PollTimeout::MAX),
         };
-        p.chunk(&buf[..n], shared)?;
+        let mut fds =
+            [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io_err(e.into()).into()),
+            Ok(_) => {}
+        }
+        let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+        let (output, mail) = (ready(&fds[0]), ready(&fds[1]));
+        if mail {
+            p.serve(&mailbox, shared);
+        }
+        if output {
+            match input.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => p.chunk(&buf[..n], shared)?,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(e).into()),
+            }
+        } else if !mail {
+            p.tick(shared)?;
+        }
     }
 }
 
@@ -92,6 +117,9 @@ impl Pump {
             }
             self.tracker.on_event(ev, now, &mut self.changes);
         }
+        if self.tracker.next_tick_ms().is_some() {
+            self.tracker.after_output(&self.cooker.current_text(), self.cooker.cursor(), now, &mut self.changes);
+        }
         self.lines.flush()?;
         self.save_floors()?;
         for change in &self.changes {
@@ -99,6 +127,50 @@ impl Pump {
             self.regions.append(r)?;
         }
         self.publish(bytes.len(), now, shared);
+        Ok(())
+    }
+
+    /// Serves the requests waiting in the mailbox.
+    fn serve(&mut self, mailbox: &Mailbox, shared: &Shared) {
+        let mut drain = [0u8; 64];
+        while nix::unistd::read(&mailbox.wake, &mut drain).is_ok_and(|n| n > 0) {}
+        while let Ok(ToPump::OpenInput(spec, reply)) = mailbox.rx.try_recv() {
+            let _ = reply.send(self.open_input(&spec, shared));
+        }
+    }
+
+    /// Opens an input region at the cursor, records and publishes it.
+    fn open_input(&mut self, spec: &InputSpec, shared: &Shared) -> Result<Region, String> {
+        let (text, at) = (self.cooker.current_text(), self.cooker.cursor());
+        self.changes.clear();
+        let region = self.tracker.open_input(spec, (&text, at), now_ms(), &mut self.changes)?;
+        self.record_regions(shared).map_err(|e| e.to_string())?;
+        Ok(region)
+    }
+
+    /// Time passed without output: an input region may end.
+    fn tick(&mut self, shared: &Shared) -> Result<(), LoggerError> {
+        self.changes.clear();
+        self.tracker.tick(self.cooker.cursor(), now_ms(), &mut self.changes);
+        Ok(self.record_regions(shared)?)
+    }
+
+    /// Appends the region changes made outside a chunk and publishes them
+    /// (no output came, so the output's time stays).
+    fn record_regions(&mut self, shared: &Shared) -> Result<(), StoreError> {
+        for change in &self.changes {
+            let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
+            self.regions.append(r)?;
+        }
+        let shell = self.tracker.shell().clone();
+        let changes = std::mem::take(&mut self.changes);
+        shared.publish(|live| {
+            live.shell = shell;
+            for change in changes {
+                let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
+                upsert(live, r);
+            }
+        });
         Ok(())
     }
 

@@ -82,6 +82,10 @@ fn answer(request: Request, shared: &Shared) -> Response {
             Ok((reason, status)) => Response::Waited { reason, status },
             Err(message) => Response::Error { message },
         },
+        Request::OpenInput(spec) => match shared.inbox.open_input(spec) {
+            Ok(region) => Response::Regions(vec![region]),
+            Err(message) => Response::Error { message },
+        },
     }
 }
 

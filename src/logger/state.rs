@@ -54,6 +54,7 @@ impl Live {
                 regions: self.shell.regions,
                 prompts: self.shell.prompts,
                 line: self.cursor.line,
+                screens: self.shell.screens,
             },
             shell: self.shell.clone(),
             current_text: self.current_text.clone(),
@@ -72,6 +73,8 @@ pub struct Shared {
     pub secret: Option<Secret>,
     live: Mutex<Live>,
     changed: Condvar,
+    /// The way to the pump, for requests it must serve itself.
+    pub inbox: super::input::Inbox,
 }
 
 impl Shared {
@@ -88,7 +91,13 @@ impl Shared {
         live.shell.regions = regions.last().map_or(0, |r| r.id.0);
         live.regions = regions;
         live.raw_len = std::fs::metadata(dir.join(store::files::RAW)).map_or(0, |m| m.len());
-        Ok(Shared { dir: dir.to_path_buf(), secret, live: Mutex::new(live), changed: Condvar::new() })
+        Ok(Shared {
+            dir: dir.to_path_buf(),
+            secret,
+            live: Mutex::new(live),
+            changed: Condvar::new(),
+            inbox: Default::default(),
+        })
     }
 
     /// Locks the state (a poisoned lock still holds consistent data: the
@@ -157,6 +166,9 @@ impl Shared {
                 return Some(WaitReason::Prompt);
             }
         }
+        if spec.full_screen && status.mark.screens > spec.after.screens {
+            return Some(WaitReason::FullScreen);
+        }
         if let Some(re) = re {
             // New output only: after the mark's line when no region opened
             // (or a plain shell), else from the region's start, or from the
@@ -186,7 +198,11 @@ impl Shared {
             }
             scan.next_line = start + lines.len() as u64;
         }
-        (end >= from.0 && re.is_match(&status.current_text)).then_some(status.mark.line)
+        // The unfinished line has its trailing blanks trimmed; a prompt
+        // such as `Password: ` is matched with the blank it ends in.
+        let current = &status.current_text;
+        let matched = re.is_match(current) || (!current.is_empty() && re.is_match(&format!("{current} ")));
+        (end >= from.0 && matched).then_some(status.mark.line)
     }
 }
 

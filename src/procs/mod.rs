@@ -7,24 +7,30 @@
 //! in [`parse`] as pure functions; this module only opens files.
 //!
 //! A thread's exact wait comes from `/proc/PID/task/TID/syscall`, which
-//! needs ptrace access (root, or Yama's `ptrace_scope` 0) and is only
-//! decoded on x86_64. Without it the wait channel (`wchan`) decides, and
-//! the reason says so. For `poll` and `epoll`, and `select` over more than
-//! the terminal, the watched descriptors live in the process's memory,
-//! which is not read: such a job is taken to wait for input when its
-//! standard input is the terminal, and the reason says that is a guess.
+//! needs ptrace access (root, or Yama's `ptrace_scope` 0) and is decoded
+//! on x86_64 and aarch64. Then the descriptors it waits on are read too:
+//! `read`'s from its argument, `poll`'s and `select`'s from the process's
+//! memory (`/proc/PID/mem`, the same access), `epoll`'s from the epoll
+//! descriptor's `/proc/PID/fdinfo`. A job is waiting for input only when
+//! the terminal is among them; one waiting on other descriptors (an
+//! expect script driving gdb, a `connect()`) is working. Without that
+//! access the wait channel (`wchan`) decides: a job sleeping in a read or
+//! poll is taken to wait for input when its standard input is the
+//! terminal, and the reason says that is a guess.
 
 pub mod parse;
 
 use std::fs;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
 use nix::sys::termios::{LocalFlags, tcgetattr};
 
-use parse::{Stat, Syscall, WaitKind};
+use parse::{Call, Stat, Syscall, WaitKind};
 
-/// The most descriptors checked behind a `select`'s count.
-const MAX_SELECT_FDS: u64 = 256;
+/// The most `pollfd` entries read from a process's memory.
+const MAX_POLL_FDS: u64 = 4096;
+/// The most descriptors of a `select` set read from a process's memory.
+const MAX_SELECT_FDS: u64 = 65_536;
 /// The most parents followed from the foreground job to the pane's shell.
 const MAX_CHAIN: usize = 64;
 
@@ -198,9 +204,9 @@ fn thread_activity(pid: i32, tid: i32, tty: &str) -> (Activity, String) {
         'Z' | 'X' => return (Activity::Unknown, "it has exited".into()),
         _ => {}
     }
-    let syscall = match cfg!(target_arch = "x86_64") {
-        true => fs::read_to_string(format!("{base}/syscall")).ok().and_then(|t| parse::syscall(&t)),
-        false => None,
+    let syscall = match parse::call(0) {
+        Some(_) => fs::read_to_string(format!("{base}/syscall")).ok().and_then(|t| parse::syscall(&t)),
+        None => None,
     };
     match syscall {
         Some(call) => by_syscall(pid, call, tty),
@@ -209,30 +215,71 @@ fn thread_activity(pid: i32, tid: i32, tty: &str) -> (Activity, String) {
 }
 
 fn by_syscall(pid: i32, call: Syscall, tty: &str) -> (Activity, String) {
-    let (nr, arg0) = match call {
+    let (nr, args) = match call {
         Syscall::Running => return (Activity::Working, "it is on a CPU".into()),
         Syscall::Outside => return (Activity::Working, "it is between system calls".into()),
-        Syscall::In { nr, arg0 } => (nr, arg0),
+        Syscall::In { nr, args } => (nr, args),
     };
-    match parse::syscall_kind(nr) {
-        WaitKind::Read if fd_is_tty(pid, arg0, tty) => (Activity::WaitingForInput, "it reads the terminal".into()),
-        WaitKind::Read => (Activity::Sleeping, format!("it reads descriptor {arg0}, not the terminal")),
-        WaitKind::Descriptors if parse::counts_descriptors(nr) => select_activity(pid, arg0, tty),
-        WaitKind::Descriptors => guess_from_stdin(pid, tty, "it polls descriptors, not known which"),
-        WaitKind::Child => (Activity::Sleeping, "it waits for a child process".into()),
-        WaitKind::Timer => (Activity::Sleeping, "it sleeps on a timer".into()),
-        WaitKind::Other => (Activity::Sleeping, format!("it is blocked in system call {nr}")),
+    match parse::call(nr).unwrap_or(Call::Other) {
+        Call::Read if fd_is_tty(pid, args[0], tty) => (Activity::WaitingForInput, "it reads the terminal".into()),
+        Call::Read => (Activity::Sleeping, format!("it reads {}, not the terminal", fd_name(pid, args[0]))),
+        kind @ (Call::Poll | Call::Select | Call::Epoll) => watched(pid, kind, args, tty),
+        Call::Network => (Activity::Working, "it waits on the network (connect, accept or receive)".into()),
+        Call::Child => (Activity::Sleeping, "it waits for a child process".into()),
+        Call::Timer => (Activity::Sleeping, "it sleeps on a timer".into()),
+        Call::Other => (Activity::Sleeping, format!("it is blocked in system call {nr}")),
     }
 }
 
-/// A `select` over descriptors below `count`: certain when the terminal is
-/// the only one open among them.
-fn select_activity(pid: i32, count: u64, tty: &str) -> (Activity, String) {
-    let open: Vec<u64> = (0..count.min(MAX_SELECT_FDS)).filter(|fd| fd_target(pid, *fd).is_some()).collect();
-    if !open.is_empty() && open.iter().all(|fd| fd_is_tty(pid, *fd, tty)) {
-        return (Activity::WaitingForInput, "it waits in select on the terminal alone".into());
+/// A wait on several descriptors: for input when the terminal is among
+/// those it waits to read, else working on the others.
+fn watched(pid: i32, kind: Call, args: [u64; 6], tty: &str) -> (Activity, String) {
+    let (name, fds) = match kind {
+        Call::Poll => ("poll", read_mem(pid, args[0], args[1].min(MAX_POLL_FDS) * 8).map(|b| parse::poll_fds(&b))),
+        Call::Select if args[1] == 0 => ("select", Ok(Vec::new())),
+        Call::Select => {
+            let nfds = args[0].min(MAX_SELECT_FDS);
+            ("select", read_mem(pid, args[1], nfds.div_ceil(64) * 8).map(|b| parse::fd_set(&b, nfds)))
+        }
+        _ => {
+            let info = fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", args[0]));
+            ("epoll", info.map(|t| parse::epoll_fds(&t)).map_err(|e| e.to_string()))
+        }
+    };
+    let fds = match fds {
+        Ok(fds) => fds,
+        Err(e) => {
+            let what = format!("it waits in {name}, on descriptors that could not be read ({e})");
+            return guess_from_stdin(pid, tty, &what);
+        }
+    };
+    if fds.iter().any(|fd| fd_is_tty(pid, *fd, tty)) {
+        return (Activity::WaitingForInput, format!("it waits in {name} on the terminal"));
     }
-    guess_from_stdin(pid, tty, "it waits in select on several descriptors, not known which")
+    let names: Vec<String> = fds.iter().take(4).map(|fd| fd_name(pid, *fd)).collect();
+    let on = match names.is_empty() {
+        true => "nothing to read".to_string(),
+        false => names.join(", ") + if fds.len() > 4 { ", ..." } else { "" },
+    };
+    (Activity::Working, format!("it waits in {name} on {on}, not the terminal"))
+}
+
+/// Reads `len` bytes of `pid`'s memory at `addr` (needs ptrace access,
+/// as `/proc/PID/syscall` does).
+fn read_mem(pid: i32, addr: u64, len: u64) -> Result<Vec<u8>, String> {
+    let file = fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; usize::try_from(len).map_err(|e| e.to_string())?];
+    file.read_exact_at(&mut buf, addr).map_err(|e| e.to_string())?;
+    Ok(buf)
+}
+
+/// A descriptor and what it is open on, for a reason: `descriptor 5 (pipe)`.
+fn fd_name(pid: i32, fd: u64) -> String {
+    match fd_target(pid, fd) {
+        Some(t) if t.starts_with('/') => format!("descriptor {fd} ({t})"),
+        Some(t) => format!("descriptor {fd} ({})", t.split(':').next().unwrap_or(&t).trim_start_matches("anon_inode")),
+        None => format!("descriptor {fd}"),
+    }
 }
 
 /// When what a wait watches is not known: waiting for input if standard

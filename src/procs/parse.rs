@@ -53,8 +53,9 @@ pub enum Syscall {
     In {
         /// The call's number (architecture-specific).
         nr: u64,
-        /// Its first argument (a descriptor for `read`, a count for `select`).
-        arg0: u64,
+        /// Its six arguments (a descriptor for `read`, a count for `select`,
+        /// a pointer for `poll`...).
+        args: [u64; 6],
     },
 }
 
@@ -70,8 +71,123 @@ pub fn syscall(text: &str) -> Option<Syscall> {
         return Some(Syscall::Outside);
     }
     let nr = first.parse().ok()?;
-    let arg0 = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
-    Some(Syscall::In { nr, arg0 })
+    let mut args = [0u64; 6];
+    for (i, arg) in args.iter_mut().enumerate() {
+        let text = f.next();
+        // The first argument must be there; the others are read when present.
+        match text.map(|t| u64::from_str_radix(t.trim_start_matches("0x"), 16)) {
+            Some(Ok(v)) => *arg = v,
+            _ if i == 0 => return None,
+            _ => break,
+        }
+    }
+    Some(Syscall::In { nr, args })
+}
+
+/// A system call a thread can wait in, by what it waits for, whatever the
+/// architecture's number for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `read`, `pread64`, `readv`, `preadv`: one descriptor, the first argument.
+    Read,
+    /// `poll`, `ppoll`: an array of `struct pollfd` at the first argument,
+    /// its length the second.
+    Poll,
+    /// `select`, `pselect6`: a count, then the read set's address.
+    Select,
+    /// `epoll_wait`, `epoll_pwait`, `epoll_pwait2`: an epoll descriptor.
+    Epoll,
+    /// `connect`, `accept`, `accept4`, `recvfrom`, `recvmsg`: the network.
+    Network,
+    /// `wait4`, `waitid`.
+    Child,
+    /// `nanosleep`, `clock_nanosleep`.
+    Timer,
+    /// Anything else.
+    Other,
+}
+
+/// The x86_64 numbers.
+pub fn call_x86_64(nr: u64) -> Call {
+    match nr {
+        0 | 17 | 19 | 295 => Call::Read,
+        7 | 271 => Call::Poll,
+        23 | 270 => Call::Select,
+        232 | 281 | 441 => Call::Epoll,
+        42 | 43 | 45 | 47 | 288 => Call::Network,
+        61 | 247 => Call::Child,
+        35 | 230 => Call::Timer,
+        _ => Call::Other,
+    }
+}
+
+/// The aarch64 numbers (the generic table: no `poll`, `select` or
+/// `epoll_wait`, only their newer forms).
+pub fn call_aarch64(nr: u64) -> Call {
+    match nr {
+        63 | 65 | 67 | 69 => Call::Read,
+        73 => Call::Poll,
+        72 => Call::Select,
+        22 | 441 => Call::Epoll,
+        202 | 203 | 207 | 212 | 242 => Call::Network,
+        95 | 260 => Call::Child,
+        101 | 115 => Call::Timer,
+        _ => Call::Other,
+    }
+}
+
+/// The call `nr` is on this machine; `None` where the numbers are not
+/// known (architectures other than x86_64 and aarch64).
+pub fn call(nr: u64) -> Option<Call> {
+    if cfg!(target_arch = "x86_64") {
+        Some(call_x86_64(nr))
+    } else if cfg!(target_arch = "aarch64") {
+        Some(call_aarch64(nr))
+    } else {
+        None
+    }
+}
+
+/// `POLLIN` and `POLLPRI`: a `pollfd` that waits for something to read.
+const POLL_READ: i16 = 0x001 | 0x002;
+
+/// The descriptors an array of `struct pollfd` (`int fd; short events;
+/// short revents`, native endian) waits to read from; negative ones are
+/// ignored, as `poll` does.
+pub fn poll_fds(raw: &[u8]) -> Vec<u64> {
+    raw.chunks_exact(8)
+        .filter_map(|p| {
+            let fd = i32::from_ne_bytes([p[0], p[1], p[2], p[3]]);
+            let events = i16::from_ne_bytes([p[4], p[5]]);
+            (fd >= 0 && events & POLL_READ != 0).then_some(fd as u64)
+        })
+        .collect()
+}
+
+/// The descriptors below `nfds` set in an `fd_set` bitmap (native-endian
+/// words of 64 bits, as on x86_64 and aarch64).
+pub fn fd_set(raw: &[u8], nfds: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (w, word) in raw.chunks_exact(8).enumerate() {
+        let bits = u64::from_ne_bytes(word.try_into().unwrap_or([0; 8]));
+        for b in 0..64 {
+            let fd = w as u64 * 64 + b;
+            if fd < nfds && bits & (1 << b) != 0 {
+                out.push(fd);
+            }
+        }
+    }
+    out
+}
+
+/// The descriptors an epoll instance watches, from its
+/// `/proc/PID/fdinfo/FD` (`tfd:        5 events:       19 data: ...`).
+pub fn epoll_fds(fdinfo: &str) -> Vec<u64> {
+    fdinfo
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("tfd:"))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .collect()
 }
 
 /// What kind of wait a system call (x86_64 numbers) or wait channel is.
@@ -87,23 +203,6 @@ pub enum WaitKind {
     Timer,
     /// Something else: a lock, the disk, the network, a pipe.
     Other,
-}
-
-/// x86_64 system call numbers of the waits that matter.
-pub fn syscall_kind(nr: u64) -> WaitKind {
-    match nr {
-        0 | 17 | 19 | 295 => WaitKind::Read, // read, pread64, readv, preadv
-        7 | 23 | 232 | 270 | 271 | 281 | 441 => WaitKind::Descriptors, // poll, select, epoll_wait, pselect6, ppoll, epoll_pwait(2)
-        61 | 247 => WaitKind::Child,                                   // wait4, waitid
-        35 | 230 => WaitKind::Timer,                                   // nanosleep, clock_nanosleep
-        _ => WaitKind::Other,
-    }
-}
-
-/// Whether a select-family call's first argument is a descriptor count
-/// (`select`, `pselect6`) rather than a pointer (`poll`, `epoll`).
-pub fn counts_descriptors(nr: u64) -> bool {
-    matches!(nr, 23 | 270)
 }
 
 /// The kernel function a thread sleeps in, from `/proc/PID/wchan`.
@@ -201,13 +300,67 @@ mod tests {
     }
 
     #[rstest]
-    #[case::read_stdin("0 0x0 0x7ffd2a0b7a37 0x1 0x0 0x0 0x0 0x7ffd2a0b7a18 0x7f3c1d514992", Syscall::In { nr: 0, arg0: 0 })]
-    #[case::pselect("270 0x1 0x7ffc5e0a3f10 0x0 0x0 0x0 0x0 0x7ffc5e0a3ec8 0x7f8a2a51c88d", Syscall::In { nr: 270, arg0: 1 })]
-    #[case::read_fd_ten("0 0xa 0x55d0 0x2000 0x0 0x0 0x0 0x7ffe 0x7f01", Syscall::In { nr: 0, arg0: 10 })]
+    #[case::read_stdin("0 0x0 0x7ffd2a0b7a37 0x1 0x0 0x0 0x0 0x7ffd2a0b7a18 0x7f3c1d514992", Syscall::In { nr: 0, args: [0, 0x7ffd2a0b7a37, 1, 0, 0, 0] })]
+    #[case::pselect("270 0x1 0x7ffc5e0a3f10 0x0 0x0 0x0 0x0 0x7ffc5e0a3ec8 0x7f8a2a51c88d", Syscall::In { nr: 270, args: [1, 0x7ffc5e0a3f10, 0, 0, 0, 0] })]
+    #[case::read_fd_ten("0 0xa 0x55d0 0x2000 0x0 0x0 0x0 0x7ffe 0x7f01", Syscall::In { nr: 0, args: [10, 0x55d0, 0x2000, 0, 0, 0] })]
     #[case::outside("-1 0x7ffd2a0b7a18 0x7f3c1d514992", Syscall::Outside)]
     #[case::running("running", Syscall::Running)]
     fn syscall_lines(#[case] text: &str, #[case] want: Syscall) {
         assert_eq!(syscall(text), Some(want));
+    }
+
+    #[rstest]
+    #[case::read(0, 63, Call::Read)]
+    #[case::readv(19, 65, Call::Read)]
+    #[case::ppoll(271, 73, Call::Poll)]
+    #[case::pselect6(270, 72, Call::Select)]
+    #[case::epoll_pwait(281, 22, Call::Epoll)]
+    #[case::epoll_pwait2(441, 441, Call::Epoll)]
+    #[case::connect(42, 203, Call::Network)]
+    #[case::wait4(61, 260, Call::Child)]
+    #[case::clock_nanosleep(230, 115, Call::Timer)]
+    #[case::write(1, 64, Call::Other)]
+    fn calls_by_architecture(#[case] x86_64: u64, #[case] aarch64: u64, #[case] want: Call) {
+        assert_eq!((call_x86_64(x86_64), call_aarch64(aarch64)), (want, want));
+    }
+
+    #[test]
+    fn x86_64_only_calls() {
+        assert_eq!(call_x86_64(7), Call::Poll);
+        assert_eq!(call_x86_64(23), Call::Select);
+        assert_eq!(call_x86_64(232), Call::Epoll);
+        // 7 is not poll on aarch64 (there it is fremovexattr).
+        assert_eq!(call_aarch64(7), Call::Other);
+    }
+
+    fn pollfd(fd: i32, events: i16) -> Vec<u8> {
+        let mut b = fd.to_ne_bytes().to_vec();
+        b.extend_from_slice(&events.to_ne_bytes());
+        b.extend_from_slice(&0i16.to_ne_bytes());
+        b
+    }
+
+    #[test]
+    fn pollfds_that_wait_to_read() {
+        let raw = [pollfd(0, 1), pollfd(5, 4), pollfd(-1, 1), pollfd(7, 3)].concat();
+        assert_eq!(poll_fds(&raw), [0, 7]);
+        assert_eq!(poll_fds(&raw[..7]), Vec::<u64>::new(), "a cut entry is not read");
+    }
+
+    #[test]
+    fn fd_sets_below_nfds() {
+        let mut raw = (1u64 << 0 | 1 << 3 | 1 << 63).to_ne_bytes().to_vec();
+        raw.extend_from_slice(&(1u64 << 1).to_ne_bytes());
+        assert_eq!(fd_set(&raw, 66), [0, 3, 63, 65]);
+        assert_eq!(fd_set(&raw, 4), [0, 3]);
+    }
+
+    #[test]
+    fn epoll_fdinfo_lists_its_targets() {
+        // Captured from node's epoll descriptor.
+        let info = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\ntfd:        0 events:       19 data:                0  pos:0 ino:3 sdev:19\ntfd:       17 events:       19 data:               11  pos:0 ino:4e2b sdev:f\n";
+        assert_eq!(epoll_fds(info), [0, 17]);
+        assert!(epoll_fds("pos:\t0\n").is_empty());
     }
 
     #[rstest]

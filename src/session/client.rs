@@ -120,6 +120,14 @@ impl LoggerClient {
         }
     }
 
+    /// Opens an input region for a line about to be typed into a program.
+    pub async fn open_input(&mut self, spec: crate::region::InputSpec) -> Result<Region, ClientError> {
+        match self.exchange(&Request::OpenInput(spec), EXCHANGE_TIMEOUT).await? {
+            Response::Regions(r) => r.into_iter().next().ok_or(ClientError::Unexpected),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
     /// Waits as `spec` says; the exchange may last the wait's timeout plus
     /// the usual margin.
     pub async fn wait(&mut self, spec: WaitSpec) -> Result<(WaitReason, Status), ClientError> {

@@ -118,6 +118,8 @@ pub struct CreateOptions {
     pub env: BTreeMap<String, String>,
     /// Mark the logs to be deleted when the session closes.
     pub delete_logs_on_close: bool,
+    /// A regex for the session's own prompt (checked here).
+    pub prompt_pattern: Option<String>,
 }
 
 /// A live session, resolved for one call.
@@ -286,6 +288,7 @@ impl Sessions {
             integrated,
             created_ms: now_ms(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            prompt_pattern: opts.prompt_pattern.clone(),
         };
         store::write_meta(&dir, &meta)?;
         let session = Session { name, dir, pane: pane.info, meta };
@@ -541,6 +544,11 @@ fn check_options(opts: &CreateOptions) -> Result<(), SessionError> {
         if n.is_some_and(|n| !(2..=1000).contains(&n)) {
             return Err(SessionError::BadInput(format!("{what} must be between 2 and 1000")));
         }
+    }
+    if let Some(p) = &opts.prompt_pattern
+        && let Err(e) = crate::region::prompt_set(Some(p))
+    {
+        return Err(SessionError::BadInput(format!("prompt_pattern is not a valid regex: {e}")));
     }
     if let Some(cwd) = &opts.cwd
         && !Path::new(cwd).is_dir()

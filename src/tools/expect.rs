@@ -12,7 +12,8 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
-use super::run::{command_lines, describe, ready_status, refuse_if_busy, timeout_ms};
+use super::program::{self, Target};
+use super::run::{command_lines, describe, ready_status, timeout_ms};
 use super::shape::Shape;
 use crate::keys::{self, Key};
 use crate::protocol::{Mark, Status, WaitReason, WaitSpec};
@@ -107,8 +108,8 @@ impl Terminal {
             None => logger.status().await.map_err(|e| e.to_string())?,
         };
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
-            refuse_if_busy(&s, &before)?;
-            self.type_line(&s, line).await?;
+            let target = program::target(&s, &before)?;
+            self.type_line(&s, &mut logger, (&before, Some(target)), line).await?;
         }
         let deadline = Instant::now() + Duration::from_millis(timeout);
         let start = if lines.is_some() { before.mark } else { resume_mark(&before) };
@@ -133,12 +134,13 @@ impl Terminal {
                 pattern: Some(checked.combined.clone()),
                 settle_ms: Some(QUESTION_QUIET_MS),
                 timeout_ms: left.max(1),
+                full_screen: false,
             };
             let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
             let note = match reason {
                 WaitReason::Matched(line) => {
                     let text = line_text(logger, &status, line).await?;
-                    match self.apply(s, checked, &text).await? {
+                    match self.apply(s, logger, (&status, checked), &text).await? {
                         Some(done) => done,
                         None if answers < MAX_ANSWERS => {
                             let _ = writeln!(log, "answered line {line}: {}", quote(&text));
@@ -165,12 +167,21 @@ impl Terminal {
     }
 
     /// Applies the first rule matching `text`; `Some` ends the loop.
-    async fn apply(&self, s: &Session, checked: &Checked, text: &str) -> Result<Option<String>, String> {
+    async fn apply(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        (status, checked): (&Status, &Checked),
+        text: &str,
+    ) -> Result<Option<String>, String> {
         let bytes = text.as_bytes();
-        if checked.until.as_ref().is_some_and(|u| u.is_match(text)) {
+        // A prompt's trailing blank is trimmed from the log; a pattern may name it.
+        let padded = format!("{text} ");
+        let matches = |re: &Regex| re.is_match(text) || re.is_match(&padded);
+        if checked.until.as_ref().is_some_and(matches) {
             return Ok(Some(format!("`until` matched: {}", quote(text))));
         }
-        let Some((_, action)) = checked.rules.iter().find(|(re, _)| re.is_match(text)) else {
+        let Some((_, action)) = checked.rules.iter().find(|(re, _)| matches(re)) else {
             return Ok(Some(format!("matched no rule: {}", quote(&String::from_utf8_lossy(bytes)))));
         };
         let tmux = &self.sessions().tmux;
@@ -178,10 +189,7 @@ impl Terminal {
         let err = |e: crate::tmux::TmuxError| e.to_string();
         match action {
             Action::Stop => return Ok(Some(format!("a stop rule matched: {}", quote(text)))),
-            Action::Line(l) => {
-                tmux.send_text(pane, l).await.map_err(err)?;
-                tmux.send_enter(pane).await.map_err(err)?;
-            }
+            Action::Line(l) => self.type_line(s, logger, (status, program::target(s, status).ok()), l).await?,
             Action::Text(t) => tmux.send_text(pane, t).await.map_err(err)?,
             Action::Keys(keys) => {
                 for key in keys {
@@ -196,7 +204,17 @@ impl Terminal {
         Ok(None)
     }
 
-    async fn type_line(&self, s: &Session, line: &str) -> Result<(), String> {
+    /// Types `line` and Enter; into a program, an input region opens first.
+    async fn type_line(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        (status, target): (&Status, Option<Target>),
+        line: &str,
+    ) -> Result<(), String> {
+        if let Some(Target::Program(job)) = &target {
+            program::open_input(s, logger, status, job, line).await?;
+        }
         let tmux = &self.sessions().tmux;
         tmux.send_text(s.pane.pane_id.as_str(), line).await.map_err(|e| e.to_string())?;
         tmux.send_enter(s.pane.pane_id.as_str()).await.map_err(|e| e.to_string())

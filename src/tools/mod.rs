@@ -11,6 +11,7 @@ mod guide;
 mod logs;
 mod notes;
 mod output;
+mod program;
 mod read;
 mod regions;
 mod run;

@@ -10,10 +10,12 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::output::{self, Plan};
+use super::program::{self, Target};
 use super::read::{fetch, region_lines};
 use super::shape::{Shape, ShapeParams};
-use crate::protocol::{Status, WaitReason, WaitSpec};
-use crate::region::Region;
+use crate::keys::typing::{Typing, TypingParams};
+use crate::protocol::{Mark, Status, WaitReason, WaitSpec};
+use crate::region::{Region, RegionKind};
 use crate::session::{LoggerClient, Session};
 use crate::types::{LineNo, RegionId};
 
@@ -23,6 +25,15 @@ const DEFAULT_TIMEOUT_S: f64 = 30.0;
 const PROMPT_GRACE_MS: u64 = 2_000;
 /// The longest wait one call may ask for.
 const MAX_TIMEOUT_S: f64 = 600.0;
+/// Output quiet this long is when `run` looks whether a program waits at
+/// a prompt (a REPL started by the command, a question).
+const QUIET_MS: u64 = 250;
+/// While output stays quiet, how often to look again.
+const RECHECK_MS: u64 = 1_000;
+/// How long a full-screen program may take to draw its first screen.
+const FIRST_SCREEN_MS: u64 = 2_000;
+/// Quiet this long after a full-screen program starts: its screen is drawn.
+const SCREEN_QUIET_MS: u64 = 200;
 
 /// Declares a parameter struct of `run` or `wait`: its own fields, then the
 /// waiting and shaping options both share. (serde's `flatten` cannot be
@@ -67,6 +78,9 @@ with_wait_options! {
         /// Seconds to wait for the command to finish (default 30, at most 600). At the timeout the command keeps running: the reply says so and wait picks it up.
         #[serde(default)]
         pub timeout: Option<f64>,
+        /// Type the line as a person would, for someone watching: {speed (characters per second), mistakes (share corrected with backspace), seed}; {} for the defaults. The line typed is exact either way.
+        #[serde(default)]
+        pub typing: Option<TypingParams>,
     }
 }
 
@@ -108,8 +122,15 @@ impl Options {
         Ok(Options { until, shape: Shape::parse(shape)? })
     }
 
-    fn spec(&self, after: crate::protocol::Mark, timeout_ms: u64) -> WaitSpec {
-        WaitSpec { after, command_done: true, pattern: self.until.clone(), timeout_ms, ..WaitSpec::default() }
+    fn spec(&self, after: Mark, timeout_ms: u64) -> WaitSpec {
+        WaitSpec {
+            after,
+            command_done: true,
+            pattern: self.until.clone(),
+            timeout_ms,
+            settle_ms: Some(QUIET_MS),
+            full_screen: true,
+        }
     }
 }
 
@@ -144,15 +165,16 @@ impl Terminal {
         let timeout = timeout_ms(p.timeout)?;
         let lines = command_lines(&p.command)?;
         let opts = options_of!(p)?;
+        let typing = p.typing.as_ref().map(|t| Typing::parse(t, program::fresh_seed())).transpose()?;
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
         let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
         let mut out = String::new();
         let deadline = Instant::now() + Duration::from_millis(timeout);
         for (i, line) in lines.iter().enumerate() {
             let status = ready_status(&s, &mut logger).await?;
-            refuse_if_busy(&s, &status)?;
-            let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-            let (text, finished) = self.run_line(&s, &mut logger, &status, line, (&opts, left.max(1))).await?;
+            let target = program::target(&s, &status)?;
+            let (text, finished) =
+                self.run_line(&s, &mut logger, (&status, target), line, (&opts, deadline, typing)).await?;
             if lines.len() > 1 {
                 let _ = writeln!(out, "$ {line}");
             }
@@ -169,15 +191,36 @@ impl Terminal {
         &self,
         s: &Session,
         logger: &mut LoggerClient,
-        before: &Status,
+        (before, target): (&Status, Target),
         line: &str,
-        (opts, timeout): (&Options, u64),
+        (opts, deadline, typing): (&Options, Instant, Option<Typing>),
     ) -> Result<(String, bool), String> {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
-        tmux.send_text(pane, line).await.map_err(|e| e.to_string())?;
+        if let Target::Program(job) = &target {
+            program::open_input(s, logger, before, job, line).await?;
+        }
+        program::type_text(tmux, pane, line, typing).await?;
         tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
-        let (reason, status) = logger.wait(opts.spec(before.mark, timeout)).await.map_err(|e| e.to_string())?;
+        let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        let (mut reason, mut status) = wait_line(s, logger, opts.spec(before.mark, left.max(1))).await?;
+        if reason == WaitReason::FullScreen {
+            let spec = WaitSpec {
+                after: before.mark,
+                command_done: true,
+                settle_ms: Some(SCREEN_QUIET_MS),
+                timeout_ms: FIRST_SCREEN_MS,
+                ..WaitSpec::default()
+            };
+            (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+            if !matches!(reason, WaitReason::RegionEnded(_) | WaitReason::Prompt | WaitReason::Eof) {
+                return Ok((self.first_screen(s).await?, false));
+            }
+        }
+        if matches!(reason, WaitReason::RegionEnded(_)) && status.shell.open.is_empty() {
+            // The program ended with its input: let the shell's prompt come.
+            status = ready_status(s, logger).await?;
+        }
         let region = match status.mark.regions > before.mark.regions {
             true => logger.region(RegionId(before.mark.regions + 1)).await.map_err(|e| e.to_string())?,
             false => None,
@@ -188,22 +231,59 @@ impl Terminal {
         Ok((text, finished))
     }
 
+    /// The reply when a full-screen program took the screen: what it shows.
+    async fn first_screen(&self, s: &Session) -> Result<String, String> {
+        let tmux = &self.sessions().tmux;
+        let screen = super::views::screen(tmux, &self.inner.screens, s, super::views::ScreenMode::Full).await?;
+        let who = program::job(s).map(|j| format!(" (`{}`)", j.comm)).unwrap_or_default();
+        Ok(format!(
+            "a full-screen program{who} holds the screen; it keeps running. Its first screen:\n{screen}Press its keys with send (e.g. keys=[\"q\"], or [\"escape\", \":\", \"q\", \"enter\"] in vi) and look again with read view=\"screen\".\n"
+        ))
+    }
+
     async fn wait_body(&self, p: WaitParams) -> Result<String, String> {
         let timeout = timeout_ms(p.timeout)?;
         let opts = options_of!(p)?;
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
         let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
         let status = logger.status().await.map_err(|e| e.to_string())?;
-        let Some(&open) = status.shell.open.first() else {
+        // A line typed into a program is what runs, when one is still open.
+        let Some(open) = status.shell.input.or_else(|| status.shell.open.first().copied()) else {
             return Ok(format!("nothing is running in {}; it is at its prompt", s.name));
         };
         // Wait as if the command had just been typed: its region is the
         // first one after a mark taken just before it opened.
         let mut after = status.mark;
         after.regions = open.0 - 1;
-        let (reason, status) = logger.wait(opts.spec(after, timeout)).await.map_err(|e| e.to_string())?;
+        let (reason, status) = wait_line(&s, &mut logger, opts.spec(after, timeout)).await?;
         let region = logger.region(open).await.map_err(|e| e.to_string())?;
         describe(&s, &mut logger, (&status, &reason), region.as_ref(), status.mark.line, (&opts.shape, None)).await
+    }
+}
+
+/// Waits as `spec` says, and also returns (as [`WaitReason::Prompt`]) when
+/// output has gone quiet with the foreground program waiting for input at
+/// a prompt or question: a REPL the command started, `read -p`.
+async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -> Result<(WaitReason, Status), String> {
+    let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        spec.timeout_ms = left.clamp(1, RECHECK_MS.max(QUIET_MS * 2));
+        let (reason, status) = logger.wait(spec.clone()).await.map_err(|e| e.to_string())?;
+        let last = left <= spec.timeout_ms;
+        match reason {
+            WaitReason::Settled | WaitReason::Timeout => {
+                if program::waits_at_prompt(s, &status) {
+                    return Ok((WaitReason::Prompt, status));
+                }
+                if last && reason == WaitReason::Timeout {
+                    return Ok((reason, status));
+                }
+                // Quiet, but nobody waits: look again after new output or a while.
+                spec.after.raw = status.mark.raw;
+            }
+            _ => return Ok((reason, status)),
+        }
     }
 }
 
@@ -231,7 +311,7 @@ pub(super) async fn describe(
     (shape, note): (&Shape, Option<&str>),
 ) -> Result<String, String> {
     // A caller's own note (expect's outcome) stands in for the headline.
-    let mut out = note.map_or_else(|| headline(s, reason, region), |n| format!("{n}\n"));
+    let mut out = note.map_or_else(|| headline(s, (status, reason), region), |n| format!("{n}\n"));
     if let Some(line) = foreground_line(s, reason, region) {
         let _ = writeln!(out, "{line}");
     }
@@ -287,16 +367,28 @@ fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Reg
 /// What the foreground job does, while a command still runs or waits.
 fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) -> Option<String> {
     let waits = matches!(reason, WaitReason::Prompt) && region.is_some();
-    if !waits && !matches!(reason, WaitReason::Timeout | WaitReason::Matched(_)) {
+    let input = matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input);
+    if !waits && !input && !matches!(reason, WaitReason::Timeout | WaitReason::Matched(_)) {
         return None;
     }
     let pane = crate::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
     Some(crate::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
 }
 
-fn headline(s: &Session, reason: &WaitReason, region: Option<&Region>) -> String {
+fn headline(s: &Session, (status, reason): (&Status, &WaitReason), region: Option<&Region>) -> String {
     let id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
+    let prompt = status.current_text.trim_end();
     match (reason, region) {
+        (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => {
+            let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
+            match prompt.is_empty() {
+                _ if s.meta.integrated && status.shell.at_prompt => {
+                    format!("the program ended; back at the shell's prompt · {}{id}\n", duration(ms))
+                }
+                true => format!("output settled · {}{id}\n", duration(ms)),
+                false => format!("at the program's prompt `{prompt}` again · {}{id}\n", duration(ms)),
+            }
+        }
         (WaitReason::RegionEnded(_), Some(r)) => {
             let exit = r.exit.map_or("finished (exit status unknown)".to_string(), |e| format!("exit {e}"));
             let pipe = if r.pipestatus.len() > 1 {
@@ -307,6 +399,7 @@ fn headline(s: &Session, reason: &WaitReason, region: Option<&Region>) -> String
             let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
             format!("{exit}{pipe} · {}{id}\n", duration(ms))
         }
+        (WaitReason::Prompt, Some(_)) if !prompt.is_empty() => format!("waiting for input at `{prompt}`{id}\n"),
         (WaitReason::Prompt, Some(_)) => {
             format!("waiting at a new prompt (a shell or program inside is ready for input){id}\n")
         }
@@ -348,20 +441,6 @@ pub(super) fn command_lines(command: &str) -> Result<Vec<String>, String> {
         return Err("command holds control characters; type plain text here (keys such as ctrl+c are not part of a command line)".into());
     }
     Ok(lines)
-}
-
-pub(super) fn refuse_if_busy(s: &Session, status: &Status) -> Result<(), String> {
-    if status.eof {
-        return Err(format!("the session {} has ended; session_create makes a new one", s.name));
-    }
-    if s.meta.integrated && status.shell.integrated && !status.shell.at_prompt && !status.shell.open.is_empty() {
-        let what = status.last_region.as_ref().map(|r| format!(" (`{}`)", r.command)).unwrap_or_default();
-        return Err(format!(
-            "a command is still running in {}{what}; wait for it with wait session={}, or read the session to see what it does",
-            s.name, s.name
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -18,8 +18,10 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::output::{self, Plan};
+use super::program::{self, Target};
 use super::read::{fetch, last_line};
 use super::views::{self, ScreenMode};
+use crate::keys::typing::{Typing, TypingParams};
 use crate::keys::{self, Key};
 use crate::procs::{self, Foreground, comm, foreground};
 use crate::protocol::{Status, WaitSpec};
@@ -55,6 +57,9 @@ pub struct SendParams {
     /// "TERM" or "KILL": sent to the foreground job (never to the shell itself). Give it alone, without text or keys.
     #[serde(default)]
     pub signal: Option<String>,
+    /// Type text as a person would, for someone watching: {speed, mistakes, seed} as for run.
+    #[serde(default)]
+    pub typing: Option<TypingParams>,
 }
 
 /// A `send` call, checked whole before anything is done.
@@ -70,12 +75,20 @@ struct Request {
     wait_ms: u64,
     /// A signal for the foreground job, sent instead of any input.
     signal: Option<Signal>,
+    /// How to type the text, when as a person would.
+    typing: Option<Typing>,
 }
 
 impl Request {
     /// Whether the call interrupts the foreground program (ctrl+c as a key or in the text).
     fn interrupts(&self) -> bool {
         self.keys.iter().any(|(_, k)| k.is_interrupt()) || self.text.as_deref().is_some_and(|t| t.contains('\x03'))
+    }
+
+    /// The line this call enters: text followed by Enter and nothing else.
+    fn line(&self) -> Option<&str> {
+        let enter = matches!(&self.keys[..], [(_, Key::Named(k))] if k == "Enter");
+        self.text.as_deref().filter(|t| enter && !t.contains(['\n', '\r']))
     }
 }
 
@@ -104,7 +117,11 @@ fn check(p: &SendParams) -> Result<Request, String> {
         return Err("nothing to send: give text, keys or signal (to only look, use read view=\"screen\")".into());
     }
     let keys = names.into_iter().zip(parsed).collect();
-    Ok(Request { text, keys, screen, wait_ms: wait_ms(p.wait)?, signal })
+    let typing = p.typing.as_ref().map(|t| Typing::parse(t, program::fresh_seed())).transpose()?;
+    if typing.is_some() && text.is_none() {
+        return Err("typing applies to text; give the text to type".into());
+    }
+    Ok(Request { text, keys, screen, wait_ms: wait_ms(p.wait)?, signal, typing })
 }
 
 fn wait_ms(wait: Option<f64>) -> Result<u64, String> {
@@ -152,6 +169,12 @@ impl Terminal {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         let state = views::pane_state(tmux, pane).await?;
+        // A line entered into a program is an input region, like run's.
+        if let (Some(line), None) = (req.line(), req.signal)
+            && let Ok(Target::Program(job)) = program::target(&s, &before)
+        {
+            program::open_input(&s, &mut logger, &before, &job, line).await?;
+        }
         let mut out = match req.signal {
             Some(sig) => deliver(state.pane_pid, sig)?,
             None => self.type_in(pane, &req, state.in_mode).await?,
@@ -187,7 +210,7 @@ impl Terminal {
             done.push("left copy mode".to_string());
         }
         if let Some(text) = &req.text {
-            tmux.send_text(pane, text).await.map_err(|e| e.to_string())?;
+            program::type_text(tmux, pane, text, req.typing).await?;
             done.push(format!("typed {} characters", text.chars().count()));
         }
         for (_, key) in &req.keys {
@@ -267,6 +290,7 @@ mod tests {
             screen: None,
             wait: None,
             signal: None,
+            typing: None,
         }
     }
 

@@ -36,6 +36,9 @@ pub struct CreateParams {
     /// Delete the session's logs as soon as it closes (default false: they are kept some days after it closes).
     #[serde(default)]
     pub delete_logs_on_close: bool,
+    /// A regex matching the session's prompt where the built-in ones (`$ `, `# `, `> `, `(gdb) `, `>>> `, ...) do not, e.g. "^myapp\\[\\d+\\]: $"; lines typed into programs end at it.
+    /// A regex matching the session's prompt where the built-in ones (`$ `, `# `, `> `, `(gdb) `, `>>> `, ...) do not, e.g. "^myapp: $"; lines typed into programs end at it.
+    pub prompt_pattern: Option<String>,
 }
 
 /// Arguments of tools that take only a session.
@@ -97,6 +100,7 @@ impl Terminal {
             cwd: p.cwd,
             env: p.env.unwrap_or_default(),
             delete_logs_on_close: p.delete_logs_on_close,
+            prompt_pattern: p.prompt_pattern,
         };
         let (s, status) = self.sessions().create(opts).await.map_err(|e| e.to_string())?;
         let mut out = format!("session {} ready", s.name);

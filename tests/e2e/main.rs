@@ -5,6 +5,7 @@ mod docent;
 mod expect;
 mod harness;
 mod procs;
+mod programs;
 mod retention;
 mod run;
 mod search;

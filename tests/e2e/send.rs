@@ -100,7 +100,10 @@ async fn a_pager_shows_on_the_alternate_screen() {
     let file = w.tmp.path().join("nums.txt");
     let nums: String = (1..=300).map(|n| format!("number-{n}\n")).collect();
     std::fs::write(&file, nums).expect("write");
-    start(&s, "t1", &format!("less {}", file.display())).await;
+    // run returns at the pager's first screen rather than at its timeout.
+    let r = s.ok("run", json!({"session": "t1", "command": format!("less {}", file.display()), "timeout": 20})).await;
+    assert_has!(r, "a full-screen program (`less`) holds the screen");
+    assert_has!(r, "number-1\n");
     let r = s.ok("read", json!({"session": "t1", "view": "screen"})).await;
     assert_has!(r, "alternate screen on");
     assert_has!(r, "number-1\n");

@@ -1,0 +1,62 @@
+//! How requests reach the pump: the pump owns the region tracker, so an
+//! input region (see [`crate::region::InputSpec`]) is opened by a message
+//! the pump handles between chunks of output, in order with them. A byte
+//! on a wake-up pipe tells the pump, which polls that pipe beside its
+//! standard input, a message is waiting; the same poll's timeout wakes it
+//! when an input region's time is up.
+
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Duration;
+
+use crate::region::{InputSpec, Region};
+
+/// How long a socket thread waits for the pump to open an input region.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A request the pump serves itself.
+pub enum ToPump {
+    /// Open an input region; the answer goes back on the sender.
+    OpenInput(InputSpec, Sender<Result<Region, String>>),
+}
+
+/// The socket threads' way to the pump, once it runs.
+#[derive(Default)]
+pub struct Inbox {
+    way: Mutex<Option<(Sender<ToPump>, std::fs::File)>>,
+}
+
+/// The pump's end of the inbox.
+pub struct Mailbox {
+    /// The requests.
+    pub rx: Receiver<ToPump>,
+    /// Readable when a request was sent (non-blocking).
+    pub wake: OwnedFd,
+}
+
+impl Inbox {
+    /// Connects the inbox to a running pump, returning the pump's end.
+    pub fn connect(&self) -> std::io::Result<Mailbox> {
+        let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
+        let (wake, ring) = nix::unistd::pipe2(flags).map_err(std::io::Error::from)?;
+        let (tx, rx) = mpsc::channel();
+        *self.way.lock().unwrap_or_else(|e| e.into_inner()) = Some((tx, std::fs::File::from(ring)));
+        Ok(Mailbox { rx, wake })
+    }
+
+    /// Asks the pump to open an input region, and waits for it.
+    pub fn open_input(&self, spec: InputSpec) -> Result<Region, String> {
+        let (reply, answer) = mpsc::channel();
+        let sent = match self.way.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            // A full pipe already holds a wake-up; that is enough.
+            Some((tx, ring)) => tx.send(ToPump::OpenInput(spec, reply)).is_ok() && ring.write(&[1]).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err("the logger's pump is not running (the pane's output has ended)".into());
+        }
+        answer.recv_timeout(OPEN_TIMEOUT).map_err(|_| "the logger's pump did not answer in time".to_string())?
+    }
+}

@@ -1,0 +1,155 @@
+//! Typing a line where it belongs: at an integrated shell's prompt it is a
+//! command (a region from the shell's markers); anywhere else -- gdb,
+//! python, sqlite3, a shell without the integration, a question -- it is
+//! input to a program, and the logger is asked to open an *input region*
+//! for it first, labelled with the program's prompt and the line (never
+//! the line itself at a password prompt).
+//!
+//! Also here: typing as a person would (see [`crate::keys::typing`]), and
+//! the test for a program waiting at its prompt that `run` returns on.
+
+use std::time::Duration;
+
+use crate::keys::typing::{self, StrokeKey, Typing};
+use crate::procs::{self, Activity, Job};
+use crate::protocol::{MAX_WAIT_MS, Status};
+use crate::region::{InputSpec, Region};
+use crate::session::{LoggerClient, Session};
+use crate::tmux::Tmux;
+
+/// What stands in a label for input typed at a password prompt.
+pub const HIDDEN_INPUT: &str = "(input not shown)";
+
+/// Where a line goes.
+pub enum Target {
+    /// An integrated shell at its prompt: the line is a command.
+    Shell,
+    /// A program (or a plain shell) that reads the terminal.
+    Program(Job),
+}
+
+/// The foreground job of the session's pane, measured now.
+pub fn job(s: &Session) -> Result<Job, String> {
+    procs::job(procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty })
+}
+
+/// Decides where a line typed now would go, refusing when a command is
+/// busy rather than reading its input.
+pub fn target(s: &Session, status: &Status) -> Result<Target, String> {
+    if status.eof {
+        return Err(format!("the session {} has ended; session_create makes a new one", s.name));
+    }
+    let integrated = s.meta.integrated && status.shell.integrated;
+    if integrated && (status.shell.at_prompt || status.shell.open.is_empty()) {
+        return Ok(Target::Shell);
+    }
+    let job = job(s)?;
+    // The session's own integrated shell holding the terminal with nothing
+    // running is at its prompt, even before its logger has seen a marker
+    // (a logger just restarted knows nothing of the shell yet).
+    if s.meta.integrated && job.is_shell && status.shell.open.is_empty() {
+        return Ok(Target::Shell);
+    }
+    let plain_shell = job.is_shell && !integrated;
+    if job.activity == Activity::WaitingForInput || plain_shell {
+        return Ok(Target::Program(job));
+    }
+    let what = status.last_region.as_ref().map(|r| format!(" (`{}`)", r.command)).unwrap_or_default();
+    Err(format!(
+        "a command is still running in {}{what} and does not read input now: {}. Wait for it with wait session={}, or interrupt it with send keys=[\"ctrl+c\"]",
+        s.name,
+        job.line(),
+        s.name
+    ))
+}
+
+/// The label of an input region: the prompt as shown, then the line, or
+/// a stand-in for a line typed with echo off.
+pub fn label(prompt: &str, line: &str, password: bool) -> String {
+    let input = if password { HIDDEN_INPUT } else { line };
+    match prompt.trim_end() {
+        "" => input.to_string(),
+        p => format!("{p} {input}"),
+    }
+}
+
+/// Opens the input region for `line` typed into `job`'s program.
+pub async fn open_input(
+    s: &Session,
+    logger: &mut LoggerClient,
+    status: &Status,
+    job: &Job,
+    line: &str,
+) -> Result<Region, String> {
+    let spec = InputSpec {
+        label: label(&status.current_text, line, job.password),
+        pid: u32::try_from(job.pgid).unwrap_or(0),
+        prompt_pattern: s.meta.prompt_pattern.clone(),
+        timeout_ms: MAX_WAIT_MS,
+    };
+    logger.open_input(spec).await.map_err(|e| e.to_string())
+}
+
+/// Types `text` into `pane`, at once or as a person would.
+pub async fn type_text(tmux: &Tmux, pane: &str, text: &str, how: Option<Typing>) -> Result<(), String> {
+    let err = |e: crate::tmux::TmuxError| e.to_string();
+    let Some(how) = how else {
+        return tmux.send_text(pane, text).await.map_err(err);
+    };
+    for stroke in typing::plan(text, how) {
+        tokio::time::sleep(Duration::from_millis(stroke.delay_ms)).await;
+        match stroke.key {
+            StrokeKey::Char(c) => tmux.send_text(pane, c.encode_utf8(&mut [0; 4])).await.map_err(err)?,
+            StrokeKey::Backspace => tmux.send_key(pane, "BSpace").await.map_err(err)?,
+        }
+    }
+    Ok(())
+}
+
+/// A seed for a typing plan when the caller gave none.
+pub fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// Whether the pane's foreground program waits for input at a prompt or
+/// question: text on the unfinished line, and the program reading the
+/// terminal.
+pub fn waits_at_prompt(s: &Session, status: &Status) -> bool {
+    looks_like_prompt(&status.current_text, s.meta.prompt_pattern.as_deref())
+        && !status.shell.full_screen
+        && job(s).is_ok_and(|j| j.activity == Activity::WaitingForInput)
+}
+
+/// Whether an unfinished line (trailing blanks trimmed) reads as a prompt
+/// or a question: a known prompt, or text ending the way prompts and
+/// questions end (`:`, `?`, `>`, `)`, `]`, `$`, `#`, `%`), rather than a
+/// row of a program's screen.
+pub fn looks_like_prompt(text: &str, own: Option<&str>) -> bool {
+    let text = text.trim_end();
+    let known = crate::region::prompt_set(own).is_ok_and(|set| set.is_match(&format!("{text} ")));
+    known || text.ends_with([':', '?', '>', ')', ']', '$', '#', '%'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_and_questions_look_like_prompts() {
+        for text in ["(gdb)", ">>>", "...", "sqlite>", "Name:", "Continue? [y/n]", "Quit anyway? (y or n)", "ready~"] {
+            assert!(looks_like_prompt(text, Some("ready~ $")), "{text:?}");
+        }
+        for text in ["", "   36 root  20   0  0:00.41 kcompactd0", "compiling foo.c", "ready~"] {
+            assert!(!looks_like_prompt(text, None), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn labels_carry_the_prompt_and_hide_passwords() {
+        assert_eq!(label("(gdb)", "break main", false), "(gdb) break main");
+        assert_eq!(label(">>> ", "1+1", false), ">>> 1+1");
+        assert_eq!(label("", "hello", false), "hello");
+        assert_eq!(label("Password:", "hunter2", true), format!("Password: {HIDDEN_INPUT}"));
+    }
+}

@@ -1,0 +1,312 @@
+//! Real interactive programs driven through run, send and expect: gdb on
+//! a buggy C program, the python3, sqlite3 and node REPLs, vi, top, a
+//! plain shell, password prompts, and jobs that ignore ctrl+c.
+
+use serde_json::{Value, json};
+
+use crate::harness::{Server, World};
+use crate::{assert_has, needs};
+
+/// Runs `command` with a generous timeout; the reply must not be a timeout.
+async fn line(s: &Server, command: &str) -> String {
+    let r = s.ok("run", json!({"session": "t1", "command": command, "timeout": 20})).await;
+    assert!(!r.contains("still running"), "`{command}` sat out its timeout:\n{r}");
+    r
+}
+
+/// The session's regions listing.
+async fn regions(s: &Server) -> String {
+    s.ok("regions", json!({"session": "t1", "last": 50})).await
+}
+
+const BUGGY_C: &str = r#"#include <stdio.h>
+int sum_to(int n) {
+    int total = 0;
+    for (int i = 1; i <= n; i++)
+        total += i;
+    return total;
+}
+int main(void) {
+    int *p = NULL;
+    int s = sum_to(4);
+    printf("sum is %d\n", s);
+    return *p + s;
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gdb_breaks_runs_and_shows_the_crash() {
+    needs!("gdb");
+    needs!("gcc");
+    let w = World::new();
+    let src = w.tmp.path().join("bug.c");
+    std::fs::write(&src, BUGGY_C).expect("write source");
+    let exe = w.tmp.path().join("bug");
+    let cc = std::process::Command::new("gcc").arg("-g").arg("-O0").arg("-o").arg(&exe).arg(&src).status();
+    assert!(cc.is_ok_and(|s| s.success()), "gcc failed");
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = line(&s, &format!("gdb -q -nx {}", exe.display())).await;
+    assert_has!(r, "waiting for input at `(gdb)`");
+    let r = line(&s, "break sum_to").await;
+    assert_has!(r, "at the program's prompt `(gdb)` again");
+    assert_has!(r, "Breakpoint 1 at");
+    let r = line(&s, "run").await;
+    assert_has!(r, "Breakpoint 1, sum_to (n=4)");
+    let r = line(&s, "bt").await;
+    assert_has!(r, "#0  sum_to (n=4)");
+    assert_has!(r, "#1  ");
+    assert!(!r.contains("(gdb) bt"), "the echoed line is the label, not output:\n{r}");
+    let r = line(&s, "finish").await;
+    assert_has!(r, "Value returned is $1 = 10");
+    let r = line(&s, "continue").await;
+    assert_has!(r, "sum is 10");
+    assert_has!(r, "SIGSEGV");
+    let r = line(&s, "print p").await;
+    assert_has!(r, "(int *) 0x0");
+    let list = regions(&s).await;
+    assert_has!(list, "input");
+    assert_has!(list, "`(gdb) bt`");
+    assert_has!(list, "`(gdb) print p`");
+    // quit asks whether to kill the program: a question run returns at.
+    let r = line(&s, "quit").await;
+    assert_has!(r, "(y or n)");
+    let r = line(&s, "y").await;
+    assert_has!(r, "back at the shell's prompt");
+    assert_has!(line(&s, "echo after-gdb").await, "exit 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_takes_a_multi_line_definition() {
+    needs!("python3");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    assert_has!(line(&s, "python3 -q").await, "waiting for input at `>>>`");
+    // A line returns at the next prompt, not after a quiet spell or the timeout.
+    let started = std::time::Instant::now();
+    assert_has!(line(&s, "6 * 7").await, "42");
+    let took = started.elapsed();
+    eprintln!("python line to its next prompt: {took:?}");
+    assert!(took.as_millis() < 1_000, "{took:?}");
+    let r = line(&s, "def square(x):\n    y = x * x\n    return y\n\nprint(square(7), 'squared')").await;
+    assert_has!(r, "49 squared");
+    assert_eq!(r.matches("`...` again").count(), 3, "{r}");
+    let list = regions(&s).await;
+    assert_has!(list, "`>>> def square(x):`");
+    assert_has!(list, "`...     return y`");
+    // A line whose answer takes a while is waited for, not settled early.
+    let r = line(&s, "import time; time.sleep(2); print('slept')").await;
+    assert_has!(r, "slept");
+    // A line still running at run's timeout is picked up by wait.
+    let r = s.ok("run", json!({"session": "t1", "command": "time.sleep(2); print('woke')", "timeout": 0.5})).await;
+    assert_has!(r, "still running");
+    let r = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
+    assert_has!(r, "woke");
+    assert_has!(r, "at the program's prompt `>>>` again");
+    assert_has!(line(&s, "exit()").await, "back at the shell's prompt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite3_answers_at_its_prompt() {
+    needs!("sqlite3");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    assert_has!(line(&s, "sqlite3").await, "waiting for input at `sqlite>`");
+    let r = line(&s, "create table t(a);\ninsert into t values (20), (22);\nselect 'total=' || sum(a) from t;").await;
+    assert_has!(r, "total=42");
+    // A statement left open shows the continuation prompt.
+    let r = line(&s, "select 1 +").await;
+    assert_has!(r, "...>` again");
+    assert_has!(line(&s, "1;").await, "2");
+    assert_has!(line(&s, ".quit").await, "back at the shell's prompt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_answers_at_its_prompt() {
+    needs!("node");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    assert_has!(line(&s, "node").await, "waiting for input at `>`");
+    let r = line(&s, "[1, 2, 3].map(x => x * 7).join('+')").await;
+    assert_has!(r, "'7+14+21'");
+    assert_has!(line(&s, ".exit").await, "back at the shell's prompt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_shell_gets_input_regions_ending_at_its_prompt() {
+    let w = World::new();
+    let s = w.server().await;
+    s.ok("session_create", json!({"name": "t1", "command": "bash --norc --noprofile"})).await;
+    let started = std::time::Instant::now();
+    let r = line(&s, "echo plain-$((6 * 7))").await;
+    assert_has!(r, "plain-42");
+    assert!(started.elapsed().as_secs() < 5, "it should return at the prompt: {:?}", started.elapsed());
+    let list = regions(&s).await;
+    assert_has!(list, "input");
+    assert_has!(list, "`bash-");
+    assert_has!(list, " echo plain-$((6 * 7))`");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_prompt_pattern_ends_input_regions() {
+    let w = World::new();
+    let s = w.server().await;
+    let e = s.err("session_create", json!({"name": "t1", "prompt_pattern": "("})).await;
+    assert_has!(e, "prompt_pattern");
+    let args =
+        json!({"name": "t1", "command": "env PS1='ready~ ' bash --norc --noprofile", "prompt_pattern": "ready~ $"});
+    s.ok("session_create", args).await;
+    let started = std::time::Instant::now();
+    let r = line(&s, "echo custom-prompt").await;
+    assert_has!(r, "at the program's prompt `ready~` again");
+    assert!(started.elapsed().as_millis() < 1_400, "ended by the pattern, not by settling: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vi_returns_at_its_first_screen_and_quits_with_its_keys() {
+    needs!("vi");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let file = w.tmp.path().join("note.txt");
+    let r = line(&s, &format!("vi {}", file.display())).await;
+    assert_has!(r, "holds the screen");
+    assert_has!(r, "alternate screen on");
+    s.ok("send", json!({"session": "t1", "text": "ihello from vi", "keys": ["escape"]})).await;
+    let r =
+        s.ok("send", json!({"session": "t1", "text": ":wq", "keys": ["enter"], "wait": 1.0, "screen": "cursor"})).await;
+    assert_has!(r, "alternate screen off");
+    assert_eq!(std::fs::read_to_string(&file).unwrap_or_default(), "hello from vi\n");
+    assert_has!(line(&s, "echo after-vi").await, "exit 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_is_a_placeholder_in_the_cooked_view() {
+    needs!("top");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = line(&s, "top -d 1").await;
+    assert_has!(r, "a full-screen program (`top`) holds the screen");
+    assert_has!(r, "load average");
+    let cooked = s.ok("read", json!({"session": "t1"})).await;
+    assert_has!(cooked, "[full-screen program]");
+    assert!(!cooked.contains("load average"), "{cooked}");
+    s.ok("send", json!({"session": "t1", "keys": ["q"], "wait": 0.5})).await;
+    assert_has!(line(&s, "echo after-top").await, "exit 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_typed_with_send_is_never_logged() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = line(&s, "read -s -p 'Password: ' pw; echo; echo \"length ${#pw}\"").await;
+    assert_has!(r, "password prompt");
+    let r = s.ok("send", json!({"session": "t1", "text": "s3cret-pw", "keys": ["enter"], "wait": 1.0})).await;
+    assert_has!(r, "length 9");
+    let list = regions(&s).await;
+    assert_has!(list, "`Password: (input not shown)`");
+    let mut seen = vec![r, list, s.ok("read", json!({"session": "t1"})).await];
+    for file in ["raw.log", "session.txt", "regions.jsonl"] {
+        seen.push(std::fs::read_to_string(w.session_dir("t1").join(file)).unwrap_or_default());
+    }
+    seen.push(std::fs::read_to_string(w.home().join("calls.log")).unwrap_or_default());
+    for text in seen {
+        assert!(!text.contains("s3cret"), "the password leaked:\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_prompts_are_answered_by_expect() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let cmd = r#"read -p "Name: " n; read -s -p "PIN: " pin; echo; echo "hello $n, pin of ${#pin}""#;
+    let rules = json!([{"pattern": "^Name: $", "line": "Ada"}, {"pattern": "^PIN: $", "line": "4711"}]);
+    let r = s.ok("expect", json!({"session": "t1", "command": cmd, "rules": rules, "timeout": 20})).await;
+    assert_has!(r, "hello Ada, pin of 4");
+    assert_has!(r, "exit 0");
+    let list = regions(&s).await;
+    assert_has!(list, "`PIN: (input not shown)`");
+    assert!(!list.contains("4711") && !r.contains("4711"), "{list}\n{r}");
+}
+
+/// Starts a long job and checks run leaves it running.
+async fn start(s: &Server, command: &str) {
+    let r = s.ok("run", json!({"session": "t1", "command": command, "timeout": 0.5})).await;
+    assert_has!(r, "still running");
+}
+
+async fn send(s: &Server, args: Value) -> String {
+    s.ok("send", args).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sleep_ends_by_ctrl_c_and_by_signal() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    start(&s, "sleep 100").await;
+    let r = send(&s, json!({"session": "t1", "keys": ["ctrl+c"], "wait": 0.5})).await;
+    assert_has!(r, "the shell is in the foreground again");
+    start(&s, "sleep 100").await;
+    let r = send(&s, json!({"session": "t1", "signal": "TERM", "wait": 0.5})).await;
+    assert_has!(r, "sent SIGTERM to `sleep`");
+    assert_has!(r, "the shell is in the foreground again");
+    assert_has!(regions(&s).await, "exit 143");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_ignoring_sigint_ends_by_term_or_kill() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    for (sig, status) in [("TERM", "exit 143"), ("KILL", "exit 137")] {
+        start(&s, "bash -c \"trap '' INT; sleep 100; true\"").await;
+        let r = send(&s, json!({"session": "t1", "keys": ["ctrl+c"], "wait": 0.5})).await;
+        assert_has!(r, "still in the foreground: `bash`");
+        let r = send(&s, json!({"session": "t1", "signal": sig, "wait": 0.5})).await;
+        assert_has!(r, "the shell is in the foreground again");
+        let r = s.ok("regions", json!({"session": "t1", "last": 1})).await;
+        assert_has!(r, status);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_like_a_person_leaves_the_exact_line() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let cmd = "echo typed-by-hand | tr a-z A-Z";
+    let typing = json!({"speed": 60, "mistakes": 0.3, "seed": 11});
+    let started = std::time::Instant::now();
+    let r = s.ok("run", json!({"session": "t1", "command": cmd, "typing": typing})).await;
+    assert!(started.elapsed().as_millis() > 300, "typed at once: {:?}", started.elapsed());
+    assert_has!(r, "exit 0");
+    assert_has!(r, "TYPED-BY-HAND");
+    assert_has!(regions(&s).await, &format!("`{cmd}`"));
+    let e = s.err("run", json!({"session": "t1", "command": "true", "typing": {"speed": 0}})).await;
+    assert_has!(e, "typing.speed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_without_a_prompt_ends_its_input_when_output_settles() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    start(&s, "cat").await;
+    let started = std::time::Instant::now();
+    let r = line(&s, "no-prompt-here").await;
+    let took = started.elapsed();
+    assert_has!(r, "output settled");
+    assert_eq!(r.matches("no-prompt-here").count(), 1, "cat's copy, not the echo:\n{r}");
+    assert!((1_000..6_000).contains(&took.as_millis()), "settling took {took:?}");
+    let list = regions(&s).await;
+    assert_has!(list, "input ended");
+    assert_has!(list, "`no-prompt-here`");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+}
