@@ -6,9 +6,12 @@
 //! results flagged as errors, with what to do next; malformed arguments are
 //! refused by the schema before anything is done.
 
+pub mod caller;
 mod expect;
 mod logs;
+pub mod once;
 mod output;
+pub mod presence;
 mod read;
 mod regions;
 mod run;
@@ -22,8 +25,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, tool_handler};
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeRequestParams,
+    InitializeResult, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
 use crate::calls::CallLog;
 use crate::session::Sessions;
@@ -47,6 +55,8 @@ A command that outlives run's timeout keeps running: wait picks it up.";
 #[derive(Clone)]
 pub struct Terminal {
     inner: Arc<Inner>,
+    /// This MCP connection's identity (each HTTP session gets its own).
+    conn: Arc<caller::Connection>,
     tool_router: ToolRouter<Terminal>,
 }
 
@@ -58,6 +68,8 @@ pub struct Inner {
     pub calls: CallLog,
     /// The last screen captured of each pane, for `screen="changes"`.
     pub screens: views::ScreenMemory,
+    /// The actor names handed out, to make client names unique.
+    pub actors: caller::Actors,
 }
 
 impl Terminal {
@@ -65,7 +77,13 @@ impl Terminal {
     pub fn new(sessions: Sessions) -> Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         Terminal {
-            inner: Arc::new(Inner { sessions, calls, screens: views::ScreenMemory::default() }),
+            inner: Arc::new(Inner {
+                sessions,
+                calls,
+                screens: views::ScreenMemory::default(),
+                actors: caller::Actors::default(),
+            }),
+            conn: Arc::default(),
             tool_router: Self::session_router()
                 + Self::run_router()
                 + Self::read_router()
@@ -89,8 +107,21 @@ impl Terminal {
         });
     }
 
-    fn sessions(&self) -> &Sessions {
+    /// The same server for another MCP connection, with an identity of its own.
+    pub fn for_connection(&self) -> Terminal {
+        Terminal { conn: Arc::default(), ..self.clone() }
+    }
+
+    /// The sessions this server serves.
+    pub fn sessions(&self) -> &Sessions {
         &self.inner.sessions
+    }
+
+    /// Who makes a call: the header's actor, else this connection's.
+    fn caller_of(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> caller::Caller {
+        let actor = caller::header_actor(&context.extensions).or_else(|| self.conn.actor().map(str::to_string));
+        let actor = actor.or_else(|| context.peer.peer_info().and_then(|i| caller::tidy(&i.client_info.name)));
+        caller::Caller { actor, key: caller::key_of(request.meta.as_ref()) }
     }
 
     /// Runs one tool body, records it in `calls.log`, and turns its outcome
@@ -101,7 +132,8 @@ impl Terminal {
     {
         let started = Instant::now();
         let mut outcome = body.await;
-        self.inner.calls.record(tool, session, started.elapsed(), outcome.is_ok());
+        let who = caller::Caller::current();
+        self.inner.calls.record(tool, session, who.actor.as_deref(), started.elapsed(), outcome.is_ok());
         if let Some(note) = session.and_then(|name| self.sessions().take_note(name)) {
             let (Ok(text) | Err(text)) = &mut outcome;
             text.insert_str(0, &note);
@@ -115,6 +147,45 @@ impl Terminal {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Terminal {
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let base = caller::header_actor(&context.extensions);
+        let actor = base.unwrap_or_else(|| {
+            let name = caller::tidy(&request.client_info.name).unwrap_or_else(|| "agent".into());
+            self.inner.actors.unique(&name)
+        });
+        self.conn.set_actor(actor);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let who = self.caller_of(&request, &context);
+        let body = async {
+            if matches!(&*request.name, "run" | "send" | "expect") {
+                // Only a `run` is replayed by key; `send` and `expect` are
+                // recorded as typing, nothing more.
+                let key = who.key.clone().filter(|_| request.name == "run");
+                let actor = who.actor.clone();
+                return self.run_once(request, context, actor.as_deref(), key.as_deref()).await;
+            }
+            let created = request.name == "session_create";
+            let answer = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
+            if created && let Ok(CallToolResponse::Complete(result)) = &answer {
+                once::note_created(&self.sessions().cfg.home, result, who.actor.as_deref());
+            }
+            answer
+        };
+        who.clone().scope(body).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("docent-terminal-mcp", env!("CARGO_PKG_VERSION")))
