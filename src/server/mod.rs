@@ -140,12 +140,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
     let ct = CancellationToken::new();
     let mut servers = tokio::task::JoinSet::new();
 
-    let unix = socket::PeerChecked::new(bound.listener.try_clone()?)?;
-    let unix_routes = router(app.clone(), Guard::unix(), &ct);
-    let stop = ct.clone();
-    servers.spawn(async move { axum::serve(unix, unix_routes).with_graceful_shutdown(stop.cancelled_owned()).await });
-    eprintln!("docent-terminal-mcp: serving on {}", bound.path.display());
-
+    // The port (and its token) first: once the socket answers, all is up.
     if let Some(port) = opts.tcp {
         let addr = tcp_address(&opts, port)?;
         let token = Token::load_or_create(&cfg.token_file())
@@ -159,6 +154,12 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
         );
         eprintln!("docent-terminal-mcp: serving on http://{addr}/mcp (bearer token in {})", cfg.token_file().display());
     }
+
+    let unix = socket::PeerChecked::new(bound.listener.try_clone()?)?;
+    let unix_routes = router(app.clone(), Guard::unix(), &ct);
+    let stop = ct.clone();
+    servers.spawn(async move { axum::serve(unix, unix_routes).with_graceful_shutdown(stop.cancelled_owned()).await });
+    eprintln!("docent-terminal-mcp: serving on {}", bound.path.display());
 
     notify::ready();
     let watchdog = notify::watchdog_interval().map(|every| tokio::spawn(notify::keep_alive(every)));
@@ -177,7 +178,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
         w.abort();
     }
     sweeps.abort();
-    bound.remove();
+    drop(bound);
     Ok(())
 }
 

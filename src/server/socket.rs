@@ -78,9 +78,10 @@ pub struct BoundSocket {
     _lock: Flock<File>,
 }
 
-impl BoundSocket {
-    /// Removes the socket file (the lock file stays; it is reused).
-    pub fn remove(&self) {
+impl Drop for BoundSocket {
+    /// Removes the socket file (the lock file stays; it is reused). A
+    /// server killed outright leaves it behind: the next one replaces it.
+    fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -220,12 +221,19 @@ impl axum::serve::Listener for PeerChecked {
 }
 
 async fn refuse(mut stream: UnixStream, why: String) {
+    use tokio::io::AsyncReadExt;
+    // Read what the peer sent first: closing with unread bytes would reset
+    // the connection, and the peer would never see why.
+    let mut request = [0u8; 4096];
+    let wait = std::time::Duration::from_millis(200);
+    let _ = tokio::time::timeout(wait, stream.read(&mut request)).await;
     let body = format!("{why}\n");
     let reply = format!(
         "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.write_all(reply.as_bytes())).await;
+    let _ = stream.shutdown().await;
 }
 
 #[cfg(test)]
@@ -247,14 +255,16 @@ mod tests {
         let first = bind(&path).expect("bind");
         let err = bind(&path).err().expect("second on the same path").to_string();
         assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
-        // The first dies without removing its socket: the next one binds.
         drop(first);
+        assert!(!path.exists(), "a server that ends removes its socket");
+        // A killed server leaves its socket file behind: the next one binds.
+        drop(std::os::unix::net::UnixListener::bind(&path).expect("stale socket"));
         assert!(path.exists());
         let second = bind(&path).expect("stale socket replaced");
         let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let dir_mode = std::fs::metadata(path.parent().expect("dir")).expect("meta").permissions().mode() & 0o777;
         assert_eq!(dir_mode, 0o700);
-        second.remove();
+        drop(second);
     }
 }

@@ -121,7 +121,8 @@ impl Terminal {
     fn caller_of(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> caller::Caller {
         let actor = caller::header_actor(&context.extensions).or_else(|| self.conn.actor().map(str::to_string));
         let actor = actor.or_else(|| context.peer.peer_info().and_then(|i| caller::tidy(&i.client_info.name)));
-        caller::Caller { actor, key: caller::key_of(request.meta.as_ref()) }
+        let key = caller::key_of(request.meta.as_ref()).or_else(|| caller::key_of(Some(&context.meta)));
+        caller::Caller { actor, key }
     }
 
     /// Runs one tool body, records it in `calls.log`, and turns its outcome

@@ -215,9 +215,20 @@ impl Terminal {
         let region = RegionId(mark.regions + 1);
         let mut follow = args.clone();
         follow.remove("command");
-        let tool = if status.shell.open.contains(&region) {
+        let open = status.shell.open.contains(&region);
+        let mut note =
+            "(this command was typed once already, before the server restarted; here is how it went)\n".to_string();
+        let tool = if open {
             "wait"
         } else {
+            if let Ok(mut logger) = s.logger().await
+                && let Ok(Some(r)) = logger.region(region).await
+                && let Some(exit) = r.exit
+            {
+                note = format!(
+                    "(this command was typed once already, before the server restarted; it finished with exit {exit})\n"
+                );
+            }
             follow = JsonObject::new();
             follow.insert("session".into(), session.into());
             if s.meta.integrated {
@@ -228,7 +239,6 @@ impl Terminal {
         let mut call = CallToolRequestParams::new(tool);
         call = call.with_arguments(follow);
         let answer = self.tool_router.call(ToolCallContext::new(self, call, context)).await;
-        let note = "(this command was typed once already, before the server restarted; here is how it went)\n";
         Some(answer.map(|a| match a {
             CallToolResponse::Complete(mut r) => {
                 r.content.insert(0, ContentBlock::text(note));
