@@ -422,3 +422,43 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
     let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
     assert_has!(calls, "\"actor\":\"python-sdk\"");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_hears_ready_watchdog_and_stopping_and_panes_see_none_of_it() {
+    let world = World::new();
+    let notify_path = world.tmp.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).expect("notify socket");
+    notify.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("serve").envs(world.env()).stdin(Stdio::null());
+    cmd.env("NOTIFY_SOCKET", &notify_path).env("WATCHDOG_USEC", "200000").env("INVOCATION_ID", "0123456789abcdef");
+    let mut child = cmd.spawn().expect("serve");
+    let mut heard = String::new();
+    let mut buf = [0u8; 256];
+    while !(heard.contains("READY=1") && heard.contains("WATCHDOG=1")) {
+        let n = notify.recv(&mut buf).expect("a notification within 10 s");
+        heard.push_str(&String::from_utf8_lossy(&buf[..n]));
+        heard.push('\n');
+    }
+    // Ready means the socket answers.
+    assert_eq!(unix_get(&socket_of(&world), "/health").0, 200);
+    let agent = bridge(&world, "alice").await;
+    agent.call("session_create", json!({"name": "env1"})).await.expect("create");
+    let r = agent
+        .call(
+            "run",
+            json!({"session": "env1", "command": "env | grep -cE '^(NOTIFY_SOCKET|INVOCATION_ID|WATCHDOG_)='"}),
+        )
+        .await
+        .expect("run");
+    assert_has!(r.text, "\n0\n");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+    while !heard.contains("STOPPING=1") {
+        let n = notify.recv(&mut buf).expect("STOPPING within 10 s");
+        heard.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(child.wait().expect("exit").success());
+    // The sessions outlive the server.
+    let listed = world.tmux(&["list-sessions", "-F", "#{session_name}"]);
+    assert_has!(String::from_utf8_lossy(&listed.stdout), "env1");
+}
