@@ -147,3 +147,34 @@ async fn a_bridge_exits_when_its_input_ends() {
     child.stdout.take().expect("stdout").read_to_string(&mut out).await.expect("stdout");
     assert_eq!(out, "", "stdout carries only MCP messages");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_finished_while_no_server_ran_is_read_back_not_retyped() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let agent = bridge(&world, "alice").await;
+    agent.call("session_create", json!({"name": "r2"})).await.expect("create");
+    let command = "sleep 1; echo over-$((5*5))";
+    let call = agent.call("run", json!({"session": "r2", "command": command, "timeout": 20}));
+    let restart = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        serve.kill();
+        // The command ends while no server runs.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        Serve::start(&world, &[])
+    };
+    let (reply, _again) = tokio::join!(call, restart);
+    let reply = reply.expect("answered");
+    assert!(!reply.is_error, "{}", reply.text);
+    assert_has!(reply.text, "finished with exit 0");
+    assert_has!(reply.text, "over-25");
+    let regions = std::fs::read_to_string(world.session_dir("r2").join("regions.jsonl")).expect("regions");
+    let mut ids: Vec<u64> = regions
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["command"] == command)
+        .filter_map(|r| r["id"].as_u64())
+        .collect();
+    ids.dedup();
+    assert_eq!(ids, vec![1], "{regions}");
+}
