@@ -184,10 +184,13 @@ impl Terminal {
         answer
     }
 
-    /// The session's position now, if it can be had.
+    /// The session's position now, if it can be had. Straight from the
+    /// logger's socket, without asking tmux: this runs before every typing
+    /// call, and the tool itself resolves the session anyway.
     async fn mark_of(&self, session: &str) -> Option<Mark> {
-        let s = self.sessions().resolve_quiet(session).await.ok()?;
-        let mut logger = s.logger().await.ok()?;
+        crate::session::validate_name(session).ok()?;
+        let socket = self.sessions().cfg.session_dir(session).join(crate::store::files::SOCKET);
+        let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
         Some(logger.status().await.ok()?.mark)
     }
 
