@@ -462,3 +462,44 @@ async fn systemd_hears_ready_watchdog_and_stopping_and_panes_see_none_of_it() {
     let listed = world.tmux(&["list-sessions", "-F", "#{session_name}"]);
     assert_has!(String::from_utf8_lossy(&listed.stdout), "env1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_close_refuses_while_a_person_is_attached() {
+    crate::needs!("script");
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let agent = bridge(&world, "alice").await;
+    agent.call("session_create", json!({"name": "p1"})).await.expect("create");
+    // A person: a real tmux client on a pseudo-terminal of its own.
+    let attach = format!("tmux -L {} attach -t p1", world.socket);
+    let mut person = Command::new("script")
+        .args(["-qfc", &attach, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("script");
+    let started = Instant::now();
+    loop {
+        let out = world.tmux(&["display", "-p", "-t", "=p1:", "#{session_attached}"]);
+        if String::from_utf8_lossy(&out.stdout).trim() == "1" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the person never attached");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
+    assert!(refused.is_error, "{}", refused.text);
+    assert_has!(refused.text, "a person is attached");
+    assert_has!(refused.text, "close --force p1");
+    let _ = person.kill();
+    let _ = person.wait();
+    let started = Instant::now();
+    loop {
+        let r = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
+        if !r.is_error {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "still refused after the person left: {}", r.text);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
