@@ -12,6 +12,7 @@ pub mod api;
 pub mod guard;
 pub mod notify;
 pub mod socket;
+pub mod store;
 pub mod token;
 
 use std::net::{IpAddr, SocketAddr};
@@ -104,12 +105,14 @@ fn instance_id() -> String {
 }
 
 /// The routes of one listener.
-fn router(app: api::App, guard: Guard, ct: &CancellationToken) -> Router {
+fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::FileSessions>) -> Router {
     let terminal = app.terminal.clone();
     // Host and Origin are checked by our guard, for every route alike; the
     // Unix socket's clients send any Host, which rmcp's own list would refuse.
-    let config =
+    let mut config =
         StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(ct.child_token());
+    // A restarted server takes up the HTTP clients' sessions where they were.
+    config.session_store = Some(kept);
     let mcp = StreamableHttpService::new(
         move || Ok(terminal.for_connection()),
         Arc::new(LocalSessionManager::default()),
@@ -138,6 +141,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
     terminal.start_watchdog();
     let app = api::App { terminal, health: Arc::new(health(&bound.path)) };
     let ct = CancellationToken::new();
+    let kept = Arc::new(store::FileSessions::new(cfg.home.join("http-sessions")));
     let mut servers = tokio::task::JoinSet::new();
 
     // The port (and its token) first: once the socket answers, all is up.
@@ -147,7 +151,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
             .map_err(|e| anyhow::anyhow!("cannot read or make the token {}: {e}", cfg.token_file().display()))?;
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-        let tcp_routes = router(app.clone(), Guard::tcp(token, &opts.allowed_hosts), &ct);
+        let tcp_routes = router(app.clone(), Guard::tcp(token, &opts.allowed_hosts), &ct, kept.clone());
         let stop = ct.clone();
         servers.spawn(
             async move { axum::serve(listener, tcp_routes).with_graceful_shutdown(stop.cancelled_owned()).await },
@@ -156,7 +160,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
     }
 
     let unix = socket::PeerChecked::new(bound.listener.try_clone()?)?;
-    let unix_routes = router(app.clone(), Guard::unix(), &ct);
+    let unix_routes = router(app.clone(), Guard::unix(), &ct, kept);
     let stop = ct.clone();
     servers.spawn(async move { axum::serve(unix, unix_routes).with_graceful_shutdown(stop.cancelled_owned()).await });
     eprintln!("docent-terminal-mcp: serving on {}", bound.path.display());

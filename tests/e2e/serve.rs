@@ -503,3 +503,22 @@ async fn session_close_refuses_while_a_person_is_attached() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[test]
+fn an_http_client_keeps_its_mcp_session_across_a_restart() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let (status, headers, body) =
+        unix_http(&serve.socket, &request("POST", "/mcp", &mcp_headers(&[("host", "x")]), INIT));
+    assert_eq!(status, 200, "{body}");
+    let id = headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.clone()).expect("a session id");
+    let with_id = mcp_headers(&[("host", "x"), ("mcp-session-id", &id), ("mcp-protocol-version", "2025-06-18")]);
+    let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(unix_http(&serve.socket, &request("POST", "/mcp", &with_id, done)).0, 202);
+    serve.kill();
+    let again = Serve::start(&world, &[]);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (status, _, body) = unix_http(&again.socket, &request("POST", "/mcp", &with_id, list));
+    assert_eq!(status, 200, "{body}");
+    assert_has!(body, "session_create");
+}
