@@ -1,5 +1,5 @@
-//! `calls.log`: one JSON line per tool call (time, tool, session, duration,
-//! ok or error), never the call's input or output, so that a slow or missing
+//! `calls.log`: one JSON line per tool call (time, tool, session, agent,
+//! duration, ok or error), never the call's input or output, so that a slow or missing
 //! reply can be pinned on the server or on the client.
 
 use std::io::Write;
@@ -15,6 +15,8 @@ struct Entry<'a> {
     tool: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    actor: Option<&'a str>,
     ms: f64,
     ok: bool,
 }
@@ -32,12 +34,20 @@ impl CallLog {
         CallLog { path, lock: Mutex::new(()) }
     }
 
-    /// Records one call.
-    pub fn record(&self, tool: &str, session: Option<&str>, elapsed: std::time::Duration, ok: bool) {
+    /// Records one call of `actor` (the agent, when known).
+    pub fn record(
+        &self,
+        tool: &str,
+        session: Option<&str>,
+        actor: Option<&str>,
+        elapsed: std::time::Duration,
+        ok: bool,
+    ) {
         let entry = Entry {
             time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             tool,
             session,
+            actor,
             ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             ok,
         };

@@ -46,6 +46,42 @@ pub enum Command {
         #[arg(long)]
         plugin: bool,
     },
+    /// Serve many agents: MCP over HTTP on a Unix socket (and a TCP port
+    /// with --tcp), plus /health and /api/*.
+    Serve {
+        /// The Unix socket (default $XDG_RUNTIME_DIR/docent-terminal-mcp/server.sock).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
+        /// Also listen on this TCP port (default 8766), bearer token required.
+        #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "8766")]
+        tcp: Option<u16>,
+        /// The address the TCP port binds to (default 127.0.0.1).
+        #[arg(long, value_name = "ADDRESS", requires = "tcp")]
+        host: Option<String>,
+        /// Host names clients use to reach the TCP port, besides the loopback ones
+        /// (required with a non-loopback --host).
+        #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "tcp")]
+        allowed_hosts: Vec<String>,
+    },
+    /// A stdio bridge to the shared server, for clients that start a command.
+    Connect {
+        /// The agent's name, stable across reconnects (X-Terminal-Actor).
+        #[arg(long, value_name = "NAME")]
+        actor: Option<String>,
+        /// The Unix socket (default as for serve).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
+    },
+    /// Print the bearer token of the TCP port (made on first use).
+    Token,
+    /// Close a session, even one someone uses.
+    Close {
+        /// Close it even when a person is attached or another agent's command runs.
+        #[arg(long)]
+        force: bool,
+        /// The session.
+        name: String,
+    },
     /// Decide what happens to session logs, or sweep now.
     Logs {
         /// What to do.
@@ -102,11 +138,28 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         // so nothing can read the environment while it changes.
         unsafe { std::env::set_var(crate::retention::ENV_KEEP_DAYS, days.to_string()) };
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    // Built per command, not before: `serve` binds its socket first, while
+    // no other thread exists.
+    let runtime = || tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
     match cli.command {
-        None | Some(Command::Stdio) => runtime.block_on(serve_stdio()),
-        Some(Command::Demo { pause_ms }) => runtime.block_on(crate::demo::run(pause_ms)),
-        Some(Command::Logs { action }) => runtime.block_on(logs(action)),
+        Some(Command::Serve { socket, tcp, host, allowed_hosts }) => {
+            serve(socket, crate::server::ServeOptions { tcp, host, allowed_hosts })
+        }
+        Some(Command::Connect { actor, socket }) => {
+            let path = crate::config::server_socket_path(socket.as_deref())?;
+            runtime()?.block_on(crate::bridge::run(path, actor))
+        }
+        Some(Command::Token) => {
+            let cfg = Config::from_env()?;
+            let token = crate::server::token::Token::load_or_create(&cfg.token_file())
+                .map_err(|e| anyhow::anyhow!("cannot read or make {}: {e}", cfg.token_file().display()))?;
+            println!("{}", token.as_str());
+            Ok(())
+        }
+        Some(Command::Close { force, name }) => runtime()?.block_on(close(name, force)),
+        None | Some(Command::Stdio) => runtime()?.block_on(serve_stdio()),
+        Some(Command::Demo { pause_ms }) => runtime()?.block_on(crate::demo::run(pause_ms)),
+        Some(Command::Logs { action }) => runtime()?.block_on(logs(action)),
         Some(Command::Skill { dir, plugin }) => skill(&dir, plugin),
     }
 }
@@ -118,6 +171,31 @@ fn skill(dir: &std::path::Path, plugin: bool) -> anyhow::Result<()> {
     for f in files {
         println!("{}", f.display());
     }
+    Ok(())
+}
+
+/// Runs the shared server. The state lock is taken and the socket bound
+/// before the runtime starts: binding sets the umask, which is only safe
+/// while no other thread exists.
+fn serve(socket: Option<std::path::PathBuf>, opts: crate::server::ServeOptions) -> anyhow::Result<()> {
+    let cfg = Config::from_env()?;
+    if let Some(port) = opts.tcp {
+        crate::server::tcp_address(&opts, port)?;
+    }
+    let _lock = crate::lock::acquire(&cfg.home)?;
+    let path = crate::config::server_socket_path(socket.as_deref())?;
+    let bound = crate::server::socket::bind(&path)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(crate::server::run(cfg, bound, opts))
+}
+
+/// `close [--force] NAME`: closes a session of this user's server.
+async fn close(name: String, force: bool) -> anyhow::Result<()> {
+    let cfg = Config::from_env()?;
+    let tmux = Arc::new(Tmux::new(&cfg.socket));
+    let terminal = Terminal::new(Sessions::new(cfg, tmux)?);
+    let said = terminal.close_session(&name, force, None).await.map_err(|e| anyhow::anyhow!(e))?;
+    println!("{said}");
     Ok(())
 }
 
@@ -160,7 +238,7 @@ const CLOSE_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Sweeps at start-up and hourly, and delete-on-close sessions every
 /// minute, until aborted. A sweep logs its own errors.
-async fn sweep_forever(sessions: Sessions) {
+pub(crate) async fn sweep_forever(sessions: Sessions) {
     let mut last_full = tokio::time::Instant::now();
     sessions.sweep(SweepMode::Full, false).await;
     loop {

@@ -9,6 +9,8 @@ pub const ENV_HOME: &str = "DOCENT_TERMINAL_MCP_HOME";
 pub const ENV_SOCKET: &str = "DOCENT_TERMINAL_MCP_SOCKET";
 /// Words put before the attach command in replies.
 pub const ENV_ATTACH_PREFIX: &str = "DOCENT_TERMINAL_MCP_ATTACH_PREFIX";
+/// Overrides the shared server's Unix socket path.
+pub const ENV_SOCKET_PATH: &str = "DOCENT_TERMINAL_MCP_SOCKET_PATH";
 
 /// The default tmux socket name.
 pub const DEFAULT_SOCKET: &str = "docent-terminal-mcp";
@@ -58,6 +60,25 @@ impl Config {
     pub fn calls_log(&self) -> PathBuf {
         self.home.join("calls.log")
     }
+
+    /// The bearer token file of the TCP listener.
+    pub fn token_file(&self) -> PathBuf {
+        self.home.join("token")
+    }
+}
+
+/// The shared server's Unix socket: `explicit` (from `--socket`), else
+/// `$DOCENT_TERMINAL_MCP_SOCKET_PATH`, else
+/// `$XDG_RUNTIME_DIR/docent-terminal-mcp/server.sock`.
+pub fn server_socket_path(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    if let Some(p) = explicit {
+        return absolute(p);
+    }
+    if let Some(p) = std::env::var_os(ENV_SOCKET_PATH).filter(|v| !v.is_empty()) {
+        return absolute(Path::new(&p));
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()).ok_or(ConfigError::NoRuntimeDir)?;
+    Ok(PathBuf::from(runtime).join("docent-terminal-mcp").join("server.sock"))
 }
 
 /// Why the settings could not be resolved.
@@ -69,6 +90,11 @@ pub enum ConfigError {
     /// The tmux socket name is not a plain name.
     #[error("{ENV_SOCKET}={0:?} is not a plain socket name (no '/', at most 64 bytes)")]
     BadSocket(String),
+    /// Neither the socket override nor `$XDG_RUNTIME_DIR` is set.
+    #[error(
+        "neither {ENV_SOCKET_PATH} nor XDG_RUNTIME_DIR is set, so the server's socket has no home; set one of them (or pass --socket)"
+    )]
+    NoRuntimeDir,
     /// Our own executable could not be located.
     #[error("cannot locate the {0} binary next to this program: {1}")]
     Binary(String, std::io::Error),

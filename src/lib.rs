@@ -7,6 +7,7 @@
 //! (`dtmcp-pane-logger`). See DESIGN.md for the architecture: pure cores
 //! (`cook`, `region`, `store`) inside thin shells that do the I/O.
 
+pub mod bridge;
 pub mod calls;
 pub mod cli;
 pub mod config;
@@ -23,6 +24,7 @@ pub mod protocol;
 pub mod region;
 pub mod retention;
 pub mod search;
+pub mod server;
 pub mod session;
 pub mod shell;
 pub mod store;

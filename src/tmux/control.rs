@@ -171,14 +171,18 @@ impl Drop for Control {
 /// The command line of a control client on `socket`.
 fn control_command(bin: &Path, socket: &str) -> Command {
     let mut command = Command::new(bin);
-    command
-        .args(["-u", "-L", socket, "-C", "new-session", "-A", "-s", CONTROL_SESSION])
-        .args(["-f", "ignore-size,no-output", "-c", "/", "sleep", "2147483647"])
-        .env_remove("TMUX")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    command.args(["-u", "-L", socket, "-C", "new-session", "-A", "-s", CONTROL_SESSION]).args([
+        "-f",
+        "ignore-size,no-output",
+        "-c",
+        "/",
+        "sleep",
+        "2147483647",
+    ]);
+    for name in super::SCRUBBED_ENV {
+        command.env_remove(name);
+    }
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     command
 }
 

@@ -179,6 +179,40 @@ pub struct Tmux {
     /// until [`RESTART_PAUSE`] has passed, commands are spawned without
     /// trying again (each try costs two processes).
     start_failed: Mutex<Option<Instant>>,
+    /// Start the tmux server in a systemd scope of its own (see
+    /// [`scope_wanted`]), so that a service restart does not kill it.
+    scope: bool,
+}
+
+/// Variables of the server's own environment that must not reach a pane:
+/// systemd's service plumbing. (The tmux server copies the environment of
+/// whoever starts it into every pane.)
+pub const SCRUBBED_ENV: &[&str] = &[
+    "NOTIFY_SOCKET",
+    "INVOCATION_ID",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "JOURNAL_STREAM",
+    "MANAGERPID",
+    "SYSTEMD_EXEC_PID",
+    "TMUX",
+];
+
+/// Whether a new tmux server should get a systemd scope of its own: we run
+/// under systemd (`INVOCATION_ID` is set) and `systemd-run` exists.
+pub fn scope_wanted() -> bool {
+    std::env::var_os("INVOCATION_ID").is_some()
+        && std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("systemd-run").is_file()))
+}
+
+/// The scope unit a tmux server on `socket` runs in.
+pub fn scope_unit(socket: &str) -> String {
+    let safe: String = socket.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    format!("docent-terminal-mcp-tmux-{safe}.scope")
 }
 
 /// How long to spawn commands after a control client failed to start.
@@ -195,7 +229,13 @@ impl Tmux {
             connecting: tokio::sync::Mutex::new(()),
             failed_attempts: AtomicU64::new(0),
             start_failed: Mutex::new(None),
+            scope: false,
         }
+    }
+
+    /// The same, starting the tmux server in a systemd scope when `scope`.
+    pub fn with_scope(self, scope: bool) -> Tmux {
+        Tmux { scope, ..self }
     }
 
     /// The same, with another tmux executable.
@@ -341,15 +381,41 @@ impl Tmux {
     }
 
     async fn spawn_argv(&self, args: Vec<String>) -> Result<String, TmuxError> {
+        let starts_server = self.scope
+            && args.first().is_some_and(|a| a == "new-session")
+            && std::os::unix::net::UnixStream::connect(socket_path(&self.socket)).is_err();
         let mut argv = vec!["-L".to_string(), self.socket.clone()];
         argv.extend(args);
-        let run = tokio::process::Command::new(&self.bin)
-            .arg("-u")
-            .args(&argv)
-            .env_remove("TMUX")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output();
+        if starts_server {
+            match self.spawn_in_scope(&argv).await {
+                Some(answer) => return answer,
+                None => eprintln!("docent-terminal-mcp: systemd-run failed; the tmux server starts in our own cgroup"),
+            }
+        }
+        let mut command = tokio::process::Command::new(&self.bin);
+        command.arg("-u").args(&argv);
+        self.finish_spawn(command, argv).await
+    }
+
+    /// Runs `tmux ARGV` (which starts the server) under
+    /// `systemd-run --user --scope`; `None` when systemd-run itself failed.
+    async fn spawn_in_scope(&self, argv: &[String]) -> Option<Result<String, TmuxError>> {
+        let mut command = tokio::process::Command::new("systemd-run");
+        let unit = scope_unit(&self.socket);
+        command.args(["--user", "--scope", "--quiet", "--collect", "--unit", &unit, "--"]);
+        command.arg(&self.bin).arg("-u").args(argv);
+        match self.finish_spawn(command, argv.to_vec()).await {
+            Err(TmuxError::Command { stderr, .. }) if stderr.starts_with("Failed to") => None,
+            Err(TmuxError::Spawn { .. }) => None,
+            answer => Some(answer),
+        }
+    }
+
+    async fn finish_spawn(&self, mut command: tokio::process::Command, argv: Vec<String>) -> Result<String, TmuxError> {
+        for name in SCRUBBED_ENV {
+            command.env_remove(name);
+        }
+        let run = command.stdin(Stdio::null()).kill_on_drop(true).output();
         let out = match tokio::time::timeout(self.timeout, run).await {
             Ok(Ok(out)) => out,
             Ok(Err(source)) => return Err(TmuxError::Spawn { argv, source }),

@@ -6,11 +6,14 @@
 //! results flagged as errors, with what to do next; malformed arguments are
 //! refused by the schema before anything is done.
 
+pub mod caller;
 mod expect;
 mod guide;
 mod logs;
 mod notes;
+pub mod once;
 mod output;
+pub mod presence;
 mod program;
 mod read;
 mod regions;
@@ -25,8 +28,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, tool_handler};
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeRequestParams,
+    InitializeResult, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
 use crate::calls::CallLog;
 use crate::session::Sessions;
@@ -38,11 +46,8 @@ const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;
 #[derive(Clone)]
 pub struct Terminal {
     inner: Arc<Inner>,
-    /// The client's name from its `initialize`, standing for the agent
-    /// until agents have identities of their own. Not shared between
-    /// clones: a server that clones one `Terminal` per MCP session gets one
-    /// actor per session.
-    actor: std::sync::OnceLock<String>,
+    /// This MCP connection's identity (each HTTP session gets its own).
+    conn: Arc<caller::Connection>,
     tool_router: ToolRouter<Terminal>,
 }
 
@@ -56,6 +61,8 @@ pub struct Inner {
     pub screens: views::ScreenMemory,
     /// The notes given so far, per session and agent.
     pub given: crate::docent::notes::Given,
+    /// The actor names handed out, to make client names unique.
+    pub actors: caller::Actors,
 }
 
 impl Terminal {
@@ -68,8 +75,9 @@ impl Terminal {
                 calls,
                 screens: views::ScreenMemory::default(),
                 given: Default::default(),
+                actors: caller::Actors::default(),
             }),
-            actor: Default::default(),
+            conn: Arc::default(),
             tool_router: Self::router(),
         }
     }
@@ -99,13 +107,31 @@ impl Terminal {
         });
     }
 
-    fn sessions(&self) -> &Sessions {
+    /// The same server for another MCP connection, with an identity of its own.
+    pub fn for_connection(&self) -> Terminal {
+        Terminal { conn: Arc::default(), ..self.clone() }
+    }
+
+    /// The sessions this server serves.
+    pub fn sessions(&self) -> &Sessions {
         &self.inner.sessions
     }
 
-    /// Who is calling: the client's name, for notes given once per agent.
+    /// Who is calling, for notes given once per agent: the caller of the
+    /// call in progress, else this connection's actor.
     fn actor(&self) -> String {
-        self.actor.get().cloned().unwrap_or_else(|| "agent".into())
+        caller::Caller::current()
+            .actor
+            .or_else(|| self.conn.actor().map(str::to_string))
+            .unwrap_or_else(|| "agent".into())
+    }
+
+    /// Who makes a call: the header's actor, else this connection's.
+    fn caller_of(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> caller::Caller {
+        let actor = caller::header_actor(&context.extensions).or_else(|| self.conn.actor().map(str::to_string));
+        let actor = actor.or_else(|| context.peer.peer_info().and_then(|i| caller::tidy(&i.client_info.name)));
+        let key = caller::key_of(request.meta.as_ref()).or_else(|| caller::key_of(Some(&context.meta)));
+        caller::Caller { actor, key }
     }
 
     /// Runs one tool body, records it in `calls.log`, and turns its outcome
@@ -128,7 +154,8 @@ impl Terminal {
         started: Instant,
         mut outcome: Result<String, String>,
     ) -> CallToolResult {
-        self.inner.calls.record(tool, session, started.elapsed(), outcome.is_ok());
+        let who = caller::Caller::current();
+        self.inner.calls.record(tool, session, who.actor.as_deref(), started.elapsed(), outcome.is_ok());
         if let Some(note) = session.and_then(|name| self.sessions().take_note(name)) {
             let (Ok(text) | Err(text)) = &mut outcome;
             text.insert_str(0, &note);
@@ -142,20 +169,49 @@ impl Terminal {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Terminal {
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let base = caller::header_actor(&context.extensions);
+        let actor = base.unwrap_or_else(|| {
+            let name = caller::tidy(&request.client_info.name).unwrap_or_else(|| "agent".into());
+            self.inner.actors.unique(&name)
+        });
+        self.conn.set_actor(actor);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let who = self.caller_of(&request, &context);
+        let body = async {
+            if matches!(&*request.name, "run" | "send" | "expect") {
+                // Only a `run` is replayed by key; `send` and `expect` are
+                // recorded as typing, nothing more.
+                let key = who.key.clone().filter(|_| request.name == "run");
+                let actor = who.actor.clone();
+                return self.run_once(request, context, actor.as_deref(), key.as_deref()).await;
+            }
+            let created = request.name == "session_create";
+            let answer = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
+            if created && let Ok(CallToolResponse::Complete(result)) = &answer {
+                once::note_created(&self.sessions().cfg.home, result, who.actor.as_deref());
+            }
+            answer
+        };
+        who.clone().scope(body).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("docent-terminal-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
-    }
-
-    async fn initialize(
-        &self,
-        request: rmcp::model::InitializeRequestParams,
-        context: rmcp::service::RequestContext<rmcp::RoleServer>,
-    ) -> Result<rmcp::model::InitializeResult, rmcp::ErrorData> {
-        let _ = self.actor.set(request.client_info.name.clone());
-        context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
     }
 }
 

@@ -140,10 +140,7 @@ impl Terminal {
     }
 
     async fn close_body(&self, p: SessionParams) -> Result<String, String> {
-        let dir = self.sessions().close(&p.session).await.map_err(|e| e.to_string())?;
-        if !dir.exists() {
-            return Ok(format!("session {} closed; its logs were deleted, as it was marked", p.session));
-        }
-        Ok(format!("session {} closed; its log stays in {}", p.session, dir.display()))
+        let actor = super::caller::Caller::current().actor;
+        self.close_session(&p.session, false, actor.as_deref()).await
     }
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real server binary, driven by a real MCP client,
 //! with real tmux and bash on private sockets.
 
+mod bridge;
 mod docent;
 mod expect;
 mod harness;
@@ -10,4 +11,5 @@ mod retention;
 mod run;
 mod search;
 mod send;
+mod serve;
 mod sessions;

@@ -1,0 +1,394 @@
+//! `docent-terminal-mcp connect`: a stdio bridge to the shared server, for
+//! clients that start an MCP server as a command.
+//!
+//! Wire: newline-delimited JSON-RPC on stdin and stdout (stdout carries
+//! nothing else; messages for people go to stderr). Each message from the
+//! client becomes one `POST /mcp` over the Unix socket, on a connection of
+//! its own; the answer (a JSON body or an event stream) goes back to stdout
+//! message by message. Requests are served concurrently, so a long `run`
+//! does not hold up a quick `read`.
+//!
+//! Restarts: the bridge remembers the client's `initialize`. When the
+//! server goes away (connection refused or cut, or "session not found" from
+//! a new server), the bridge initializes a new MCP session with those same
+//! parameters, then sends the calls that were in flight again. Every
+//! `tools/call` carries an idempotency key in `_meta`, so a `run` the old
+//! server had already typed is followed by the new one, not typed again. If
+//! no server answers for [`GIVE_UP_AFTER`], the bridge answers the calls in
+//! flight with an error, says why on stderr and exits. It exits when stdin
+//! ends.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{Mutex, mpsc};
+
+use crate::tools::caller::{ACTOR_HEADER, KEY_META};
+
+/// How long the bridge waits for a server to come back.
+pub const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
+/// The session header of streamable HTTP.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// The protocol version header of streamable HTTP.
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// Why one exchange failed.
+enum Failure {
+    /// The server is gone or forgot us: reconnect and send again.
+    Lost(String),
+    /// The server answered with an error that is not JSON-RPC.
+    Refused(String),
+}
+
+/// The bridge's shared state.
+struct Bridge {
+    socket: PathBuf,
+    actor: Option<String>,
+    /// The client's `initialize` request, replayed on reconnect.
+    init: Mutex<Option<Value>>,
+    /// The current MCP session id and protocol version.
+    session: std::sync::Mutex<(Option<String>, Option<String>)>,
+    /// Bumped at every successful reconnect.
+    generation: AtomicU64,
+    /// Held while reconnecting.
+    reconnecting: Mutex<()>,
+    /// The client has had its answer to `initialize`.
+    init_answered: std::sync::atomic::AtomicBool,
+    /// Messages for stdout.
+    out: mpsc::UnboundedSender<String>,
+}
+
+/// Runs the bridge until stdin ends (or no server comes back).
+pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
+    let actor = actor.map(|a| crate::tools::caller::tidy(&a).ok_or_else(|| anyhow::anyhow!("--actor is empty")));
+    let actor = actor.transpose()?;
+    let (out, mut outgoing) = mpsc::unbounded_channel::<String>();
+    let bridge = Arc::new(Bridge {
+        socket,
+        actor,
+        init: Mutex::new(None),
+        session: std::sync::Mutex::new((None, None)),
+        generation: AtomicU64::new(0),
+        reconnecting: Mutex::new(()),
+        init_answered: Default::default(),
+        out,
+    });
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(msg) = outgoing.recv().await {
+            let ok = stdout.write_all(msg.as_bytes()).await.is_ok()
+                && stdout.write_all(b"\n").await.is_ok()
+                && stdout.flush().await.is_ok();
+            if !ok {
+                break;
+            }
+        }
+    });
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            bridge.emit(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}}));
+            continue;
+        };
+        bridge.clone().accept(msg).await;
+    }
+    drop(bridge);
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    Ok(())
+}
+
+impl Bridge {
+    fn emit(&self, msg: Value) {
+        let _ = self.out.send(msg.to_string());
+    }
+
+    /// Takes one message from the client.
+    async fn accept(self: Arc<Self>, mut msg: Value) {
+        let method = msg.get("method").and_then(Value::as_str).map(str::to_string);
+        let is_request = method.is_some() && msg.get("id").is_some();
+        match method.as_deref() {
+            Some("initialize") => {
+                *self.init.lock().await = Some(msg.clone());
+                // In order: nothing else may go before the session exists.
+                self.forward(msg, true).await;
+                self.init_answered.store(true, Ordering::SeqCst);
+            }
+            Some("tools/call") => {
+                add_key(&mut msg);
+                tokio::spawn(async move { self.forward(msg, true).await });
+            }
+            _ if is_request => {
+                tokio::spawn(async move { self.forward(msg, true).await });
+            }
+            // Notifications and responses: in order, quick.
+            _ => self.forward(msg, false).await,
+        }
+    }
+
+    /// Sends `msg` until it is answered, reconnecting as needed.
+    async fn forward(&self, msg: Value, is_request: bool) {
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        loop {
+            let seen = self.generation.load(Ordering::SeqCst);
+            match self.exchange(&msg, is_request).await {
+                Ok(()) => return,
+                Err(Failure::Refused(why)) => {
+                    if is_request {
+                        self.emit(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}}));
+                    }
+                    return;
+                }
+                Err(Failure::Lost(why)) => {
+                    if !self.reconnect(seen, &why).await {
+                        if is_request {
+                            let message = format!(
+                                "no docent-terminal-mcp server answered on {} for {} s",
+                                self.socket.display(),
+                                GIVE_UP_AFTER.as_secs()
+                            );
+                            self.emit(
+                                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}),
+                            );
+                        }
+                        // Let the writer put the answer out before leaving.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        self.give_up(&why);
+                    }
+                    if msg.get("method").and_then(Value::as_str) == Some("initialize") {
+                        // The reconnect already initialized; answer the client with that.
+                        return;
+                    }
+                    if !is_request {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// No server came back: answer, explain, exit.
+    fn give_up(&self, why: &str) -> ! {
+        eprintln!(
+            "docent-terminal-mcp connect: no server answered on {} for {} s ({why}); start it \
+             (docent-terminal-mcp serve, or systemctl --user start docent-terminal-mcp) and restart this client",
+            self.socket.display(),
+            GIVE_UP_AFTER.as_secs()
+        );
+        std::process::exit(1);
+    }
+
+    /// Makes a new MCP session with the client's own `initialize`, unless
+    /// another task already did since generation `seen`. `false`: no server
+    /// within [`GIVE_UP_AFTER`].
+    async fn reconnect(&self, seen: u64, why: &str) -> bool {
+        let _one = self.reconnecting.lock().await;
+        if self.generation.load(Ordering::SeqCst) != seen {
+            return true;
+        }
+        let Some(init) = self.init.lock().await.clone() else { return false };
+        eprintln!("docent-terminal-mcp connect: the server went away ({why}); reconnecting");
+        let started = Instant::now();
+        let first = !self.init_answered.load(Ordering::SeqCst);
+        let mut pause = Duration::from_millis(50);
+        while started.elapsed() < GIVE_UP_AFTER {
+            *self.session.lock().unwrap_or_else(|e| e.into_inner()) = (None, None);
+            // The client's very first initialize is answered to the client;
+            // a replayed one is not (the client already has its answer).
+            let outcome = match first {
+                true => self.exchange(&init, true).await,
+                false => self.post(&init).await.map(|(headers, _)| self.remember(&headers)),
+            };
+            if outcome.is_ok() {
+                if !first {
+                    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+                    let _ = self.exchange(&done, false).await;
+                    eprintln!("docent-terminal-mcp connect: reconnected");
+                }
+                self.generation.fetch_add(1, Ordering::SeqCst);
+                return true;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+        false
+    }
+
+    fn remember(&self, headers: &hyper::HeaderMap) {
+        let mut session = self.session.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+            session.0 = Some(id.to_string());
+        }
+    }
+
+    /// One POST whose answers go to the client.
+    async fn exchange(&self, msg: &Value, is_request: bool) -> Result<(), Failure> {
+        let id = msg.get("id").cloned();
+        let (headers, messages) = self.post(msg).await?;
+        self.remember(&headers);
+        let mut answered = !is_request;
+        for m in messages {
+            if let Some(v) = m.get("result").and_then(|r| r.get("protocolVersion")).and_then(Value::as_str) {
+                self.session.lock().unwrap_or_else(|e| e.into_inner()).1 = Some(v.to_string());
+            }
+            answered |= m.get("id") == id.as_ref() && (m.get("result").is_some() || m.get("error").is_some());
+            self.emit(m);
+        }
+        if answered { Ok(()) } else { Err(Failure::Lost("the answer was cut off".into())) }
+    }
+
+    /// POSTs `msg` to `/mcp`; returns the response headers and every
+    /// JSON-RPC message of the answer.
+    async fn post(&self, msg: &Value) -> Result<(hyper::HeaderMap, Vec<Value>), Failure> {
+        let stream = tokio::net::UnixStream::connect(&self.socket)
+            .await
+            .map_err(|e| Failure::Lost(format!("cannot connect: {e}")))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| Failure::Lost(format!("handshake: {e}")))?;
+        tokio::spawn(conn);
+        let (session, version) = self.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut request = hyper::Request::post("/mcp")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(s) = session {
+            request = request.header(SESSION_HEADER, s);
+        }
+        if let Some(v) = version {
+            request = request.header(VERSION_HEADER, v);
+        }
+        if let Some(a) = &self.actor {
+            request = request.header(ACTOR_HEADER, a.as_str());
+        }
+        let request = request
+            .body(Full::new(Bytes::from(msg.to_string())))
+            .map_err(|e| Failure::Refused(format!("bad request: {e}")))?;
+        let response = sender.send_request(request).await.map_err(|e| Failure::Lost(format!("request: {e}")))?;
+        let (parts, mut body) = response.into_parts();
+        let kind = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let mut messages = Vec::new();
+        if kind.starts_with("text/event-stream") {
+            let mut sse = Sse::default();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| Failure::Lost(format!("stream cut: {e}")))?;
+                if let Some(data) = frame.data_ref() {
+                    messages.extend(sse.feed(data));
+                    // The answer to our request ends the exchange; the
+                    // stream itself may stay open.
+                    if msg.get("id").is_some_and(|id| messages.iter().any(|m| is_answer_to(m, id))) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            let bytes = body.collect().await.map_err(|e| Failure::Lost(format!("body cut: {e}")))?.to_bytes();
+            if kind.starts_with("application/json") {
+                if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+                    messages.push(v);
+                }
+            } else if parts.status == hyper::StatusCode::NOT_FOUND {
+                return Err(Failure::Lost("the server does not know this session".into()));
+            } else if !parts.status.is_success() {
+                let text = String::from_utf8_lossy(&bytes).trim().to_string();
+                return Err(Failure::Refused(format!("the server answered {}: {text}", parts.status)));
+            }
+        }
+        Ok((parts.headers, messages))
+    }
+}
+
+fn is_answer_to(m: &Value, id: &Value) -> bool {
+    m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some())
+}
+
+/// Gives a `tools/call` an idempotency key of its own (kept if present).
+fn add_key(msg: &mut Value) {
+    let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) else { return };
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.entry(KEY_META).or_insert_with(|| Value::String(new_key()));
+    }
+}
+
+fn new_key() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 12];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+    let random: String = match read {
+        Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        Err(_) => format!("{}-{}", std::process::id(), crate::config::now_ms()),
+    };
+    format!("{random}-{}", COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// An incremental reader of `text/event-stream`: bytes in, the JSON of
+/// each complete event's `data` out (empty and non-JSON events skipped).
+#[derive(Default)]
+struct Sse {
+    pending: Vec<u8>,
+    data: String,
+}
+
+impl Sse {
+    fn feed(&mut self, bytes: &[u8]) -> Vec<Value> {
+        self.pending.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if line.is_empty() {
+                let data = std::mem::take(&mut self.data);
+                if let Ok(v) = serde_json::from_str::<Value>(&data) {
+                    out.push(v);
+                }
+            } else if let Some(rest) = line.strip_prefix("data:") {
+                if !self.data.is_empty() {
+                    self.data.push('\n');
+                }
+                self.data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_read_across_chunks_and_priming_events_skipped() {
+        let stream =
+            b"id: 0\nretry: 3000\ndata:\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{}}\n\n: ping\n\n";
+        let whole = Sse::default().feed(stream);
+        let mut sse = Sse::default();
+        let mut pieces = Vec::new();
+        for chunk in stream.chunks(3) {
+            pieces.extend(sse.feed(chunk));
+        }
+        assert_eq!(whole, pieces);
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0]["id"], 1);
+    }
+
+    #[test]
+    fn a_call_gets_a_key_and_keeps_one_it_has() {
+        let mut call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "run"}});
+        add_key(&mut call);
+        let key = call["params"]["_meta"][KEY_META].as_str().expect("key").to_string();
+        assert!(key.len() >= 8);
+        add_key(&mut call);
+        assert_eq!(call["params"]["_meta"][KEY_META], key.as_str());
+    }
+}

@@ -1,0 +1,150 @@
+//! The plain HTTP routes beside `/mcp`: `/health` and `/api/*`, for people,
+//! scripts and clients' buttons (a Close button posts `{"force": true}`).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::retention::{Action, SweepMode, expires_ms};
+use crate::tools::Terminal;
+use crate::tools::once::{agents_typed, creator_of, starter_of};
+
+/// What the routes share.
+#[derive(Clone)]
+pub struct App {
+    /// The MCP server, for its sessions.
+    pub terminal: Terminal,
+    /// This server's identity for `/health`.
+    pub health: Arc<Value>,
+}
+
+/// `GET /health`: what answers here, and which start of it.
+pub async fn health(State(app): State<App>) -> Json<Value> {
+    Json((*app.health).clone())
+}
+
+/// `GET /api/sessions`: every live session's state.
+pub async fn sessions(State(app): State<App>) -> Response {
+    let sessions = app.terminal.sessions();
+    let panes = match sessions.panes().await {
+        Ok(p) => p,
+        Err(e) if matches!(&e, crate::session::SessionError::Tmux(t) if t.is_no_server()) => Vec::new(),
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let live: std::collections::HashSet<String> = panes.iter().map(|p| p.session_name.clone()).collect();
+    let sweeper = sessions.sweeper();
+    let mut out = Vec::new();
+    for pane in panes {
+        out.push(one_session(&app.terminal, &pane, &sweeper, &live).await);
+    }
+    Json(json!({ "sessions": out })).into_response()
+}
+
+async fn one_session(
+    terminal: &Terminal,
+    pane: &crate::tmux::PaneInfo,
+    sweeper: &crate::retention::Sweeper,
+    live: &std::collections::HashSet<String>,
+) -> Value {
+    let sessions = terminal.sessions();
+    let name = pane.session_name.as_str();
+    let home = &sessions.cfg.home;
+    let mut v = json!({
+        "name": name,
+        "pane_id": pane.pane_id.as_ref() as &str,
+        "window": pane.window_index,
+        "index": pane.pane_index,
+        "active": pane.pane_active,
+        "dead": pane.pane_dead,
+        "command": pane.pane_current_command,
+        "cwd": pane.pane_current_path,
+        "size": { "cols": pane.pane_width, "rows": pane.pane_height },
+        "log_dir": sessions.cfg.session_dir(name),
+        "attach": sessions.attach_command(name),
+        "agents_typed": agents_typed(home, name),
+        "started_by": creator_of(home, name),
+    });
+    if let Some(f) = sweeper.facts_of(name, live) {
+        v["keep"] = json!(f.keep);
+        v["delete_on_close"] = json!(f.delete_on_close);
+        v["expires"] = json!(expires_ms(sweeper.policy, &f).map(|ms| ms / 1000));
+    }
+    if let Ok(s) = sessions.resolve(name).await {
+        v["integrated"] = json!(s.meta.integrated);
+        if let Ok(mut logger) = s.logger().await
+            && let Ok(status) = logger.status().await
+        {
+            v["last_output"] = json!(status.last_output_ms / 1000);
+            v["at_prompt"] = json!(status.shell.at_prompt);
+            if let Some(r) = &status.last_region {
+                v["last_command"] = json!(r.command);
+                v["exit"] = json!(r.exit);
+                v["last_command_by"] = json!(starter_of(home, name, r.id));
+            }
+        }
+    }
+    if let Ok(p) = terminal.presence(name).await {
+        v["attached"] = json!(p.attached);
+        v["running"] = json!(p.running.map(|(cmd, by)| json!({ "command": cmd, "started_by": by })));
+    }
+    v
+}
+
+/// The body of `POST /api/sessions/NAME/close`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseBody {
+    /// Close even when someone uses it.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `POST /api/sessions/NAME/close`.
+pub async fn close(State(app): State<App>, Path(name): Path<String>, body: Option<Json<CloseBody>>) -> Response {
+    let force = body.is_some_and(|b| b.force);
+    match app.terminal.close_session(&name, force, None).await {
+        Ok(text) => Json(json!({ "closed": name, "message": text })).into_response(),
+        Err(text) => (StatusCode::CONFLICT, Json(json!({ "error": text }))).into_response(),
+    }
+}
+
+/// The body of `POST /api/sessions/NAME/logs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsBody {
+    /// `keep`, `default`, `delete_on_close` or `delete`.
+    pub action: String,
+}
+
+/// `POST /api/sessions/NAME/logs`.
+pub async fn logs(State(app): State<App>, Path(name): Path<String>, Json(body): Json<LogsBody>) -> Response {
+    let Some(action) = Action::parse(&body.action) else {
+        let why = format!("action {:?} is not one of keep, default, delete_on_close, delete", body.action);
+        return (StatusCode::BAD_REQUEST, Json(json!({ "error": why }))).into_response();
+    };
+    match app.terminal.sessions().set_retention(&name, action).await {
+        Ok(dir) => Json(json!({ "session": name, "action": body.action, "dir": dir })).into_response(),
+        Err(e) => (StatusCode::CONFLICT, Json(json!({ "error": e.to_string() }))).into_response(),
+    }
+}
+
+/// The query of `POST /api/sweep`.
+#[derive(Debug, Default, Deserialize)]
+pub struct SweepQuery {
+    /// `1` or `true`: only say what would go.
+    #[serde(default)]
+    pub dry_run: Option<String>,
+}
+
+/// `POST /api/sweep[?dry_run=1]`.
+pub async fn sweep(State(app): State<App>, Query(q): Query<SweepQuery>) -> Json<Value> {
+    let dry_run = q.dry_run.as_deref().is_some_and(|v| matches!(v, "1" | "true" | "yes"));
+    let decisions = app.terminal.sessions().sweep(SweepMode::Full, dry_run).await;
+    let list: Vec<Value> = decisions.iter().map(|d| json!({ "name": d.name, "why": d.why.to_string() })).collect();
+    Json(json!({ "dry_run": dry_run, "deleted": if dry_run { json!([]) } else { json!(list) }, "due": list }))
+}

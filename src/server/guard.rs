@@ -1,0 +1,239 @@
+//! Who may use a listener: the Host and Origin every request carries, and on
+//! TCP the bearer token.
+//!
+//! - `Host` (TCP only): one of the allowed names (loopback names, plus the
+//!   `--allowed-hosts` list a non-loopback bind must give), so a web page
+//!   cannot reach the port by DNS rebinding. A Unix socket has no names.
+//! - `Origin`: when present, its host must be an allowed name (on the Unix
+//!   socket: a loopback name); anything else (including `null`) gets 403,
+//!   as the MCP specification asks of servers.
+//! - Token (TCP only, every route but `/health`): `Authorization: Bearer T`,
+//!   compared in constant time; missing or wrong gives 401 with
+//!   `WWW-Authenticate`. A token in the URL is refused outright (400): URLs
+//!   end up in logs and histories.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::token::Token;
+
+/// Names that always mean this machine.
+pub const LOOPBACK_NAMES: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
+
+/// The rules of one listener.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    /// The token every route but `/health` needs; `None` on the Unix socket.
+    pub token: Option<Token>,
+    /// The host names `Host` may carry; `None`: any (the Unix socket).
+    pub hosts: Option<Vec<String>>,
+}
+
+impl Guard {
+    /// The rules of the Unix socket: its modes and peer check do the work.
+    pub fn unix() -> Guard {
+        Guard { token: None, hosts: None }
+    }
+
+    /// The rules of a TCP port: loopback names plus `extra`, and the token.
+    pub fn tcp(token: Token, extra: &[String]) -> Guard {
+        let mut hosts: Vec<String> = LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect();
+        hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
+        Guard { token: Some(token), hosts: Some(hosts) }
+    }
+
+    fn host_allowed(&self, name: &str) -> bool {
+        match &self.hosts {
+            None => true,
+            Some(hosts) => hosts.iter().any(|h| h == name),
+        }
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let Some(name) = origin_host(origin) else { return false };
+        match &self.hosts {
+            None => LOOPBACK_NAMES.contains(&name.as_str()),
+            Some(hosts) => hosts.contains(&name),
+        }
+    }
+
+    /// Checks one request; `Err` is the response to send instead.
+    pub fn check(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<(), Refusal> {
+        if self.hosts.is_some() {
+            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(host_name);
+            match host {
+                Some(h) if self.host_allowed(&h) => {}
+                Some(h) => {
+                    return Err(refuse(
+                        StatusCode::FORBIDDEN,
+                        &format!(
+                            "Host {h:?} is not one this server answers to; start it with --allowed-hosts naming it"
+                        ),
+                    ));
+                }
+                None => return Err(refuse(StatusCode::BAD_REQUEST, "a Host header is required")),
+            }
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("?");
+            if !self.origin_allowed(origin) {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    &format!("requests from the origin {origin:?} are not allowed"),
+                ));
+            }
+        }
+        let Some(token) = &self.token else { return Ok(()) };
+        if query.is_some_and(query_has_token) {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "a token is never accepted in a URL; send it as Authorization: Bearer TOKEN",
+            ));
+        }
+        if path == "/health" {
+            return Ok(());
+        }
+        let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+        match offered {
+            Some(t) if token.matches(t) => Ok(()),
+            Some(_) => Err(unauthorized("the bearer token is wrong")),
+            None => Err(unauthorized(
+                "this port needs Authorization: Bearer TOKEN; `docent-terminal-mcp token` prints the token",
+            )),
+        }
+    }
+}
+
+/// The middleware form of [`Guard::check`].
+pub async fn enforce(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let uri = request.uri();
+    if let Err(refusal) = guard.check(uri.path(), uri.query(), request.headers()) {
+        return refusal.into_response();
+    }
+    next.run(request).await
+}
+
+/// A request turned away: its status and why, for the person reading it.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// Why, in a sentence.
+    pub why: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, format!("{}\n", self.why)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            let challenge = header::HeaderValue::from_static("Bearer realm=\"docent-terminal-mcp\"");
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        r
+    }
+}
+
+fn refuse(status: StatusCode, why: &str) -> Refusal {
+    Refusal { status, why: why.to_string() }
+}
+
+fn unauthorized(why: &str) -> Refusal {
+    refuse(StatusCode::UNAUTHORIZED, why)
+}
+
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
+fn query_has_token(query: &str) -> bool {
+    query.split('&').any(|pair| {
+        let name = pair.split('=').next().unwrap_or("").to_ascii_lowercase();
+        name.contains("token") || name == "auth" || name == "authorization" || name == "key"
+    })
+}
+
+/// The host name of a `Host` value, lowercased, without its port.
+pub fn host_name(value: &str) -> String {
+    let value = value.trim().to_ascii_lowercase();
+    if value.starts_with('[') {
+        // [::1]:8766 → ::1
+        return value.split(']').next().unwrap_or("").trim_start_matches('[').to_string();
+    }
+    match value.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !name.contains(':') => name.to_string(),
+        _ => value,
+    }
+}
+
+/// The host name of an `Origin` (`scheme://host[:port]`); `None` for `null`
+/// and anything without a scheme.
+fn origin_host(origin: &str) -> Option<String> {
+    let (_, rest) = origin.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    Some(host_name(authority))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+    use rstest::rstest;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    fn tcp() -> Guard {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        Guard::tcp(Token::load_or_create(&tmp.path().join("t")).expect("token"), &["box.lan".into()])
+    }
+
+    #[rstest]
+    #[case::loopback_with_port("localhost:8766", "localhost")]
+    #[case::ipv6("[::1]:8766", "::1")]
+    #[case::bare("Box.LAN", "box.lan")]
+    fn host_names(#[case] value: &str, #[case] name: &str) {
+        assert_eq!(host_name(value), name);
+    }
+
+    #[rstest]
+    #[case::foreign_host(&[("host", "evil.example:8766")], 403)]
+    #[case::no_host(&[], 400)]
+    #[case::foreign_origin(&[("host", "localhost:8766"), ("origin", "http://evil.example")], 403)]
+    #[case::null_origin(&[("host", "localhost:8766"), ("origin", "null")], 403)]
+    #[case::no_token(&[("host", "localhost:8766")], 401)]
+    #[case::wrong_token(&[("host", "box.lan:8766"), ("authorization", "Bearer nope")], 401)]
+    #[case::foreign_origin_on_health(&[("host", "localhost"), ("origin", "https://evil.example")], 403)]
+    fn tcp_refusals(#[case] pairs: &[(&'static str, &'static str)], #[case] status: u16) {
+        let r = tcp().check("/mcp", None, &headers(pairs)).expect_err("refused").into_response();
+        assert_eq!(r.status().as_u16(), status);
+        if status == 401 {
+            assert!(r.headers().contains_key(header::WWW_AUTHENTICATE));
+        }
+    }
+
+    #[test]
+    fn health_needs_no_token_but_the_right_host() {
+        let g = tcp();
+        assert!(g.check("/health", None, &headers(&[("host", "127.0.0.1:8766")])).is_ok());
+        assert!(g.check("/health", None, &headers(&[("host", "evil.example")])).is_err());
+        let in_url = g.check("/mcp", Some("access_token=x"), &headers(&[("host", "localhost")]));
+        assert_eq!(in_url.expect_err("refused").status.as_u16(), 400);
+    }
+
+    #[test]
+    fn the_unix_socket_takes_any_host_but_no_foreign_origin() {
+        let g = Guard::unix();
+        assert!(g.check("/api/sessions", None, &headers(&[("host", "x")])).is_ok());
+        assert!(g.check("/mcp", None, &headers(&[("host", "x"), ("origin", "http://localhost:3000")])).is_ok());
+        assert!(g.check("/mcp", None, &headers(&[("host", "x"), ("origin", "https://evil.example")])).is_err());
+    }
+}

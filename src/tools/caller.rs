@@ -1,0 +1,126 @@
+//! Who is calling: the agent (actor) behind a tool call, and the
+//! idempotency key a `run` may carry.
+//!
+//! An agent is named by the `X-Terminal-Actor` header (the `connect`
+//! bridge's `--actor` sends it), stably across reconnects. Without one, the
+//! client's own name from `initialize` is used, made unique per connection
+//! by the server: the first `claude-code` is `claude-code`, the second
+//! `claude-code#2`.
+//!
+//! The caller of the call being served is kept in a task-local, set by
+//! `call_tool` around the tool's body, so the tool bodies need no extra
+//! argument to know it.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use rmcp::model::Extensions;
+
+/// The header that names an agent.
+pub const ACTOR_HEADER: &str = "x-terminal-actor";
+/// The `_meta` key under which the bridge sends a `run`'s idempotency key.
+pub const KEY_META: &str = "docent-terminal-mcp/idempotency-key";
+/// The longest actor name kept.
+const MAX_ACTOR: usize = 64;
+
+tokio::task_local! {
+    static CALLER: Caller;
+}
+
+/// The caller of one tool call.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    /// The agent's name, when known.
+    pub actor: Option<String>,
+    /// The call's idempotency key, when the client sent one.
+    pub key: Option<String>,
+}
+
+impl Caller {
+    /// The caller of the call being served (empty outside a call).
+    pub fn current() -> Caller {
+        CALLER.try_with(Clone::clone).unwrap_or_default()
+    }
+
+    /// Runs `f` as a call of this caller.
+    pub async fn scope<F: Future>(self, f: F) -> F::Output {
+        CALLER.scope(self, f).await
+    }
+}
+
+/// One MCP connection's identity: the actor it was given at `initialize`.
+#[derive(Debug, Default)]
+pub struct Connection {
+    actor: OnceLock<String>,
+}
+
+impl Connection {
+    /// The actor named at `initialize`, if that happened on this connection.
+    pub fn actor(&self) -> Option<&str> {
+        self.actor.get().map(String::as_str)
+    }
+
+    /// Names this connection's actor (once; later calls change nothing).
+    pub fn set_actor(&self, actor: String) {
+        let _ = self.actor.set(actor);
+    }
+}
+
+/// The names handed out so far, server-wide, to make client names unique.
+#[derive(Debug, Default)]
+pub struct Actors {
+    seen: Mutex<HashMap<String, u32>>,
+}
+
+impl Actors {
+    /// `base` for its first connection, `base#N` for the N-th.
+    pub fn unique(&self, base: &str) -> String {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let n = seen.entry(base.to_string()).or_insert(0);
+        *n += 1;
+        if *n == 1 { base.to_string() } else { format!("{base}#{n}") }
+    }
+}
+
+/// The actor named by the HTTP request's header, if any and usable.
+pub fn header_actor(extensions: &Extensions) -> Option<String> {
+    let parts = extensions.get::<axum::http::request::Parts>()?;
+    let value = parts.headers.get(ACTOR_HEADER)?.to_str().ok()?;
+    tidy(value)
+}
+
+/// An actor name fit for logs and replies: trimmed, no control characters,
+/// at most [`MAX_ACTOR`] characters; `None` when nothing is left.
+pub fn tidy(name: &str) -> Option<String> {
+    let name: String = name.trim().chars().filter(|c| !c.is_control()).take(MAX_ACTOR).collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// The idempotency key in a request's `_meta`, if it is a plausible one
+/// (8 to 80 letters, digits, `-` or `_`: it names a file).
+pub fn key_of(meta: Option<&rmcp::model::RequestMetaObject>) -> Option<String> {
+    let key = meta?.0.get(KEY_META)?.as_str()?;
+    let ok = (8..=80).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    ok.then(|| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_names_are_made_unique_per_connection() {
+        let actors = Actors::default();
+        assert_eq!(actors.unique("claude-code"), "claude-code");
+        assert_eq!(actors.unique("claude-code"), "claude-code#2");
+        assert_eq!(actors.unique("codex"), "codex");
+        assert_eq!(actors.unique("claude-code"), "claude-code#3");
+    }
+
+    #[test]
+    fn names_lose_control_characters_and_length() {
+        assert_eq!(tidy(" a\u{1b}b "), Some("ab".into()));
+        assert_eq!(tidy("\n"), None);
+        assert_eq!(tidy(&"x".repeat(200)).map(|s| s.len()), Some(MAX_ACTOR));
+    }
+}

@@ -1,0 +1,256 @@
+//! Who typed what, and `run` typed at most once per idempotency key.
+//!
+//! Before a `run` types, the router notes the session's position (regions
+//! opened, bytes logged) and the caller's actor in
+//! `$DOCENT_TERMINAL_MCP_HOME/agents/NAME.jsonl`: the region that opens
+//! next was started by that agent. (The session's own directory is the
+//! logger's alone, so this lives beside it.)
+//!
+//! A `run` carrying an idempotency key (the `connect` bridge adds one to
+//! every call and resends it after a server restart) is recorded under
+//! `$DOCENT_TERMINAL_MCP_HOME/requests/KEY.json`: first `typed` with that
+//! position, then `done` with the reply. The same key again gets the stored
+//! reply; a key whose record says `typed` and whose session moved on since
+//! (a server died in the middle) is followed, not retyped: a command still
+//! running is waited for, a finished one is read back.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde::{Deserialize, Serialize};
+
+use super::Terminal;
+use crate::protocol::Mark;
+use crate::types::RegionId;
+
+/// How long request records are kept.
+const KEEP_REQUESTS_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// One line of `agents/NAME.jsonl`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Typed {
+    /// Regions opened before the agent typed: its region is the next one.
+    pub after_regions: u64,
+    /// The agent.
+    pub actor: String,
+    /// The tool that typed.
+    pub tool: String,
+    /// When, in ms since the epoch.
+    pub ms: u64,
+}
+
+/// What a request record says.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum Record {
+    /// About to type into `session` at `mark`.
+    Typed { session: String, mark: Mark },
+    /// Answered.
+    Done { result: CallToolResult },
+}
+
+/// The file of agent typing records of `session`.
+pub fn agents_file(home: &Path, session: &str) -> PathBuf {
+    home.join("agents").join(format!("{session}.jsonl"))
+}
+
+/// The agent who started region `id` of `session`, if an agent did.
+pub fn starter_of(home: &Path, session: &str, id: RegionId) -> Option<String> {
+    let text = std::fs::read_to_string(agents_file(home, session)).ok()?;
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Typed>(l).ok())
+        .rfind(|t| t.tool != "session_create" && t.after_regions + 1 == id.0)
+        .map(|t| t.actor)
+}
+
+/// The agent who made `session`, if one did through this server.
+pub fn creator_of(home: &Path, session: &str) -> Option<String> {
+    let text = std::fs::read_to_string(agents_file(home, session)).ok()?;
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Typed>(l).ok())
+        .find(|t| t.tool == "session_create")
+        .map(|t| t.actor)
+}
+
+/// Notes that `actor` made `session` (the reply of a `session_create`).
+pub fn note_created(home: &Path, result: &CallToolResult, actor: Option<&str>) {
+    if result.is_error == Some(true) {
+        return;
+    }
+    let text = result.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.as_str()).next().unwrap_or("");
+    let Some(name) = text.strip_prefix("session ").and_then(|t| t.split_whitespace().next()) else { return };
+    if crate::session::validate_name(name).is_err() {
+        return;
+    }
+    // A new session of an old name starts a new record.
+    let typed = Typed {
+        after_regions: 0,
+        actor: actor.unwrap_or("agent").into(),
+        tool: "session_create".into(),
+        ms: crate::config::now_ms(),
+    };
+    if let Ok(mut line) = serde_json::to_vec(&typed) {
+        line.push(b'\n');
+        let _ = write_whole(&agents_file(home, name), &line);
+    }
+}
+
+/// Every agent's last typing time in `session`, in epoch seconds.
+pub fn agents_typed(home: &Path, session: &str) -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(agents_file(home, session)).unwrap_or_default();
+    let mut out = std::collections::BTreeMap::new();
+    let typed = text.lines().filter_map(|l| serde_json::from_str::<Typed>(l).ok());
+    for t in typed.filter(|t| t.tool != "session_create") {
+        out.insert(t.actor, t.ms / 1000);
+    }
+    out
+}
+
+fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(line)
+}
+
+fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Removes request records older than a day.
+pub fn prune_requests(home: &Path) {
+    let Ok(entries) = std::fs::read_dir(home.join("requests")) else { return };
+    let now = std::time::SystemTime::now();
+    for e in entries.filter_map(Result::ok) {
+        let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| now.duration_since(t).ok());
+        if old.is_some_and(|d| d.as_millis() as u64 > KEEP_REQUESTS_MS) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+impl Terminal {
+    /// Serves a tool that types (`run`, `send`, `expect`): notes who types,
+    /// and honours a `run`'s idempotency key.
+    pub(super) async fn run_once(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        actor: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let home = self.sessions().cfg.home.clone();
+        let args = request.arguments.clone().unwrap_or_default();
+        let session = args.get("session").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        let record = key.map(|k| home.join("requests").join(format!("{k}.json")));
+        if let Some(path) = &record
+            && let Some(answer) = self.answer_again(path, &session, &args, context.clone()).await
+        {
+            return answer;
+        }
+        let mark = self.mark_of(&session).await;
+        if let Some(mark) = mark {
+            let typed = Typed {
+                after_regions: mark.regions,
+                actor: actor.unwrap_or("agent").to_string(),
+                tool: request.name.to_string(),
+                ms: crate::config::now_ms(),
+            };
+            if let Ok(mut line) = serde_json::to_vec(&typed) {
+                line.push(b'\n');
+                let _ = append_line(&agents_file(&home, &session), &line);
+            }
+            if let Some(path) = &record
+                && let Ok(body) = serde_json::to_vec(&Record::Typed { session: session.clone(), mark })
+            {
+                let _ = write_whole(path, &body);
+            }
+        }
+        let answer = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
+        if let (Some(path), Ok(CallToolResponse::Complete(result))) = (&record, &answer)
+            && let Ok(body) = serde_json::to_vec(&Record::Done { result: result.clone() })
+        {
+            let _ = write_whole(path, &body);
+        }
+        answer
+    }
+
+    /// The session's position now, if it can be had. Straight from the
+    /// logger's socket, without asking tmux: this runs before every typing
+    /// call, and the tool itself resolves the session anyway.
+    async fn mark_of(&self, session: &str) -> Option<Mark> {
+        crate::session::validate_name(session).ok()?;
+        let socket = self.sessions().cfg.session_dir(session).join(crate::store::files::SOCKET);
+        let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
+        Some(logger.status().await.ok()?.mark)
+    }
+
+    /// The answer to a key seen before: the stored reply, or the outcome of
+    /// the command a previous server typed. `None`: nothing was typed yet.
+    async fn answer_again(
+        &self,
+        path: &Path,
+        session: &str,
+        args: &JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
+        let body = std::fs::read(path).ok()?;
+        let mark = match serde_json::from_slice::<Record>(&body).ok()? {
+            Record::Done { result } => return Some(Ok(CallToolResponse::Complete(result))),
+            Record::Typed { session: s, mark } if s == session => mark,
+            Record::Typed { .. } => return None,
+        };
+        let s = self.sessions().resolve_quiet(session).await.ok()?;
+        let status = s.logger().await.ok()?.status().await.ok()?;
+        let moved = status.mark.regions > mark.regions || (!s.meta.integrated && status.mark.raw > mark.raw);
+        if !moved {
+            return None;
+        }
+        let region = RegionId(mark.regions + 1);
+        let mut follow = args.clone();
+        follow.remove("command");
+        let open = status.shell.open.contains(&region);
+        let mut note =
+            "(this command was typed once already, before the server restarted; here is how it went)\n".to_string();
+        let tool = if open {
+            "wait"
+        } else {
+            if let Ok(mut logger) = s.logger().await
+                && let Ok(Some(r)) = logger.region(region).await
+                && let Some(exit) = r.exit
+            {
+                note = format!(
+                    "(this command was typed once already, before the server restarted; it finished with exit {exit})\n"
+                );
+            }
+            follow = JsonObject::new();
+            follow.insert("session".into(), session.into());
+            if s.meta.integrated {
+                follow.insert("region".into(), region.0.into());
+            }
+            "read"
+        };
+        let mut call = CallToolRequestParams::new(tool);
+        call = call.with_arguments(follow);
+        let answer = self.tool_router.call(ToolCallContext::new(self, call, context)).await;
+        Some(answer.map(|a| match a {
+            CallToolResponse::Complete(mut r) => {
+                r.content.insert(0, ContentBlock::text(note));
+                if let Ok(body) = serde_json::to_vec(&Record::Done { result: r.clone() }) {
+                    let _ = write_whole(path, &body);
+                }
+                CallToolResponse::Complete(r)
+            }
+            other => other,
+        }))
+    }
+}

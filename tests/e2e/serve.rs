@@ -1,0 +1,524 @@
+//! The shared server: its Unix socket, TCP port, token, guards and API,
+//! driven over real sockets; and the official Python MCP SDK against it.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dtmcp::mcp_client::McpChild;
+use serde_json::{Value, json};
+
+use crate::assert_has;
+use crate::harness::{SERVER, World};
+
+/// A `serve` process of a world, killed when dropped.
+pub struct Serve {
+    child: Child,
+    /// Its Unix socket.
+    pub socket: PathBuf,
+}
+
+impl Serve {
+    /// Starts `serve` (with `extra` arguments) and waits until `/health` answers.
+    pub fn start(world: &World, extra: &[&str]) -> Serve {
+        let socket = socket_of(world);
+        let mut cmd = Command::new(SERVER);
+        cmd.arg("serve").args(extra).envs(world.env()).stdin(Stdio::null()).stderr(Stdio::inherit());
+        let child = cmd.spawn().expect("start serve");
+        let serve = Serve { child, socket };
+        let started = Instant::now();
+        while unix_get(&serve.socket, "/health").0 != 200 {
+            assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        serve
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills it with SIGKILL, as a crash would, and reaps it.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Stops it with SIGTERM and waits for it to exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        self.child.wait().expect("wait serve")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The socket path a world's server uses.
+pub fn socket_of(world: &World) -> PathBuf {
+    world.tmp.path().join("run").join("docent-terminal-mcp").join("server.sock")
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// One HTTP/1.1 exchange over `stream`: status, headers (lowercased names)
+/// and body.
+fn exchange(mut stream: impl Read + Write, request: &str) -> (u16, Vec<(String, String)>, String) {
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, Vec::new(), String::new());
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+/// Builds a request; `headers` are added as given.
+pub fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let mut r = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    for (k, v) in headers {
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    r.push_str("\r\n");
+    r.push_str(body);
+    r
+}
+
+/// A request over the Unix socket.
+pub fn unix_http(socket: &Path, request: &str) -> (u16, Vec<(String, String)>, String) {
+    match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(s) => {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+            exchange(s, request)
+        }
+        Err(_) => (0, Vec::new(), String::new()),
+    }
+}
+
+/// `GET path` over the Unix socket: status and body.
+pub fn unix_get(socket: &Path, path: &str) -> (u16, String) {
+    let (status, _, body) = unix_http(socket, &request("GET", path, &[("host", "x")], ""));
+    (status, body)
+}
+
+/// A request over TCP to loopback `port`.
+fn tcp_http(port: u16, request: &str) -> (u16, Vec<(String, String)>, String) {
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    exchange(s, request)
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+fn mcp_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
+    h.extend_from_slice(extra);
+    h
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+}
+
+#[test]
+fn socket_and_token_are_private_and_health_names_the_server() {
+    let world = World::new();
+    let port = free_port().to_string();
+    let serve = Serve::start(&world, &["--tcp", &port]);
+    assert_eq!(mode(&serve.socket), 0o600, "socket mode");
+    assert_eq!(mode(serve.socket.parent().expect("dir")), 0o700, "socket directory mode");
+    let token_file = world.home().join("token");
+    assert_eq!(mode(&token_file), 0o600, "token mode");
+    let printed = Command::new(SERVER).arg("token").envs(world.env()).output().expect("token");
+    let token = std::fs::read_to_string(&token_file).expect("token file");
+    assert_eq!(String::from_utf8_lossy(&printed.stdout).trim(), token.trim());
+    let (status, body) = unix_get(&serve.socket, "/health");
+    assert_eq!(status, 200);
+    let health: Value = serde_json::from_str(&body).expect("health is JSON");
+    assert_eq!(health["service"], "docent-terminal-mcp");
+    assert!(health["host"].as_str().is_some_and(|h| !h.is_empty()), "{health}");
+    assert!(health["user"].as_str().is_some_and(|u| !u.is_empty()), "{health}");
+    let first = health["instance"].as_str().expect("instance").to_string();
+    // A second server on the same socket path is refused, even with another state home.
+    let other = World::new();
+    let mut env = other.env();
+    env.push(("DOCENT_TERMINAL_MCP_SOCKET_PATH".into(), serve.socket.display().to_string()));
+    let second = Command::new(SERVER).arg("serve").envs(env).output().expect("second serve");
+    assert!(!second.status.success());
+    assert_has!(String::from_utf8_lossy(&second.stderr), "already listens on");
+    // A restart is a new instance.
+    assert!(serve.stop().success());
+    assert!(!socket_of(&world).exists(), "the socket is removed on shutdown");
+    let again = Serve::start(&world, &[]);
+    let (_, body) = unix_get(&again.socket, "/health");
+    let health: Value = serde_json::from_str(&body).expect("health is JSON");
+    assert_ne!(health["instance"].as_str().expect("instance"), first);
+}
+
+#[test]
+fn tcp_wants_the_right_token_in_the_header_only() {
+    let world = World::new();
+    let port = free_port();
+    let _serve = Serve::start(&world, &["--tcp", &port.to_string()]);
+    let token = std::fs::read_to_string(world.home().join("token")).expect("token").trim().to_string();
+    let host = format!("127.0.0.1:{port}");
+    let right = format!("Bearer {token}");
+    let api = |auth: Option<&str>| {
+        let mut h = vec![("host", host.as_str())];
+        if let Some(a) = auth {
+            h.push(("authorization", a));
+        }
+        tcp_http(port, &request("GET", "/api/sessions", &h, ""))
+    };
+    let (status, headers, _) = api(None);
+    assert_eq!(status, 401);
+    assert!(headers.iter().any(|(k, v)| k == "www-authenticate" && v.starts_with("Bearer")), "{headers:?}");
+    assert_eq!(api(Some("Bearer wrong")).0, 401);
+    assert_eq!(api(Some(&format!("Bearer {}x", token))).0, 401);
+    let (status, _, body) = api(Some(&right));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"sessions\""), "{body}");
+    // Never in a URL, even the right one.
+    let (status, _, _) =
+        tcp_http(port, &request("GET", &format!("/api/sessions?token={token}"), &[("host", &host)], ""));
+    assert_eq!(status, 400);
+    // MCP itself: refused without the token, served with it.
+    let (status, _, _) = tcp_http(port, &request("POST", "/mcp", &mcp_headers(&[("host", &host)]), INIT));
+    assert_eq!(status, 401);
+    let h = mcp_headers(&[("host", &host), ("authorization", &right)]);
+    let (status, _, body) = tcp_http(port, &request("POST", "/mcp", &h, INIT));
+    assert_eq!(status, 200, "{body}");
+    assert_has!(body, "docent-terminal-mcp");
+    // /health needs no token.
+    assert_eq!(tcp_http(port, &request("GET", "/health", &[("host", &host)], "")).0, 200);
+}
+
+#[test]
+fn foreign_origins_and_hosts_are_refused_on_every_route() {
+    let world = World::new();
+    let port = free_port();
+    let serve = Serve::start(&world, &["--tcp", &port.to_string()]);
+    let token = std::fs::read_to_string(world.home().join("token")).expect("token").trim().to_string();
+    let auth = format!("Bearer {token}");
+    let good_host = format!("localhost:{port}");
+    for (method, path, body) in [("POST", "/mcp", INIT), ("GET", "/api/sessions", ""), ("GET", "/health", "")] {
+        let base = mcp_headers(&[("authorization", &auth)]);
+        let with = |extra: &[(&str, &str)]| {
+            let mut h = base.clone();
+            h.extend_from_slice(extra);
+            request(method, path, &h, body)
+        };
+        let evil_host = tcp_http(port, &with(&[("host", "evil.example:8766")])).0;
+        assert_eq!(evil_host, 403, "{path} with a foreign Host");
+        let evil_origin = tcp_http(port, &with(&[("host", &good_host), ("origin", "https://evil.example")])).0;
+        assert_eq!(evil_origin, 403, "{path} with a foreign Origin");
+        let own_origin =
+            tcp_http(port, &with(&[("host", &good_host), ("origin", &format!("http://localhost:{port}"))])).0;
+        assert_eq!(own_origin, 200, "{path} with our own Origin");
+        let unix = unix_http(&serve.socket, &with(&[("host", "x"), ("origin", "https://evil.example")])).0;
+        assert_eq!(unix, 403, "{path} on the socket with a foreign Origin");
+    }
+    // A non-loopback bind without allowed hosts does not start.
+    let out = Command::new(SERVER)
+        .args(["serve", "--tcp", "0", "--host", "0.0.0.0"])
+        .envs(World::new().env())
+        .output()
+        .expect("serve");
+    assert!(!out.status.success());
+    assert_has!(String::from_utf8_lossy(&out.stderr), "--allowed-hosts");
+}
+
+#[test]
+fn another_user_is_refused_even_with_loosened_modes() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: connecting as another uid needs root (to switch to nobody)");
+        return;
+    }
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipped: needs /usr/bin/python3, which another user can run");
+        return;
+    }
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    // Loosen every mode on the way: only the peer check is left to refuse.
+    for p in [world.tmp.path(), &world.tmp.path().join("run"), serve.socket.parent().expect("dir"), &serve.socket] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    let script = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n\
+                  s.sendall(b'GET /health HTTP/1.1\\r\\nhost: x\\r\\nconnection: close\\r\\n\\r\\n')\n\
+                  d=b''\nwhile True:\n  c=s.recv(4096)\n  if not c: break\n  d+=c\nprint(d.decode())";
+    let out = std::os::unix::process::CommandExt::uid(
+        Command::new("/usr/bin/python3").args(["-c", script]).arg(&serve.socket),
+        65534,
+    )
+    .output()
+    .expect("python as nobody");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "python as nobody failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_has!(said, "403 Forbidden");
+    assert_has!(said, "uid 65534");
+    assert!(!said.contains("docent-terminal-mcp\""), "health leaked: {said}");
+    // Our own user still gets in.
+    assert_eq!(unix_get(&serve.socket, "/health").0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_lists_closes_and_sweeps() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let agent = bridge(&world, "alice").await;
+    agent.call("session_create", json!({"name": "api1"})).await.expect("create");
+    let r = agent.call("run", json!({"session": "api1", "command": "sleep 30", "timeout": 0.5})).await.expect("run");
+    assert!(!r.is_error, "{}", r.text);
+    let (status, body) = unix_get(&serve.socket, "/api/sessions");
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_str(&body).expect("JSON");
+    let s = &list["sessions"][0];
+    assert_eq!(s["name"], "api1");
+    assert_eq!(s["started_by"], "alice");
+    assert!(s["agents_typed"]["alice"].as_u64().is_some(), "{s}");
+    assert_eq!(s["running"]["started_by"], "alice", "{s}");
+    assert_has!(s["attach"].as_str().expect("attach"), "attach -t api1");
+    // Another agent may not close it while alice's command runs; a person may, with force.
+    let bob = bridge(&world, "bob").await;
+    let refused = bob.call("session_close", json!({"session": "api1"})).await.expect("close");
+    assert!(refused.is_error, "{}", refused.text);
+    assert_has!(refused.text, "started by alice");
+    assert_has!(refused.text, "close --force api1");
+    let close = |force: &str| {
+        request("POST", "/api/sessions/api1/close", &[("host", "x"), ("content-type", "application/json")], force)
+    };
+    assert_eq!(unix_http(&serve.socket, &close("{}")).0, 409);
+    let (status, _, body) = unix_http(&serve.socket, &close(r#"{"force": true}"#));
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = unix_get(&serve.socket, "/api/sessions");
+    assert!(!body.contains("api1"), "{body}");
+    let sweep = request("POST", "/api/sweep?dry_run=1", &[("host", "x")], "");
+    let (status, _, body) = unix_http(&serve.socket, &sweep);
+    assert_eq!(status, 200, "{body}");
+    assert_has!(body, "\"dry_run\":true");
+    let logs = request(
+        "POST",
+        "/api/sessions/api1/logs",
+        &[("host", "x"), ("content-type", "application/json")],
+        r#"{"action":"keep"}"#,
+    );
+    assert_eq!(unix_http(&serve.socket, &logs).0, 200);
+    assert!(world.session_dir("api1").join("keep").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_force_on_the_command_line_closes_a_session_in_use() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let agent = bridge(&world, "alice").await;
+    agent.call("session_create", json!({"name": "f1"})).await.expect("create");
+    agent.call("run", json!({"session": "f1", "command": "sleep 30", "timeout": 0.3})).await.expect("run");
+    let plain = Command::new(SERVER).args(["close", "f1"]).envs(world.env()).output().expect("close");
+    assert!(!plain.status.success());
+    assert_has!(String::from_utf8_lossy(&plain.stderr), "is in use");
+    let forced = Command::new(SERVER).args(["close", "--force", "f1"]).envs(world.env()).output().expect("close");
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert_has!(String::from_utf8_lossy(&forced.stdout), "session f1 closed");
+}
+
+/// A `connect` bridge of `world` for agent `actor`.
+pub async fn bridge(world: &World, actor: &str) -> McpChild {
+    let env = world.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    McpChild::start(Path::new(SERVER), &["connect", "--actor", actor], &env).await.expect("bridge")
+}
+
+/// A venv with the official Python MCP SDK, made once per target dir.
+fn python_sdk() -> Result<PathBuf, String> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp-sdk");
+    let python = venv.join("bin/python");
+    let ready = venv.join("installed");
+    if ready.exists() {
+        return Ok(python);
+    }
+    let made = Command::new("python3").args(["-m", "venv"]).arg(&venv).output().map_err(|e| format!("python3: {e}"))?;
+    if !made.status.success() {
+        return Err(format!("python3 -m venv failed: {}", String::from_utf8_lossy(&made.stderr)));
+    }
+    let pip = Command::new(venv.join("bin/pip")).args(["install", "-q", "mcp>=1.9"]).output();
+    let pip = pip.map_err(|e| format!("pip: {e}"))?;
+    if !pip.status.success() {
+        return Err(format!("pip install mcp failed (no network?): {}", String::from_utf8_lossy(&pip.stderr)));
+    }
+    std::fs::write(&ready, "").map_err(|e| e.to_string())?;
+    Ok(python)
+}
+
+#[test]
+fn the_official_python_sdk_drives_the_tcp_endpoint() {
+    crate::needs!("python3");
+    let python = match python_sdk() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: the Python MCP SDK is not available: {why}");
+            return;
+        }
+    };
+    let world = World::new();
+    let port = free_port();
+    let _serve = Serve::start(&world, &["--tcp", &port.to_string()]);
+    let token = std::fs::read_to_string(world.home().join("token")).expect("token").trim().to_string();
+    let script = r#"
+import asyncio, sys
+from mcp import ClientSession
+import mcp.client.streamable_http as http
+
+def connect(url, headers):
+    # mcp 2 takes an HTTP client; mcp 1 took the headers.
+    if hasattr(http, "streamable_http_client"):
+        return http.streamable_http_client(url, http_client=http.create_mcp_http_client(headers=headers))
+    return http.streamablehttp_client(url, headers=headers)
+
+async def main(url, token):
+    headers = {"Authorization": "Bearer " + token, "X-Terminal-Actor": "python-sdk"}
+    async with connect(url, headers) as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            tools = await session.list_tools()
+            print("tools:", " ".join(sorted(t.name for t in tools.tools)))
+            r = await session.call_tool("session_create", {"name": "py1"})
+            print("create:", r.content[0].text)
+            r = await session.call_tool("run", {"session": "py1", "command": "echo py-$((6*7))"})
+            error = getattr(r, "is_error", getattr(r, "isError", None))
+            print("run:", error, r.content[0].text)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"#;
+    let out = Command::new(&python)
+        .args(["-c", script, &format!("http://127.0.0.1:{port}/mcp"), &token])
+        .output()
+        .expect("python");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "python failed: {said}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_has!(said, "session_create");
+    assert_has!(said, "run: False");
+    assert_has!(said, "py-42");
+    let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
+    assert_has!(calls, "\"actor\":\"python-sdk\"");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_hears_ready_watchdog_and_stopping_and_panes_see_none_of_it() {
+    let world = World::new();
+    let notify_path = world.tmp.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).expect("notify socket");
+    notify.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("serve").envs(world.env()).stdin(Stdio::null());
+    cmd.env("NOTIFY_SOCKET", &notify_path).env("WATCHDOG_USEC", "200000").env("INVOCATION_ID", "0123456789abcdef");
+    let mut child = cmd.spawn().expect("serve");
+    let mut heard = String::new();
+    let mut buf = [0u8; 256];
+    while !(heard.contains("READY=1") && heard.contains("WATCHDOG=1")) {
+        let n = notify.recv(&mut buf).expect("a notification within 10 s");
+        heard.push_str(&String::from_utf8_lossy(&buf[..n]));
+        heard.push('\n');
+    }
+    // Ready means the socket answers.
+    assert_eq!(unix_get(&socket_of(&world), "/health").0, 200);
+    let agent = bridge(&world, "alice").await;
+    agent.call("session_create", json!({"name": "env1"})).await.expect("create");
+    let r = agent
+        .call(
+            "run",
+            json!({"session": "env1", "command": "env | grep -cE '^(NOTIFY_SOCKET|INVOCATION_ID|WATCHDOG_)='"}),
+        )
+        .await
+        .expect("run");
+    assert_has!(r.text, "\n0\n");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+    while !heard.contains("STOPPING=1") {
+        let n = notify.recv(&mut buf).expect("STOPPING within 10 s");
+        heard.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(child.wait().expect("exit").success());
+    // The sessions outlive the server.
+    let listed = world.tmux(&["list-sessions", "-F", "#{session_name}"]);
+    assert_has!(String::from_utf8_lossy(&listed.stdout), "env1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_close_refuses_while_a_person_is_attached() {
+    crate::needs!("script");
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let agent = bridge(&world, "alice").await;
+    agent.call("session_create", json!({"name": "p1"})).await.expect("create");
+    // A person: a real tmux client on a pseudo-terminal of its own.
+    let attach = format!("tmux -L {} attach -t p1", world.socket);
+    let mut person = Command::new("script")
+        .args(["-qfc", &attach, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("script");
+    let started = Instant::now();
+    loop {
+        let out = world.tmux(&["display", "-p", "-t", "=p1:", "#{session_attached}"]);
+        if String::from_utf8_lossy(&out.stdout).trim() == "1" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the person never attached");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
+    assert!(refused.is_error, "{}", refused.text);
+    assert_has!(refused.text, "a person is attached");
+    assert_has!(refused.text, "close --force p1");
+    let _ = person.kill();
+    let _ = person.wait();
+    let started = Instant::now();
+    loop {
+        let r = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
+        if !r.is_error {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "still refused after the person left: {}", r.text);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn an_http_client_keeps_its_mcp_session_across_a_restart() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let (status, headers, body) =
+        unix_http(&serve.socket, &request("POST", "/mcp", &mcp_headers(&[("host", "x")]), INIT));
+    assert_eq!(status, 200, "{body}");
+    let id = headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.clone()).expect("a session id");
+    let with_id = mcp_headers(&[("host", "x"), ("mcp-session-id", &id), ("mcp-protocol-version", "2025-06-18")]);
+    let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(unix_http(&serve.socket, &request("POST", "/mcp", &with_id, done)).0, 202);
+    serve.kill();
+    let again = Serve::start(&world, &[]);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (status, _, body) = unix_http(&again.socket, &request("POST", "/mcp", &with_id, list));
+    assert_eq!(status, 200, "{body}");
+    assert_has!(body, "session_create");
+}
