@@ -192,7 +192,7 @@ fn store_fetch(
 }
 
 /// Writes the region's file again and says where it is.
-fn region_file_note(dir: &Path, r: &Region) -> String {
+pub(super) fn region_file_note(dir: &Path, r: &Region) -> String {
     match store::write_region_file(dir, r) {
         Ok(path) => format!("the whole region is also in {}\n", path.display()),
         Err(e) => format!("(its file could not be written: {e})\n"),

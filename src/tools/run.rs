@@ -350,6 +350,16 @@ pub(super) async fn describe(
             let _ =
                 writeln!(out, "{} lines of output (lines {first}-{last}); first and last shown:", last.0 - first.0 + 1);
             out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));
+            // A finished region that was clipped is the one most likely to be
+            // read again: its file is written now, for grep and less.
+            if let Some(r) = region.filter(|r| r.end.is_some()) {
+                let dir = s.dir.clone();
+                let r = r.clone();
+                let note = tokio::task::spawn_blocking(move || super::read::region_file_note(&dir, &r))
+                    .await
+                    .unwrap_or_default();
+                out.push_str(&note);
+            }
         }
     }
     Ok(finish(out, s, reason, region))

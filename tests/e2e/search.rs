@@ -87,3 +87,25 @@ async fn a_closed_session_can_still_be_read_searched_and_listed() {
     assert_has!(s.ok("regions", json!({"session": "gone"})).await, format!("#{r} exit 3"));
     assert_has!(s.err("search", json!({"session": "never", "pattern": "x"})).await, "open or closed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clipped_run_writes_its_region_file_and_says_where() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let said = s.run("t1", "seq 1 5000").await;
+    let files: Vec<_> = std::fs::read_dir(w.session_dir("t1").join("regions"))
+        .expect("regions dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_has!(said, files[0].display().to_string());
+    let text = std::fs::read_to_string(&files[0]).expect("region file");
+    assert_eq!(text.lines().count(), 5000);
+    assert!(text.starts_with("1\n2\n") && text.ends_with("4999\n5000\n"), "{}", &text[..20]);
+    // A short output is shown whole, and no file is written for it.
+    let short = s.run("t1", "echo short").await;
+    assert!(!short.contains("regions/"), "{short}");
+}
