@@ -44,6 +44,9 @@ pub struct Situation<'a> {
     pub host: Option<&'a str>,
     /// The user the session now runs as, if another.
     pub user: Option<&'a str>,
+    /// Whether `host` and `user` were looked up (a reply that looked only
+    /// at its own text knows nothing of where the session is).
+    pub place_known: bool,
     /// How many people are attached to the session.
     pub attached: u32,
     /// A person typed in the session since the agent's last call.
@@ -82,12 +85,16 @@ pub fn notes(s: &Situation) -> Vec<Note> {
     if s.person_typed || s.attached > 0 {
         out.push(person(s));
     }
-    if let Some(place) = place(s.host, s.user) {
-        out.push(moved(s.session, &place));
-        // Whatever waits there is that host's shell, not a program to answer.
-        if s.host.is_some() {
-            return finish(out, s);
+    match place(s.host, s.user) {
+        Some(place) => {
+            out.push(moved(s.session, &place));
+            // Whatever waits there is that host's shell, not a program to answer.
+            if s.host.is_some() {
+                return finish(out, s);
+            }
         }
+        None if s.place_known => out.push(home(s.session)),
+        None => {}
     }
     if s.fullscreen {
         out.push(fullscreen(s));
@@ -111,6 +118,13 @@ fn moved(name: &str, place: &str) -> Note {
              shell integration on that side; `exit` returns to the shell before."
         ),
     )
+}
+
+/// The key of the place a session starts at: its own host and user.
+pub const HOME: &str = "moved:home";
+
+fn home(name: &str) -> Note {
+    Note::new(HOME, format!("note: {name} is back on this host as the server's user: commands run here again."))
 }
 
 fn foreground(name: &str, program: &str) -> Note {
@@ -285,6 +299,10 @@ fn habits(name: &str, command: &str) -> Vec<Note> {
 #[derive(Debug, Default)]
 pub struct Given {
     seen: std::sync::Mutex<HashSet<(String, String, String)>>,
+    /// Where each agent was last told each session is (a `moved:` key;
+    /// none yet means [`HOME`]). A place note is given when it differs,
+    /// so each move is told once, coming back included.
+    told_place: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
 }
 
 impl Given {
@@ -292,12 +310,20 @@ impl Given {
     /// [`MAX_PER_REPLY`]; those returned count as given.
     pub fn fresh(&self, session: &str, actor: &str, all: Vec<Note>) -> Vec<Note> {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut told = self.told_place.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
         for n in all {
             if out.len() == MAX_PER_REPLY {
                 break;
             }
-            if seen.insert((session.to_string(), actor.to_string(), n.key.clone())) {
+            let fresh = match n.key.starts_with("moved:") {
+                true => {
+                    let last = told.entry((session.to_string(), actor.to_string())).or_insert_with(|| HOME.into());
+                    (*last != n.key).then(|| *last = n.key.clone()).is_some()
+                }
+                false => seen.insert((session.to_string(), actor.to_string(), n.key.clone())),
+            };
+            if fresh {
                 out.push(n);
             }
         }
@@ -342,11 +368,27 @@ mod tests {
         &["moved:on db1 as root"]
     )]
     #[case::su(Situation { user: Some("postgres"), ..base() }, &["moved:running as postgres"])]
+    #[case::home_looked_up(Situation { place_known: true, ..base() }, &["moved:home"])]
     #[case::person(Situation { attached: 1, ..base() }, &["person"])]
     #[case::clipped(Situation { clipped: true, region: Some(4), ..base() }, &["clipped"])]
     fn situations_give_their_notes(#[case] s: Situation<'static>, #[case] keys: &[&str]) {
         let got: Vec<String> = notes(&s).into_iter().map(|n| n.key).collect();
         assert_eq!(got, keys);
+    }
+
+    #[test]
+    fn every_move_is_told_once_coming_back_included() {
+        let given = Given::default();
+        let at = |host: Option<&'static str>| Situation { host, place_known: true, ..base() };
+        let told = |s: &Situation| given.fresh("t1", "a", notes(s)).into_iter().map(|n| n.key).collect::<Vec<_>>();
+        assert!(told(&at(None)).is_empty(), "at home from the start: nothing to say");
+        assert_eq!(told(&at(Some("db1"))), ["moved:on db1"]);
+        assert!(told(&at(Some("db1"))).is_empty(), "still there: said already");
+        assert_eq!(told(&at(None)), ["moved:home"]);
+        assert!(told(&Situation { place_known: false, ..base() }).is_empty(), "unknown says nothing");
+        assert_eq!(told(&at(Some("db1"))), ["moved:on db1"], "moving again is news again");
+        // Another agent is told for itself.
+        assert_eq!(given.fresh("t1", "b", notes(&at(Some("db1")))).len(), 1);
     }
 
     #[test]

@@ -91,6 +91,7 @@ impl Terminal {
             integration_file: Some(integration.as_str()).filter(|_| s.meta.integrated),
             host: place.and_then(|p| p.host.as_deref()),
             user: place.and_then(|p| p.user.as_deref()),
+            place_known: place.is_some(),
             attached,
             person_typed: false,
             clipped: is_clipped(reply),

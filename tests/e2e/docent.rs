@@ -144,5 +144,9 @@ async fn a_shell_of_another_user_is_pointed_out() {
     s.create("t1").await;
     let r = s.ok("run", json!({"session": "t1", "command": "su nobody -s /bin/bash", "timeout": 3})).await;
     assert_has!(r, "note: t1 is now running as nobody");
-    s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+    // Leaving su is a move too: the next reply that looks says so, once.
+    let left = s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
+    let later = s.ok("run", json!({"session": "t1", "command": "sleep 2", "timeout": 1})).await;
+    let back = "note: t1 is back on this host";
+    assert_eq!(left.matches(back).count() + later.matches(back).count(), 1, "{left}\n---\n{later}");
 }
