@@ -303,9 +303,19 @@ pub struct Given {
     /// none yet means [`HOME`]). A place note is given when it differs,
     /// so each move is told once, coming back included.
     told_place: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
+    /// When each agent last got a reply in each session, seconds since the
+    /// epoch: a person's keys after it are news to that agent.
+    last_reply: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
 }
 
 impl Given {
+    /// Records that `actor` gets a reply in `session` now (`now_s`) and
+    /// returns when it got the one before, if it did.
+    pub fn replied(&self, session: &str, actor: &str, now_s: u64) -> Option<u64> {
+        let mut last = self.last_reply.lock().unwrap_or_else(|e| e.into_inner());
+        last.insert((session.to_string(), actor.to_string()), now_s)
+    }
+
     /// The notes of `all` not yet given to `actor` in `session`, at most
     /// [`MAX_PER_REPLY`]; those returned count as given.
     pub fn fresh(&self, session: &str, actor: &str, all: Vec<Note>) -> Vec<Note> {

@@ -43,6 +43,7 @@ impl Terminal {
 
     /// The fresh notes for a reply `reply` of `tool` in session `name`.
     async fn notes_for(&self, tool: &str, name: &str, command: Option<&str>, reply: &str) -> Vec<String> {
+        let previous_reply = self.inner.given.replied(name, &self.actor(), crate::config::now_ms() / 1000);
         // A command that finished leaves its shell at the prompt: what the
         // reply and the command line say is all there is to note, and the
         // fast path (`run` of `true`) pays for no look at tmux or /proc.
@@ -70,6 +71,10 @@ impl Terminal {
         let mut fields = shown.split_whitespace();
         let fullscreen = fields.next() == Some("1");
         let attached = fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let person_typed = match previous_reply {
+            Some(since) if attached > 0 => self.person_typed_since(name, since).await,
+            _ => false,
+        };
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
         let is_shell = job.as_ref().is_some_and(|j| j.is_shell || SHELLS.contains(&j.comm.as_str()));
         let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
@@ -93,10 +98,25 @@ impl Terminal {
             user: place.and_then(|p| p.user.as_deref()),
             place_known: place.is_some(),
             attached,
-            person_typed: false,
+            person_typed,
             clipped: is_clipped(reply),
         };
         self.fresh(name, &situation)
+    }
+
+    /// Whether a client attached to session `name` pressed keys after
+    /// `since` (seconds since the epoch). tmux stamps a client's activity
+    /// when it attaches and at each key; activity later than the client's
+    /// creation is keys.
+    async fn person_typed_since(&self, name: &str, since: u64) -> bool {
+        let target = format!("={name}");
+        let args = ["list-clients", "-t", target.as_str(), "-F", "#{client_created} #{client_activity}"];
+        let Ok(out) = self.sessions().tmux.run(&args).await else { return false };
+        out.lines().any(|line| {
+            let mut f = line.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
+            let (created, active) = (f.next().unwrap_or(0), f.next().unwrap_or(0));
+            active > created && active > since
+        })
     }
 
     /// The notes of `situation` not yet given to this agent in session `name`.

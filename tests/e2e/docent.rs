@@ -150,3 +150,39 @@ async fn a_shell_of_another_user_is_pointed_out() {
     let back = "note: t1 is back on this host";
     assert_eq!(left.matches(back).count() + later.matches(back).count(), 1, "{left}\n---\n{later}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_typing_is_pointed_out() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    needs!("script");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    s.run("t1", "echo before").await;
+    // A person: a real tmux client on a pseudo-terminal of its own.
+    let attach = format!("tmux -L {} attach -t t1", w.socket);
+    let mut person = std::process::Command::new("script")
+        .args(["-qfc", &attach, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("script");
+    let started = Instant::now();
+    while String::from_utf8_lossy(&w.tmux(&["display", "-p", "-t", "=t1:", "#{session_attached}"]).stdout).trim() != "1"
+    {
+        assert!(started.elapsed() < Duration::from_secs(10), "the person never attached");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // tmux stamps activity in whole seconds: the keys come a second after
+    // both the agent's reply and the attach.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let keys = person.stdin.as_mut().expect("stdin");
+    keys.write_all(b"x\x7f").expect("type");
+    keys.flush().expect("flush");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = s.ok("run", json!({"session": "t1", "command": "sleep 3", "timeout": 1})).await;
+    assert_has!(r, "note: a person typed in t1");
+    let _ = person.kill();
+    let _ = person.wait();
+}
