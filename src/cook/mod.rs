@@ -44,6 +44,22 @@ mod tests;
 
 use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN};
 use model::{Model, Performer};
+pub use screen::placeholder;
+
+/// Names the full-screen program in the placeholder line that follows a
+/// [`CookEvent::Screen`] event at `events[i]`, if that is one starting a
+/// program; `command` is the command line of the region running then
+/// (the innermost open one). The cooker itself writes a placeholder
+/// without a name, since it cannot know the program; a caller that tracks
+/// regions calls this for every event before it stores the lines.
+pub fn name_screen(events: &mut [CookEvent], i: usize, command: Option<&str>) {
+    if !matches!(events.get(i), Some(CookEvent::Screen { on: true, .. })) {
+        return;
+    }
+    if let Some(CookEvent::Line { text, .. }) = events.get_mut(i + 1) {
+        *text = placeholder(command);
+    }
+}
 
 /// The most bytes of one OSC string vte keeps. A marker needs `133;` and
 /// up to [`MAX_MARKER_LEN`] bytes; a longer string is cut here, and then
@@ -51,6 +67,9 @@ use model::{Model, Performer};
 pub const OSC_BUF: usize = 1024;
 
 const _: () = assert!(OSC_BUF > MAX_MARKER_LEN + "133;".len());
+
+/// The shortest run of printable ASCII worth the short cut past vte.
+const FAST_RUN_MIN: usize = 8;
 
 /// The largest join buffer kept between feeds; the logger feeds 64 KiB.
 const JOINED_KEEP: usize = 1 << 17;
@@ -118,11 +137,68 @@ impl Cooker {
 
     /// Feeds `bytes` to vte, except a cut character at the end, which is
     /// carried over to the next feed.
+    ///
+    /// Plain text takes a short cut past vte. Between the controls that
+    /// end or rewrite lines (ESC, CR, LF), a run of printable ASCII is
+    /// either printed by vte one character at a time, if vte is in its
+    /// ground state, or is part of an escape sequence. So the run's first
+    /// byte goes to vte alone: if it printed, vte is in the ground state
+    /// and stays there for the rest of the run, which is printed here at
+    /// once, exactly as vte would have printed it, without decoding UTF-8
+    /// and dispatching per character.
     fn feed_whole(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
         let (head, tail) = bytes.split_at(bytes.len() - cut_char_len(bytes));
-        let mut performer = Performer { model: &mut self.model, out };
-        self.parser.advance(&mut performer, head);
+        let mut performer = Performer { model: &mut self.model, out, printed: false };
+        let mut rest = head;
+        while !rest.is_empty() {
+            let end = memchr::memchr3(0x1b, b'\r', b'\n', rest).unwrap_or(rest.len());
+            let run = &rest[..end];
+            if run.len() >= FAST_RUN_MIN && run.iter().all(|b| (0x20..=0x7e).contains(b)) {
+                performer.printed = false;
+                self.parser.advance(&mut performer, &run[..1]);
+                if performer.printed {
+                    performer.print_ascii(&run[1..]);
+                } else {
+                    self.parser.advance(&mut performer, &run[1..]);
+                }
+            } else {
+                self.parser.advance(&mut performer, run);
+            }
+            let stop = (end + 1).min(rest.len());
+            self.parser.advance(&mut performer, &rest[end..stop]);
+            rest = &rest[stop..];
+        }
         self.carry.extend_from_slice(tail);
+    }
+
+    /// Hands the events of the last feeds back once their lines are
+    /// stored, emptying `events`: the cooker reuses the lines' strings.
+    pub fn recycle(&mut self, events: &mut Vec<CookEvent>) {
+        for event in events.drain(..) {
+            if let CookEvent::Line { text, .. } = event
+                && self.model.spare.len() < model::SPARE_MAX
+                && text.capacity() <= model::SPARE_CAPACITY
+            {
+                self.model.spare.push(text);
+            }
+        }
+    }
+
+    /// Whether the cooker holds nothing but its line number: no drawn or
+    /// carried text, the cursor at column 0 and no full-screen program or
+    /// pending frame. The logger takes checkpoints only then, right after a
+    /// line feed, so that a fresh cooker can carry on from there.
+    pub fn at_rest(&self) -> bool {
+        self.carry.is_empty() && self.model.at_rest()
+    }
+
+    /// Replaces the parser by a fresh one, as a cooker made at a
+    /// checkpoint starts with. Right after a line feed vte is in its ground
+    /// state anyway, unless a line feed broke an escape sequence in two; a
+    /// logger restarting from the checkpoint then cooks the same text as
+    /// the one that took it.
+    pub fn restart_parser(&mut self) {
+        self.parser = vte::Parser::new_with_size();
     }
 
     /// Where the cursor is now.
