@@ -307,7 +307,7 @@ impl RegionTracker {
 }
 
 /// The innermost shell's prompt, and the command being typed at it.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Typing {
     /// The prompt started last (primary or continuation) and the pid of
     /// its shell, until the end of that prompt arrives.
@@ -363,6 +363,63 @@ fn tail_from(text: &str, start: u32) -> &str {
         start += 1;
     }
     &text[start..]
+}
+
+// Checkpoints: what a restarted logger needs to carry on tracking (see
+// `logger::checkpoint`). Kept apart from the tracking itself.
+
+/// Everything a [`RegionTracker`] holds but its secret, as a logger
+/// checkpoint stores it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackerSnapshot {
+    /// What was known about the shells.
+    pub state: ShellState,
+    /// The id the next region gets.
+    pub next_id: RegionId,
+    /// The open regions, outermost first.
+    pub open: Vec<Region>,
+    /// The prompt shown and the command being typed at it.
+    typing: Typing,
+    /// The last marker sequence number believed per shell pid.
+    pub floors: std::collections::HashMap<u32, u64>,
+}
+
+impl RegionTracker {
+    /// The tracker's state, for a checkpoint.
+    pub fn snapshot(&self) -> TrackerSnapshot {
+        TrackerSnapshot {
+            state: self.state.clone(),
+            next_id: self.next_id,
+            open: self.open.clone(),
+            typing: self.typing.clone(),
+            floors: self.seq_floors().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// A tracker that carries on from `snap`, trusting markers proven with
+    /// `secret`.
+    pub fn restore(secret: Option<Secret>, snap: TrackerSnapshot) -> Self {
+        let mut tracker = RegionTracker::new(secret, snap.next_id);
+        tracker.raise_seq_floors(&snap.floors);
+        tracker.state = snap.state;
+        tracker.open = snap.open;
+        tracker.typing = snap.typing;
+        tracker
+    }
+
+    /// Closes, with no exit status, every open region from the outermost
+    /// one whose shell `alive` says is gone: nothing will ever end them.
+    pub fn close_orphans(
+        &mut self,
+        alive: impl Fn(&Region) -> bool,
+        at: Cursor,
+        now: u64,
+        out: &mut Vec<RegionChange>,
+    ) {
+        if let Some(idx) = self.open.iter().position(|r| !alive(r)) {
+            self.close_from(idx, at, now, out);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,13 @@ pub struct Gap {
     pub raw_offset: u64,
     /// The pane's screen when logging resumed.
     pub screen: Vec<String>,
+    /// Bytes of output known to be lost (counted by a logger that could
+    /// not write; 0 when a dead logger could not count them).
+    #[serde(default)]
+    pub dropped: u64,
+    /// Why the output was not logged; empty for a dead logger.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// How long a freshly made session's logger may take to put up its socket
@@ -90,7 +97,8 @@ impl Sessions {
         while rows.last().is_some_and(String::is_empty) {
             rows.pop();
         }
-        let gap = Gap { from_ms, to_ms: now_ms(), raw_offset: raw.map_or(0, |m| m.len()), screen: rows };
+        let gap =
+            Gap { from_ms, to_ms: now_ms(), raw_offset: raw.map_or(0, |m| m.len()), screen: rows, ..Gap::default() };
         let body = serde_json::to_vec(&gap).map_err(|e| SessionError::BadInput(e.to_string()))?;
         let tmp = s.dir.join(".gap.pending.tmp");
         std::fs::write(&tmp, body).map_err(super::io("recording the log gap"))?;
