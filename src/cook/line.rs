@@ -392,8 +392,14 @@ impl LineBuf {
         let end = self.cells.iter().rposition(|cell| !cell.is_blank()).map_or(0, |i| i + 1);
         text.reserve(end);
         if !self.non_ascii {
-            // Every cell holds one ASCII character: a plain copy.
-            text.extend(self.cells[..end].iter().map(|cell| cell.ch));
+            // Every cell holds one ASCII character: a plain copy, checked
+            // by `from_utf8` at memory speed, not pushed char by char.
+            // The string's own buffer is reused, so nothing allocates.
+            let mut bytes = std::mem::take(text).into_bytes();
+            bytes.extend(self.cells[..end].iter().map(|cell| cell.ch as u8));
+            // All ASCII, so this never falls back; the fallback only
+            // spares the code a panic path.
+            *text = String::from_utf8(bytes).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned());
             return;
         }
         for &cell in &self.cells[..end] {

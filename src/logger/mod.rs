@@ -69,6 +69,9 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     pump::widen_stdin_pipe();
     let secret = std::fs::read_to_string(dir.join(files::SECRET)).ok().and_then(|s| Secret::from_nonce(&s));
     let shared = Arc::new(Shared::open(dir, secret)?);
+    // Carry on from the files before answering anyone: a router asking
+    // too early would see the state before the replay.
+    let pump = pump::Pump::open(&shared)?;
     let socket_path = dir.join(files::SOCKET);
     let listener = server::bind(&socket_path)?;
     let server = {
@@ -78,7 +81,7 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
             .spawn(move || server::serve(listener, shared))
             .map_err(|source| LoggerError::Socket { path: socket_path.clone(), source })?
     };
-    let result = pump::pump(std::io::stdin().lock(), &shared);
+    let result = pump.run(std::io::stdin().lock(), &shared);
     shared.finish();
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);

@@ -45,7 +45,7 @@ const PIPE_BYTES: i32 = 1 << 20;
 pub const RETRY_MS: u64 = 500;
 
 /// The pump's own state: the writers and the pure cores.
-struct Pump {
+pub struct Pump {
     /// The session directory.
     dir: PathBuf,
     raw: File,
@@ -84,27 +84,29 @@ struct Dropping {
     retry_ms: u64,
 }
 
-/// Reads `input` until it ends, logging and publishing as it goes.
-pub fn pump(mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
-    let mut p = Pump::open(shared)?;
-    let mut buf = vec![0u8; READ_BYTES];
-    loop {
-        let n = match input.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
-            }
-        };
-        p.chunk(&buf[..n], shared);
+impl Pump {
+    /// Reads `input` until it ends, logging and publishing as it goes.
+    pub fn run(mut self, mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
+        let p = &mut self;
+        let mut buf = vec![0u8; READ_BYTES];
+        loop {
+            let n = match input.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
+                }
+            };
+            p.chunk(&buf[..n], shared);
+        }
+        // Output ended cleanly: a checkpoint spares the next logger (if the
+        // pane is ever piped again) any replay.
+        if p.dropping.is_none() && p.cooker.at_rest() {
+            let _ = p.lines.flush().and_then(|()| p.checkpoint(now_ms()));
+        }
+        Ok(())
     }
-    // Output ended cleanly: a checkpoint spares the next logger (if the
-    // pane is ever piped again) any replay.
-    if p.dropping.is_none() && p.cooker.at_rest() {
-        let _ = p.lines.flush().and_then(|()| p.checkpoint(now_ms()));
-    }
-    Ok(())
 }
 
 /// Asks for a bigger pipe on stdin; a failure only costs speed.
@@ -113,7 +115,9 @@ pub fn widen_stdin_pipe() {
 }
 
 impl Pump {
-    fn open(shared: &Shared) -> Result<Pump, LoggerError> {
+    /// Opens the session's files and carries on from them (see the module
+    /// documentation), publishing the state it arrives at.
+    pub fn open(shared: &Shared) -> Result<Pump, LoggerError> {
         let dir = &shared.dir;
         let raw_path = dir.join(files::RAW);
         let raw = OpenOptions::new()

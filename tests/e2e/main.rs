@@ -3,6 +3,7 @@
 
 mod expect;
 mod harness;
+mod logger;
 mod procs;
 mod retention;
 mod run;
