@@ -525,6 +525,24 @@ mod tests {
     }
 
     #[test]
+    fn reopening_forgets_buffered_lines_and_cuts_a_torn_tail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = LineWriter::open(dir.path()).expect("open");
+        w.push("kept").expect("push");
+        w.flush().expect("flush");
+        w.push("buffered when the disk filled").expect("push");
+        // As if a write had stopped short: text on disk, no index entry.
+        let mut t = OpenOptions::new().append(true).open(dir.path().join(files::TEXT)).expect("text");
+        t.write_all(b"half a li").expect("write");
+        w.reopen().expect("reopen");
+        assert_eq!(w.lines(), 1);
+        w.push("after").expect("push");
+        w.flush().expect("flush");
+        let r = LineReader::open(dir.path()).expect("reader");
+        assert_eq!(r.read(LineNo(1), 5).expect("read"), vec!["kept", "after"]);
+    }
+
+    #[test]
     fn the_last_region_record_wins_and_torn_lines_are_skipped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut log = RegionLog::open(dir.path()).expect("open");

@@ -68,9 +68,6 @@ pub const OSC_BUF: usize = 1024;
 
 const _: () = assert!(OSC_BUF > MAX_MARKER_LEN + "133;".len());
 
-/// The shortest run of printable ASCII worth the short cut past vte.
-const FAST_RUN_MIN: usize = 8;
-
 /// The largest join buffer kept between feeds; the logger feeds 64 KiB.
 const JOINED_KEEP: usize = 1 << 17;
 
@@ -105,6 +102,9 @@ pub struct Cooker {
     /// Where `carry` and the next feed are joined; kept between feeds so
     /// that joining does not allocate each time.
     joined: Vec<u8>,
+    /// Whether vte is known to be in its ground state, where the cooker
+    /// may handle ASCII itself (see `feed_whole`).
+    ground: bool,
 }
 
 impl Cooker {
@@ -115,6 +115,7 @@ impl Cooker {
             model: Model::new(first_line),
             carry: Vec::new(),
             joined: Vec::new(),
+            ground: true,
         }
     }
 
@@ -138,34 +139,44 @@ impl Cooker {
     /// Feeds `bytes` to vte, except a cut character at the end, which is
     /// carried over to the next feed.
     ///
-    /// Plain text takes a short cut past vte. Between the controls that
-    /// end or rewrite lines (ESC, CR, LF), a run of printable ASCII is
-    /// either printed by vte one character at a time, if vte is in its
-    /// ground state, or is part of an escape sequence. So the run's first
-    /// byte goes to vte alone: if it printed, vte is in the ground state
-    /// and stays there for the rest of the run, which is printed here at
-    /// once, exactly as vte would have printed it, without decoding UTF-8
-    /// and dispatching per character.
+    /// ASCII text takes a short cut past vte. In its ground state vte hands
+    /// every printable ASCII byte to `print` and every C0 control but ESC to
+    /// `execute`, and stays in the ground state; so while the cooker knows
+    /// vte is there, it makes those calls itself, a run of printable bytes
+    /// at once, without vte decoding UTF-8 and dispatching per character.
+    /// It knows vte is in the ground state when vte is new, and after a
+    /// byte vte printed: `print` happens only there. So when vte has had
+    /// to take over (an escape sequence, non-ASCII text), the first byte of
+    /// the next run of printable ASCII goes to vte alone, as a probe.
     fn feed_whole(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
         let (head, tail) = bytes.split_at(bytes.len() - cut_char_len(bytes));
         let mut performer = Performer { model: &mut self.model, out, printed: false };
         let mut rest = head;
         while !rest.is_empty() {
+            if self.ground {
+                rest = &rest[performer.ground_ascii(rest)..];
+                if rest.is_empty() {
+                    break;
+                }
+                self.ground = false;
+            }
             let end = memchr::memchr3(0x1b, b'\r', b'\n', rest).unwrap_or(rest.len());
             let run = &rest[..end];
-            if run.len() >= FAST_RUN_MIN && run.iter().all(|b| (0x20..=0x7e).contains(b)) {
+            let mut start = 0;
+            if run.first().is_some_and(|b| (0x20..=0x7e).contains(b)) {
                 performer.printed = false;
                 self.parser.advance(&mut performer, &run[..1]);
                 if performer.printed {
-                    performer.print_ascii(&run[1..]);
-                } else {
-                    self.parser.advance(&mut performer, &run[1..]);
+                    self.ground = true;
+                    rest = &rest[1..];
+                    continue;
                 }
-            } else {
-                self.parser.advance(&mut performer, run);
+                start = 1;
             }
+            // The rest of the run and the control after it are vte's: this
+            // keeps a long escape string from being probed byte by byte.
             let stop = (end + 1).min(rest.len());
-            self.parser.advance(&mut performer, &rest[end..stop]);
+            self.parser.advance(&mut performer, &rest[start..stop]);
             rest = &rest[stop..];
         }
         self.carry.extend_from_slice(tail);
@@ -199,6 +210,7 @@ impl Cooker {
     /// the one that took it.
     pub fn restart_parser(&mut self) {
         self.parser = vte::Parser::new_with_size();
+        self.ground = true;
     }
 
     /// Where the cursor is now.

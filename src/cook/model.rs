@@ -198,13 +198,27 @@ pub(super) struct Performer<'a> {
 }
 
 impl Performer<'_> {
-    /// Prints a run of printable ASCII that vte would hand over one
-    /// character at a time, all at once; only valid while vte is in its
-    /// ground state.
-    pub(super) fn print_ascii(&mut self, run: &[u8]) {
-        if !self.model.screen.alt {
-            self.model.buf.print_ascii(run);
+    /// Does for the ASCII at the start of `bytes` what vte in its ground
+    /// state would: printable runs to `print`, C0 controls but ESC to
+    /// `execute`. Stops at ESC, DEL or a byte above ASCII; returns how
+    /// many bytes it took. Only valid while vte is in its ground state.
+    pub(super) fn ground_ascii(&mut self, bytes: &[u8]) -> usize {
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            if (0x20..=0x7e).contains(&b) {
+                let len = bytes[i..].iter().position(|b| !(0x20..=0x7e).contains(b)).unwrap_or(bytes.len() - i);
+                if !self.model.screen.alt {
+                    self.model.buf.print_ascii(&bytes[i..i + len]);
+                }
+                i += len;
+            } else if b < 0x20 && b != 0x1b {
+                self.execute(b);
+                i += 1;
+            } else {
+                break;
+            }
         }
+        i
     }
 
     /// A CSI sequence with a private marker: only the alternate screen

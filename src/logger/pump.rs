@@ -414,3 +414,60 @@ fn upsert(live: &mut super::state::Live, r: crate::region::Region) {
         live.regions.push(r);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::LineReader;
+
+    /// Hands out `bytes`, then fails as a killed logger's stdin would
+    /// never end: the pump stops without its clean-exit checkpoint.
+    struct Dies<'a>(&'a [u8]);
+
+    impl Read for Dies<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::other("killed"));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn lines(dir: &Path) -> Vec<String> {
+        LineReader::open(dir).expect("reader").read(LineNo(1), 1_000).expect("read")
+    }
+
+    #[test]
+    fn a_logger_started_again_carries_on_without_repeating_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = b"one\r\ntwo\r\n\x1b[1mthr";
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let pump = Pump::open(&shared).expect("pump");
+        assert!(pump.run(Dies(first), &shared).is_err());
+        assert_eq!(lines(dir.path()), ["one", "two"]);
+        // The next logger replays raw.log from the checkpoint taken at the
+        // start, stores nothing twice, and cooks on from the cut.
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let pump = Pump::open(&shared).expect("pump");
+        assert_eq!(shared.lock().current_text, "thr");
+        pump.run(&b"ee\x1b[0m\r\nfour\r\n"[..], &shared).expect("run");
+        assert_eq!(lines(dir.path()), ["one", "two", "three", "four"]);
+        // A clean end leaves a checkpoint at the end: nothing to replay.
+        let cp = checkpoint::load(dir.path()).expect("checkpoint");
+        assert_eq!(cp.next_line, 5);
+        assert_eq!(cp.raw, std::fs::metadata(dir.path().join(files::RAW)).expect("raw").len());
+    }
+
+    #[test]
+    fn a_placeholder_names_the_program_of_the_running_region() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let pump = Pump::open(&shared).expect("pump");
+        // No integrated shell: no region, so no name.
+        pump.run(&b"$ vim\r\n\x1b[?1049hdrawn\x1b[?1049l$ \r\n"[..], &shared).expect("run");
+        assert_eq!(lines(dir.path()), ["$ vim", "[full-screen program]", "$"]);
+    }
+}
