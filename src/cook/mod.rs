@@ -182,6 +182,20 @@ impl Cooker {
         self.carry.extend_from_slice(tail);
     }
 
+    /// Feeds `bytes` as [`Cooker::feed`] does but through vte alone, with
+    /// no short cut for ASCII: the reference the short cut is tested
+    /// against (property tests, the fuzz target). Not for production use.
+    #[doc(hidden)]
+    pub fn feed_via_vte_only(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
+        self.ground = false;
+        self.carry.extend_from_slice(bytes);
+        let joined = std::mem::take(&mut self.carry);
+        let (head, tail) = joined.split_at(joined.len() - cut_char_len(&joined));
+        let mut performer = Performer { model: &mut self.model, out, printed: false };
+        self.parser.advance(&mut performer, head);
+        self.carry.extend_from_slice(tail);
+    }
+
     /// Hands the events of the last feeds back once their lines are
     /// stored, emptying `events`: the cooker reuses the lines' strings.
     pub fn recycle(&mut self, events: &mut Vec<CookEvent>) {
