@@ -84,31 +84,6 @@ struct Dropping {
     retry_ms: u64,
 }
 
-impl Pump {
-    /// Reads `input` until it ends, logging and publishing as it goes.
-    pub fn run(mut self, mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
-        let p = &mut self;
-        let mut buf = vec![0u8; READ_BYTES];
-        loop {
-            let n = match input.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
-                }
-            };
-            p.chunk(&buf[..n], shared);
-        }
-        // Output ended cleanly: a checkpoint spares the next logger (if the
-        // pane is ever piped again) any replay.
-        if p.dropping.is_none() && p.cooker.at_rest() {
-            let _ = p.lines.flush().and_then(|()| p.checkpoint(now_ms()));
-        }
-        Ok(())
-    }
-}
-
 /// Asks for a bigger pipe on stdin; a failure only costs speed.
 pub fn widen_stdin_pipe() {
     let _ = nix::fcntl::fcntl(std::io::stdin(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
@@ -152,6 +127,28 @@ impl Pump {
         };
         p.replay(start, shared)?;
         Ok(p)
+    }
+
+    /// Reads `input` until it ends, logging and publishing as it goes.
+    pub fn run(mut self, mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
+        let mut buf = vec![0u8; READ_BYTES];
+        loop {
+            let n = match input.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
+                }
+            };
+            self.chunk(&buf[..n], shared);
+        }
+        // Output ended cleanly: a checkpoint spares the next logger (if the
+        // pane is ever piped again) any replay.
+        if self.dropping.is_none() && self.cooker.at_rest() {
+            let _ = self.lines.flush().and_then(|()| self.checkpoint(now_ms()));
+        }
+        Ok(())
     }
 
     /// Cooks `raw.log` from `start` to its end, then takes up what the
