@@ -35,7 +35,51 @@ fn main() -> anyhow::Result<()> {
     println!("{:<58} {:>9} kB {:>14}", "peak RSS, router + logger", ours.router_kb + ours.logger_kb, "≤ 16000 kB");
     println!("{:<58} {:>12} {:>14}", "router restart → first answer (session_list)", ms(ours.restart), "≤ 100 ms");
     println!("{:<58} {:>12} {:>14}", "router restart → read of the last lines", ms(ours.restart_read), "");
+    println!(
+        "{:<58} {:>12} {:>14}",
+        "logger killed → new one answers (from its checkpoint)",
+        ms(ours.logger_restart),
+        "small"
+    );
+    println!(
+        "{:<58} {:>12} {:>14}",
+        "logger killed → new one answers (no checkpoint: all raw.log)",
+        ms(ours.logger_recover),
+        "< 500 ms"
+    );
+    let share = ours.logger_cpu.as_secs_f64() / ours.tmux_cpu.as_secs_f64().max(1e-9) * 100.0;
+    println!("{:<58} {:>10.0} % {:>14}", "logger CPU / tmux CPU", share, "< 25 %");
+    let (wall, cpu) = cook_rate(&big)?;
+    println!("{:<58} {:>7.0} MB/s {:>14}", "cooking that file in-process, wall clock", wall, "≥ 200 MB/s");
+    println!("{:<58} {:>7.0} MB/s {:>14}", "cooking that file in-process, on CPU", cpu, "");
     Ok(())
+}
+
+/// Cooks `path` (as a pane shows it, LF turned to CR LF) in 64 KiB feeds;
+/// MB/s by wall clock and by this thread's time on a CPU.
+fn cook_rate(path: &Path) -> anyhow::Result<(f64, f64)> {
+    let text = std::fs::read(path)?;
+    let mut input = Vec::with_capacity(text.len() * 12 / 10);
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        input.extend_from_slice(&line[..line.len() - 1]);
+        input.extend_from_slice(b"\r\n");
+    }
+    let mut cooker = dtmcp::cook::Cooker::new(dtmcp::types::LineNo::FIRST);
+    let mut events = Vec::new();
+    let (started, cpu_started) = (Instant::now(), thread_cpu_ns());
+    for chunk in input.chunks(64 << 10) {
+        cooker.feed(chunk, &mut events);
+        cooker.recycle(&mut events);
+    }
+    let (wall, cpu) = (started.elapsed().as_secs_f64(), (thread_cpu_ns() - cpu_started) as f64 / 1e9);
+    let mb = input.len() as f64 / 1e6;
+    Ok((mb / wall, mb / cpu.max(1e-9)))
+}
+
+/// Nanoseconds this thread has run on a CPU.
+fn thread_cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    stat.split_whitespace().next().and_then(|ns| ns.parse().ok()).unwrap_or(0)
 }
 
 fn secs(d: Duration) -> String {
@@ -109,6 +153,8 @@ struct Ours {
     restart_read: Duration,
     tmux_cpu: Duration,
     logger_cpu: Duration,
+    logger_restart: Duration,
+    logger_recover: Duration,
 }
 
 async fn through_server(tmp: &Path, big: &Path, lines: u64) -> anyhow::Result<Ours> {
@@ -168,8 +214,35 @@ async fn measure(
     let restart = started.elapsed();
     server.call("read", json!({"session": "big"})).await?;
     let restart_read = started.elapsed();
+    let logger_restart = replace_logger(&server, &dir).await?;
+    // Without a checkpoint the new logger cooks all of raw.log.
+    std::fs::remove_file(dir.join("checkpoint.json"))?;
+    let logger_recover = replace_logger(&server, &dir).await?;
     server.stop().await?;
-    Ok(Ours { ingest, lossless, lines: text_lines, router_kb, logger_kb, restart, restart_read, tmux_cpu, logger_cpu })
+    Ok(Ours {
+        ingest,
+        lossless,
+        lines: text_lines,
+        router_kb,
+        logger_kb,
+        restart,
+        restart_read,
+        tmux_cpu,
+        logger_cpu,
+        logger_restart,
+        logger_recover,
+    })
+}
+
+/// Kills the logger of `dir` and times the next call, which finds it dead
+/// and waits for a new one to answer.
+async fn replace_logger(server: &McpChild, dir: &Path) -> anyhow::Result<Duration> {
+    let pid = logger_pid(dir).ok_or_else(|| anyhow::anyhow!("no logger runs for {}", dir.display()))?;
+    // The benchmark's own session's logger, by its pid.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL)?;
+    let started = Instant::now();
+    server.call("read", json!({"session": "big", "from_line": 1, "to_line": 2})).await?;
+    Ok(started.elapsed())
 }
 
 /// User plus system CPU time a process has used.

@@ -144,6 +144,9 @@ pub struct RegionTracker {
     typing: Typing,
     /// The input region open, until its program's prompt comes back.
     input: Option<OpenInput>,
+    /// An input region a checkpoint held open: its rules died with the
+    /// logger that opened it, so [`RegionTracker::close_orphans`] ends it.
+    orphan_input: Option<Region>,
 }
 
 impl RegionTracker {
@@ -157,6 +160,7 @@ impl RegionTracker {
             open: Vec::new(),
             typing: Typing::default(),
             input: None,
+            orphan_input: None,
         }
     }
 
@@ -397,7 +401,7 @@ impl RegionTracker {
 }
 
 /// The innermost shell's prompt, and the command being typed at it.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Typing {
     /// The prompt started last (primary or continuation) and the pid of
     /// its shell, until the end of that prompt arrives.
@@ -453,6 +457,75 @@ fn tail_from(text: &str, start: u32) -> &str {
         start += 1;
     }
     &text[start..]
+}
+
+// Checkpoints: what a restarted logger needs to carry on tracking (see
+// `logger::checkpoint`). Kept apart from the tracking itself.
+
+/// Everything a [`RegionTracker`] holds but its secret, as a logger
+/// checkpoint stores it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackerSnapshot {
+    /// What was known about the shells.
+    pub state: ShellState,
+    /// The id the next region gets.
+    pub next_id: RegionId,
+    /// The open regions, outermost first.
+    pub open: Vec<Region>,
+    /// The prompt shown and the command being typed at it.
+    typing: Typing,
+    /// The last marker sequence number believed per shell pid.
+    pub floors: std::collections::HashMap<u32, u64>,
+    /// The input region open then, if one was.
+    #[serde(default)]
+    pub input: Option<Region>,
+}
+
+impl RegionTracker {
+    /// The tracker's state, for a checkpoint.
+    pub fn snapshot(&self) -> TrackerSnapshot {
+        TrackerSnapshot {
+            state: self.state.clone(),
+            next_id: self.next_id,
+            open: self.open.clone(),
+            typing: self.typing.clone(),
+            floors: self.seq_floors().cloned().unwrap_or_default(),
+            input: self.input.as_ref().map(|i| i.region.clone()),
+        }
+    }
+
+    /// A tracker that carries on from `snap`, trusting markers proven with
+    /// `secret`.
+    pub fn restore(secret: Option<Secret>, snap: TrackerSnapshot) -> Self {
+        let mut tracker = RegionTracker::new(secret, snap.next_id);
+        tracker.raise_seq_floors(&snap.floors);
+        tracker.state = snap.state;
+        tracker.open = snap.open;
+        tracker.typing = snap.typing;
+        tracker.orphan_input = snap.input;
+        tracker
+    }
+
+    /// Closes, with no exit status, every open region from the outermost
+    /// one whose shell `alive` says is gone: nothing will ever end them.
+    pub fn close_orphans(
+        &mut self,
+        alive: impl Fn(&Region) -> bool,
+        at: Cursor,
+        now: u64,
+        out: &mut Vec<RegionChange>,
+    ) {
+        if let Some(mut region) = self.orphan_input.take() {
+            let end = LinePos::at(at);
+            region.end = Some(if end.line < region.start.line { region.start } else { end });
+            region.ended_ms = Some(now);
+            self.state.input = None;
+            out.push(RegionChange::Closed(region));
+        }
+        if let Some(idx) = self.open.iter().position(|r| !alive(r)) {
+            self.close_from(idx, at, now, out);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -751,6 +824,24 @@ mod tests {
         let closed: Vec<String> = changes.iter().map(|c| summary(region_of(c))).collect();
         assert_eq!(closed, [r#"1 d0 "(gdb) bt" 3:0-4:0 no exit"#]);
         assert_eq!((tracker.shell().input, tracker.next_tick_ms()), (None, None));
+    }
+
+    #[test]
+    fn an_input_region_open_at_a_checkpoint_ends_when_the_next_logger_starts() {
+        let (mut cooker, mut tracker) = (Cooker::new(LineNo::FIRST), RegionTracker::new(None, RegionId(1)));
+        feed(&mut cooker, &mut tracker, "(gdb) ", 1);
+        let at = (cooker.current_text(), cooker.cursor());
+        let opened = tracker.open_input(&input("(gdb) run"), (&at.0, at.1), 2, &mut Vec::new()).expect("opens");
+        feed(&mut cooker, &mut tracker, "run\r\nStarting program\r\n", 3);
+        let snap: TrackerSnapshot =
+            serde_json::from_str(&serde_json::to_string(&tracker.snapshot()).expect("json")).expect("read back");
+        let mut next = RegionTracker::restore(None, snap);
+        let mut changes = Vec::new();
+        next.close_orphans(|_| true, cooker.cursor(), 9, &mut changes);
+        let closed: Vec<&Region> = changes.iter().map(region_of).collect();
+        assert_eq!(closed.len(), 1, "{changes:?}");
+        assert_eq!((closed[0].id, closed[0].ended_ms, closed[0].exit), (opened.id, Some(9), None));
+        assert_eq!((next.shell().input, next.next_tick_ms()), (None, None));
     }
 
     #[test]

@@ -16,6 +16,10 @@
 //! - `secret`: the session's marker secret, mode 0600.
 //! - `markers.state`: the last marker sequence number believed per shell
 //!   pid (JSON), so a restarted logger still refuses replayed markers.
+//! - `checkpoint.json`: where a restarted logger carries on cooking: a
+//!   raw offset, the next line's number and the region tracker's state.
+//! - `gaps.jsonl`: one JSON line per stretch of output that was not logged
+//!   (a dead logger, a full disk).
 //! - `regions/NNNN.txt`: the output of a region (id zero-padded to four
 //!   digits), for the [`KEEP_REGION_FILES`] regions used most recently.
 //!
@@ -56,6 +60,8 @@ pub mod files {
     pub const MARKERS: &str = "markers.state";
     /// The directory of region files.
     pub const REGION_DIR: &str = "regions";
+    /// The logger's last checkpoint (see `logger::checkpoint`).
+    pub const CHECKPOINT: &str = "checkpoint.json";
 }
 
 /// How many region files a session directory keeps.
@@ -122,9 +128,22 @@ fn open_append(path: &Path) -> Result<File, StoreError> {
 }
 
 /// Appends cooked lines to `session.txt` and `lines.idx`.
+///
+/// Lines collect in two buffers of its own, written out by [`flush`]
+/// (text first, then index) or when the text buffer fills up: one write
+/// per file for many lines. If a write fails (a full disk), [`reopen`]
+/// drops what is buffered and cuts the files back to their last whole
+/// line, so the writer can go on after the disk has room again.
+///
+/// [`flush`]: LineWriter::flush
+/// [`reopen`]: LineWriter::reopen
 pub struct LineWriter {
-    text: BufWriter<File>,
-    index: BufWriter<File>,
+    text: File,
+    index: File,
+    /// Text of lines not yet written.
+    text_buf: Vec<u8>,
+    /// Index entries of those lines.
+    index_buf: Vec<u8>,
     /// Length of `session.txt` including buffered bytes.
     text_len: u64,
     /// Lines written, buffered or not.
@@ -132,24 +151,43 @@ pub struct LineWriter {
     dir: PathBuf,
 }
 
+/// The text buffered before a write goes out on its own.
+const LINE_BUF: usize = 1 << 18;
+
 impl LineWriter {
     /// Opens the files of `dir` for appending, continuing after what they
     /// already hold (cut back to the last indexed line).
     pub fn open(dir: &Path) -> Result<LineWriter, StoreError> {
-        let (lines, text_len) = LineReader::open(dir)?.extent()?;
         let text_path = dir.join(files::TEXT);
-        let text = open_append(&text_path)?;
-        text.set_len(text_len).map_err(io_err(&text_path))?;
         let index_path = dir.join(files::INDEX);
-        let index = open_append(&index_path)?;
-        index.set_len(lines * 8).map_err(io_err(&index_path))?;
-        Ok(LineWriter {
-            text: BufWriter::with_capacity(1 << 16, text),
-            index: BufWriter::with_capacity(1 << 12, index),
-            text_len,
-            lines,
+        let mut w = LineWriter {
+            text: open_append(&text_path)?,
+            index: open_append(&index_path)?,
+            text_buf: Vec::new(),
+            index_buf: Vec::new(),
+            text_len: 0,
+            lines: 0,
             dir: dir.to_path_buf(),
-        })
+        };
+        w.cut_back()?;
+        Ok(w)
+    }
+
+    /// Forgets buffered lines and cuts the files back to the last line
+    /// whose text and index entry are both whole on disk.
+    pub fn reopen(&mut self) -> Result<(), StoreError> {
+        self.text_buf.clear();
+        self.index_buf.clear();
+        self.cut_back()
+    }
+
+    fn cut_back(&mut self) -> Result<(), StoreError> {
+        let (lines, text_len) = LineReader::open(&self.dir)?.extent()?;
+        self.text.set_len(text_len).map_err(io_err(&self.dir.join(files::TEXT)))?;
+        self.index.set_len(lines * 8).map_err(io_err(&self.dir.join(files::INDEX)))?;
+        self.lines = lines;
+        self.text_len = text_len;
+        Ok(())
     }
 
     /// Lines written so far.
@@ -159,19 +197,33 @@ impl LineWriter {
 
     /// Appends one line (its text must hold no `\n`).
     pub fn push(&mut self, text: &str) -> Result<(), StoreError> {
-        // Paths are only built on failure: this runs once per line.
-        let text_err = |e| io_err(&self.dir.join(files::TEXT))(e);
-        self.text.write_all(text.as_bytes()).map_err(text_err)?;
-        self.text.write_all(b"\n").map_err(|e| io_err(&self.dir.join(files::TEXT))(e))?;
+        self.text_buf.extend_from_slice(text.as_bytes());
+        self.text_buf.push(b'\n');
         self.text_len += text.len() as u64 + 1;
         self.lines += 1;
-        self.index.write_all(&self.text_len.to_le_bytes()).map_err(|e| io_err(&self.dir.join(files::INDEX))(e))
+        self.index_buf.extend_from_slice(&self.text_len.to_le_bytes());
+        if self.text_buf.len() >= LINE_BUF {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     /// Makes every pushed line visible to readers: text first, then index.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        self.text.flush().map_err(io_err(&self.dir.join(files::TEXT)))?;
-        self.index.flush().map_err(io_err(&self.dir.join(files::INDEX)))
+        if self.text_buf.is_empty() && self.index_buf.is_empty() {
+            return Ok(());
+        }
+        self.text.write_all(&self.text_buf).map_err(io_err(&self.dir.join(files::TEXT)))?;
+        self.text_buf.clear();
+        self.index.write_all(&self.index_buf).map_err(io_err(&self.dir.join(files::INDEX)))?;
+        self.index_buf.clear();
+        // A long line or a burst may have grown the buffers; give back
+        // what a quiet pane does not need.
+        if self.text_buf.capacity() > 4 * LINE_BUF {
+            self.text_buf = Vec::new();
+            self.index_buf = Vec::new();
+        }
+        Ok(())
     }
 }
 
@@ -474,6 +526,24 @@ mod tests {
         w.flush().expect("flush");
         let r = LineReader::open(dir.path()).expect("reader");
         assert_eq!(r.read(LineNo(1), 5).expect("read"), vec!["one", "two", "three"]);
+    }
+
+    #[test]
+    fn reopening_forgets_buffered_lines_and_cuts_a_torn_tail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = LineWriter::open(dir.path()).expect("open");
+        w.push("kept").expect("push");
+        w.flush().expect("flush");
+        w.push("buffered when the disk filled").expect("push");
+        // As if a write had stopped short: text on disk, no index entry.
+        let mut t = OpenOptions::new().append(true).open(dir.path().join(files::TEXT)).expect("text");
+        t.write_all(b"half a li").expect("write");
+        w.reopen().expect("reopen");
+        assert_eq!(w.lines(), 1);
+        w.push("after").expect("push");
+        w.flush().expect("flush");
+        let r = LineReader::open(dir.path()).expect("reader");
+        assert_eq!(r.read(LineNo(1), 5).expect("read"), vec!["kept", "after"]);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! or in pseudo-random chunks.
 //!
 //! `regions.jsonl` holds each region's final form, one JSON object a line
-//! in id order, with the clock at 0. Run with `DTMCP_BLESS=1` to rewrite
+//! in id order, with the clock at 0. Placeholders of full-screen programs
+//! are named as the logger names them ([`super::name_screen`]). Run with `DTMCP_BLESS=1` to rewrite
 //! the expectations after a reviewed change, and read every changed
 //! `session.txt`: it must read as a person saw the terminal.
 
@@ -49,15 +50,17 @@ fn replay(raw: &[u8], secret: &Secret, mut chunks: impl FnMut() -> usize) -> Exp
     while !rest.is_empty() {
         let (piece, tail) = rest.split_at(chunks().clamp(1, rest.len()));
         rest = tail;
-        events.clear();
         cooker.feed(piece, &mut events);
-        for event in &events {
-            if let CookEvent::Line { text, .. } = event {
+        for i in 0..events.len() {
+            let running = tracker.open_regions().last().map(|region| region.command.as_str());
+            super::name_screen(&mut events, i, running);
+            if let CookEvent::Line { text, .. } = &events[i] {
                 session.push_str(text);
                 session.push('\n');
             }
-            tracker.on_event(event, 0, &mut changes);
+            tracker.on_event(&events[i], 0, &mut changes);
         }
+        cooker.recycle(&mut events);
     }
     Expected { session, regions: final_regions(changes) }
 }

@@ -125,6 +125,11 @@ impl LineBuf {
         self.col
     }
 
+    /// Whether nothing at all is drawn on the row.
+    pub(super) fn is_empty(&self) -> bool {
+        self.cells.is_empty() && self.marks.is_empty()
+    }
+
     /// Draws `c` at the cursor and moves past it. Control characters are
     /// dropped here too, because vte hands a C1 character that arrived
     /// split across feeds to `print` rather than `execute`, and DEL always.
@@ -135,6 +140,20 @@ impl LineBuf {
             self.col += 1;
         } else {
             self.print_elsewhere(c);
+        }
+    }
+
+    /// Prints a run of printable ASCII (`0x20..=0x7e`, checked by the
+    /// caller), exactly as `print` would one character after another.
+    pub(super) fn print_ascii(&mut self, run: &[u8]) {
+        debug_assert!(run.iter().all(|b| (0x20..=0x7e).contains(b)));
+        if self.col == self.cells.len() {
+            self.cells.extend(run.iter().map(|&b| Cell::new(char::from(b))));
+            self.col += run.len();
+        } else {
+            for &b in run {
+                self.print(char::from(b));
+            }
         }
     }
 
@@ -345,7 +364,14 @@ impl LineBuf {
     /// Ends the line: returns its text and empties the row. The cursor
     /// keeps its column, as a bare line feed keeps it on a terminal.
     pub(super) fn finish(&mut self) -> String {
-        let text = self.text();
+        self.finish_into(String::new())
+    }
+
+    /// `finish`, writing the text into `text` (emptied first), so that a
+    /// caller recycling strings spares an allocation per line.
+    pub(super) fn finish_into(&mut self, mut text: String) -> String {
+        text.clear();
+        self.write_text(&mut text);
         self.cells.clear();
         self.marks.clear();
         self.marks_compact_at = MARKS_COMPACT_MIN;
@@ -356,14 +382,26 @@ impl LineBuf {
 
     /// The row's text, trailing blanks trimmed.
     pub(super) fn text(&self) -> String {
+        let mut text = String::new();
+        self.write_text(&mut text);
+        text
+    }
+
+    /// Appends the row's text, trailing blanks trimmed, to `text`.
+    fn write_text(&self, text: &mut String) {
         let end = self.cells.iter().rposition(|cell| !cell.is_blank()).map_or(0, |i| i + 1);
+        text.reserve(end);
         if !self.non_ascii {
-            let bytes = self.cells[..end].iter().map(|cell| cell.ch as u8).collect();
-            // The bytes are all ASCII, so this never falls back; the
-            // fallback only spares the code a panic path.
-            return String::from_utf8(bytes).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned());
+            // Every cell holds one ASCII character: a plain copy, checked
+            // by `from_utf8` at memory speed, not pushed char by char.
+            // The string's own buffer is reused, so nothing allocates.
+            let mut bytes = std::mem::take(text).into_bytes();
+            bytes.extend(self.cells[..end].iter().map(|cell| cell.ch as u8));
+            // All ASCII, so this never falls back; the fallback only
+            // spares the code a panic path.
+            *text = String::from_utf8(bytes).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned());
+            return;
         }
-        let mut text = String::with_capacity(end);
         for &cell in &self.cells[..end] {
             if cell.is_tail() {
                 continue;
@@ -373,7 +411,6 @@ impl LineBuf {
                 text.extend(&self.marks[cell.marks()]);
             }
         }
-        text
     }
 
     /// Heap bytes the row holds.

@@ -44,6 +44,22 @@ mod tests;
 
 use crate::types::{CookEvent, Cursor, LineNo, MAX_MARKER_LEN};
 use model::{Model, Performer};
+pub use screen::placeholder;
+
+/// Names the full-screen program in the placeholder line that follows a
+/// [`CookEvent::Screen`] event at `events[i]`, if that is one starting a
+/// program; `command` is the command line of the region running then
+/// (the innermost open one). The cooker itself writes a placeholder
+/// without a name, since it cannot know the program; a caller that tracks
+/// regions calls this for every event before it stores the lines.
+pub fn name_screen(events: &mut [CookEvent], i: usize, command: Option<&str>) {
+    if !matches!(events.get(i), Some(CookEvent::Screen { on: true, .. })) {
+        return;
+    }
+    if let Some(CookEvent::Line { text, .. }) = events.get_mut(i + 1) {
+        *text = placeholder(command);
+    }
+}
 
 /// The most bytes of one OSC string vte keeps. A marker needs `133;` and
 /// up to [`MAX_MARKER_LEN`] bytes; a longer string is cut here, and then
@@ -86,6 +102,9 @@ pub struct Cooker {
     /// Where `carry` and the next feed are joined; kept between feeds so
     /// that joining does not allocate each time.
     joined: Vec<u8>,
+    /// Whether vte is known to be in its ground state, where the cooker
+    /// may handle ASCII itself (see `feed_whole`).
+    ground: bool,
 }
 
 impl Cooker {
@@ -96,6 +115,7 @@ impl Cooker {
             model: Model::new(first_line),
             carry: Vec::new(),
             joined: Vec::new(),
+            ground: true,
         }
     }
 
@@ -118,11 +138,93 @@ impl Cooker {
 
     /// Feeds `bytes` to vte, except a cut character at the end, which is
     /// carried over to the next feed.
+    ///
+    /// ASCII text takes a short cut past vte. In its ground state vte hands
+    /// every printable ASCII byte to `print` and every C0 control but ESC to
+    /// `execute`, and stays in the ground state; so while the cooker knows
+    /// vte is there, it makes those calls itself, a run of printable bytes
+    /// at once, without vte decoding UTF-8 and dispatching per character.
+    /// It knows vte is in the ground state when vte is new, and after a
+    /// byte vte printed: `print` happens only there. So when vte has had
+    /// to take over (an escape sequence, non-ASCII text), the first byte of
+    /// the next run of printable ASCII goes to vte alone, as a probe.
     fn feed_whole(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
         let (head, tail) = bytes.split_at(bytes.len() - cut_char_len(bytes));
-        let mut performer = Performer { model: &mut self.model, out };
+        let mut performer = Performer { model: &mut self.model, out, printed: false };
+        let mut rest = head;
+        while !rest.is_empty() {
+            if self.ground {
+                rest = &rest[performer.ground_ascii(rest)..];
+                if rest.is_empty() {
+                    break;
+                }
+                self.ground = false;
+            }
+            let end = memchr::memchr3(0x1b, b'\r', b'\n', rest).unwrap_or(rest.len());
+            let run = &rest[..end];
+            let mut start = 0;
+            if run.first().is_some_and(|b| (0x20..=0x7e).contains(b)) {
+                performer.printed = false;
+                self.parser.advance(&mut performer, &run[..1]);
+                if performer.printed {
+                    self.ground = true;
+                    rest = &rest[1..];
+                    continue;
+                }
+                start = 1;
+            }
+            // The rest of the run and the control after it are vte's: this
+            // keeps a long escape string from being probed byte by byte.
+            let stop = (end + 1).min(rest.len());
+            self.parser.advance(&mut performer, &rest[start..stop]);
+            rest = &rest[stop..];
+        }
+        self.carry.extend_from_slice(tail);
+    }
+
+    /// Feeds `bytes` as [`Cooker::feed`] does but through vte alone, with
+    /// no short cut for ASCII: the reference the short cut is tested
+    /// against (property tests, the fuzz target). Not for production use.
+    #[doc(hidden)]
+    pub fn feed_via_vte_only(&mut self, bytes: &[u8], out: &mut Vec<CookEvent>) {
+        self.ground = false;
+        self.carry.extend_from_slice(bytes);
+        let joined = std::mem::take(&mut self.carry);
+        let (head, tail) = joined.split_at(joined.len() - cut_char_len(&joined));
+        let mut performer = Performer { model: &mut self.model, out, printed: false };
         self.parser.advance(&mut performer, head);
         self.carry.extend_from_slice(tail);
+    }
+
+    /// Hands the events of the last feeds back once their lines are
+    /// stored, emptying `events`: the cooker reuses the lines' strings.
+    pub fn recycle(&mut self, events: &mut Vec<CookEvent>) {
+        for event in events.drain(..) {
+            if let CookEvent::Line { text, .. } = event
+                && self.model.spare.len() < model::SPARE_MAX
+                && text.capacity() <= model::SPARE_CAPACITY
+            {
+                self.model.spare.push(text);
+            }
+        }
+    }
+
+    /// Whether the cooker holds nothing but its line number: no drawn or
+    /// carried text, the cursor at column 0 and no full-screen program or
+    /// pending frame. The logger takes checkpoints only then, right after a
+    /// line feed, so that a fresh cooker can carry on from there.
+    pub fn at_rest(&self) -> bool {
+        self.carry.is_empty() && self.model.at_rest()
+    }
+
+    /// Replaces the parser by a fresh one, as a cooker made at a
+    /// checkpoint starts with. Right after a line feed vte is in its ground
+    /// state anyway, unless a line feed broke an escape sequence in two; a
+    /// logger restarting from the checkpoint then cooks the same text as
+    /// the one that took it.
+    pub fn restart_parser(&mut self) {
+        self.parser = vte::Parser::new_with_size();
+        self.ground = true;
     }
 
     /// Where the cursor is now.

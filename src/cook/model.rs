@@ -39,17 +39,31 @@ pub(super) struct Model {
     buf: LineBuf,
     /// Whether a full-screen program holds the screen.
     screen: Screen,
+    /// Strings of lines the caller handed back ([`super::Cooker::recycle`]),
+    /// reused for the next lines so that a line costs no allocation; at
+    /// most [`SPARE_MAX`] of at most [`SPARE_CAPACITY`] bytes each.
+    pub(super) spare: Vec<String>,
 }
+
+/// The most recycled strings kept.
+pub(super) const SPARE_MAX: usize = 2048;
+/// The largest string kept for reuse; longer lines are rare.
+pub(super) const SPARE_CAPACITY: usize = 256;
 
 impl Model {
     pub(super) fn new(first_line: LineNo) -> Model {
-        Model { line: first_line, buf: LineBuf::default(), screen: Screen::default() }
+        Model { line: first_line, buf: LineBuf::default(), screen: Screen::default(), spare: Vec::new() }
     }
 
     /// Where the cursor is now. Counts beyond `u32` saturate; no real line
     /// gets there.
     pub(super) fn cursor(&self) -> Cursor {
         Cursor { line: self.line, col: saturating_u32(self.buf.col()), text_len: saturating_u32(self.buf.text_len()) }
+    }
+
+    /// Nothing drawn, the cursor at column 0, no screen state.
+    pub(super) fn at_rest(&self) -> bool {
+        self.buf.col() == 0 && self.buf.is_empty() && self.screen.at_rest()
     }
 
     /// The text of the unfinished line, trailing blanks trimmed.
@@ -62,7 +76,8 @@ impl Model {
     #[cfg(test)]
     pub(super) fn held_bytes(&self) -> usize {
         let frame: usize = self.screen.frame.iter().map(String::capacity).sum();
-        self.buf.held_bytes() + frame + self.screen.frame.capacity() * std::mem::size_of::<String>()
+        let spare: usize = self.spare.iter().map(String::capacity).sum();
+        self.buf.held_bytes() + frame + spare + self.screen.frame.capacity() * std::mem::size_of::<String>()
     }
 
     /// A line feed: commits the unfinished line, or moves down a row of
@@ -71,7 +86,7 @@ impl Model {
         if self.screen.repaint {
             self.move_row(self.screen.row() + 1, out);
         } else {
-            let text = self.buf.finish();
+            let text = self.buf.finish_into(self.spare.pop().unwrap_or_default());
             self.commit(text, out);
         }
     }
@@ -177,9 +192,35 @@ fn saturating_u32(n: usize) -> u32 {
 pub(super) struct Performer<'a> {
     pub(super) model: &'a mut Model,
     pub(super) out: &'a mut Vec<CookEvent>,
+    /// Set by every `print`: vte calls it only in its ground state, so a
+    /// byte that printed proves the parser is there (see `Cooker::feed`).
+    pub(super) printed: bool,
 }
 
 impl Performer<'_> {
+    /// Does for the ASCII at the start of `bytes` what vte in its ground
+    /// state would: printable runs to `print`, C0 controls but ESC to
+    /// `execute`. Stops at ESC, DEL or a byte above ASCII; returns how
+    /// many bytes it took. Only valid while vte is in its ground state.
+    pub(super) fn ground_ascii(&mut self, bytes: &[u8]) -> usize {
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            if (0x20..=0x7e).contains(&b) {
+                let len = bytes[i..].iter().position(|b| !(0x20..=0x7e).contains(b)).unwrap_or(bytes.len() - i);
+                if !self.model.screen.alt {
+                    self.model.buf.print_ascii(&bytes[i..i + len]);
+                }
+                i += len;
+            } else if b < 0x20 && b != 0x1b {
+                self.execute(b);
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        i
+    }
+
     /// A CSI sequence with a private marker: only the alternate screen
     /// switches mean anything to the cooker.
     fn private_mode(&mut self, params: &Params, action: char) {
@@ -235,6 +276,7 @@ impl Performer<'_> {
 impl Perform for Performer<'_> {
     #[inline]
     fn print(&mut self, c: char) {
+        self.printed = true;
         if !self.model.screen.alt {
             self.model.buf.print(c);
         }

@@ -109,6 +109,15 @@ proptest! {
     }
 
     #[test]
+    fn the_ascii_short_cut_cooks_as_vte_alone_does(input in stream()) {
+        let mut plain = Cooker::new(LineNo::FIRST);
+        let mut want = Vec::new();
+        plain.feed_via_vte_only(&input, &mut want);
+        let got = run(&input, &[]);
+        prop_assert_eq!((&got.0, &got.1), (&want, &plain.current_text()));
+    }
+
+    #[test]
     fn chunking_never_changes_results(
         input in stream(),
         mut cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..16),

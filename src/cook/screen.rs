@@ -65,6 +65,12 @@ impl Screen {
         self.alt || self.repaint
     }
 
+    /// No full-screen program and no frame pending: the state of a new
+    /// cooker.
+    pub(super) fn at_rest(&self) -> bool {
+        !self.covered() && !self.homed && self.frame.is_empty()
+    }
+
     /// Notes a home in normal mode; true if it is a repaint, and then the
     /// lines since the last home become the frame.
     pub(super) fn home_repaints(&mut self) -> bool {
@@ -166,4 +172,128 @@ impl Screen {
 /// Which private modes (`CSI ? n h/l`) switch the alternate screen.
 pub(super) fn is_alt_screen_mode(mode: u16) -> bool {
     matches!(mode, 47 | 1047 | 1049)
+}
+
+/// Programs that usually take the whole screen. In a pipeline such as
+/// `git log | less` or a list such as `make; vim notes`, the last of these
+/// is the one drawing.
+const SCREEN_PROGRAMS: &[&str] = &[
+    "vim",
+    "vi",
+    "nvim",
+    "view",
+    "less",
+    "more",
+    "most",
+    "man",
+    "top",
+    "htop",
+    "btop",
+    "atop",
+    "watch",
+    "nano",
+    "emacs",
+    "mc",
+    "tig",
+    "ranger",
+    "nnn",
+    "tmux",
+    "screen",
+    "mutt",
+    "ncdu",
+    "iotop",
+    "iftop",
+    "nethack",
+    "pager",
+    "journalctl",
+];
+
+/// Words that run the next word as the program (`sudo vim`, `env X=1 top`),
+/// and shell keywords that come before one (`do vim`, `then top`).
+const WRAPPERS: &[&str] = &[
+    "sudo", "env", "nice", "nohup", "time", "exec", "command", "doas", "stdbuf", "ionice", "do", "then", "else",
+    "elif", "if", "while", "until", "!", "{",
+];
+
+/// The longest command line quoted in a placeholder.
+const QUOTE_MAX: usize = 40;
+
+/// The placeholder line for a full-screen program started by `command`
+/// (the command line of the region it runs in, if any).
+///
+/// The cooker cannot see who draws, so the name comes from the command
+/// line the shell integration reported, a guess from its words but a pure
+/// one: the same bytes always cook to the same text. It is the last
+/// well-known full-screen program in the line (`seq 1 200 | less` names
+/// `less`); else the program of a simple command (`./game` names `game`);
+/// else, for a list or loop that redraws, the start of the line itself.
+/// Without a command (no integrated shell) no program is named.
+pub fn placeholder(command: Option<&str>) -> String {
+    match command.and_then(program_name) {
+        Some(name) => format!("[full-screen program: {name}]"),
+        None => crate::types::SCREEN_PLACEHOLDER.to_owned(),
+    }
+}
+
+/// What to call the full-screen program of `command`.
+fn program_name(command: &str) -> Option<String> {
+    let line = command.lines().next()?.trim();
+    let stages: Vec<&str> = line.split(['|', ';', '&', '(', ')', '`']).filter(|s| !s.trim().is_empty()).collect();
+    let programs: Vec<&str> = stages.iter().filter_map(|stage| stage_program(stage)).collect();
+    let known = programs.iter().rev().find(|name| SCREEN_PROGRAMS.contains(name));
+    let name = match (known, stages.len(), programs.first()) {
+        (Some(name), _, _) => (*name).to_owned(),
+        (None, 1, Some(name)) => (*name).to_owned(),
+        _ => quote(line),
+    };
+    let clean: String = name.chars().filter(|c| !c.is_control()).collect();
+    (!clean.trim().is_empty()).then_some(clean)
+}
+
+/// `line`, cut to [`QUOTE_MAX`] characters with an ellipsis.
+fn quote(line: &str) -> String {
+    if line.chars().count() <= QUOTE_MAX {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(QUOTE_MAX).collect();
+    cut.push('…');
+    cut
+}
+
+/// The program a pipeline stage runs: its first word after variable
+/// assignments, wrappers and their options, without its directory.
+fn stage_program(stage: &str) -> Option<&str> {
+    let mut words = stage.split_whitespace().map(|word| word.trim_matches(['"', '\'', '\\']));
+    let word = words
+        .find(|word| !word.is_empty() && !word.contains('=') && !word.starts_with('-') && !WRAPPERS.contains(word))?;
+    word.rsplit('/').next().filter(|name| !name.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::placeholder;
+
+    #[rstest]
+    #[case::editor("vim -N -u NONE notes.txt", "[full-screen program: vim]")]
+    #[case::pager_in_a_pipeline("seq 1 200 | less", "[full-screen program: less]")]
+    #[case::wrapped_with_a_path("sudo -E /usr/bin/top -d 1", "[full-screen program: top]")]
+    #[case::after_a_list("make && git log | less -R; echo done", "[full-screen program: less]")]
+    #[case::simple_unknown_program("FOO=1 ./game --level 2", "[full-screen program: game]")]
+    #[case::redraw_loop("while true; do clear; date; done", "[full-screen program: while true; do clear; date; done]")]
+    #[case::long_loop_is_cut(
+        "for i in 1 2 3 4 5 6; do clear; echo \"frame $i\"; seq 3; sleep 0.2; done",
+        "[full-screen program: for i in 1 2 3 4 5 6; do clear; echo \"fr…]"
+    )]
+    #[case::second_line_ignored("vim a\nb", "[full-screen program: vim]")]
+    fn the_placeholder_names_the_program(#[case] command: &str, #[case] want: &str) {
+        assert_eq!(placeholder(Some(command)), want);
+    }
+
+    #[test]
+    fn without_a_command_no_program_is_named() {
+        assert_eq!(placeholder(None), "[full-screen program]");
+        assert_eq!(placeholder(Some("  ")), "[full-screen program]");
+    }
 }

@@ -16,21 +16,37 @@ pub fn absorb(dir: &Path, lines: &mut LineWriter) -> Result<(), StoreError> {
     let Ok(body) = std::fs::read(&pending) else { return Ok(()) };
     let io = |source| StoreError::Io { path: pending.clone(), source };
     if let Ok(gap) = serde_json::from_slice::<Gap>(&body) {
-        for line in gap_lines(&gap) {
-            lines.push(&line)?;
-        }
-        lines.flush()?;
-        let mut list = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(GAPS)).map_err(io)?;
-        let mut record = serde_json::to_vec(&gap).unwrap_or_default();
-        record.push(b'\n');
-        list.write_all(&record).map_err(io)?;
+        record(dir, lines, &gap)?;
     }
     std::fs::remove_file(&pending).map_err(io)
+}
+
+/// Marks `gap` in the cooked log and lists it in `gaps.jsonl`.
+pub fn record(dir: &Path, lines: &mut LineWriter, gap: &Gap) -> Result<(), StoreError> {
+    for line in gap_lines(gap) {
+        lines.push(&line)?;
+    }
+    lines.flush()?;
+    let path = dir.join(GAPS);
+    let io = |source| StoreError::Io { path: path.clone(), source };
+    let mut list = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io)?;
+    let mut line = serde_json::to_vec(gap).unwrap_or_default();
+    line.push(b'\n');
+    list.write_all(&line).map_err(io)
 }
 
 /// The lines that mark a gap in `session.txt`.
 fn gap_lines(gap: &Gap) -> Vec<String> {
     let at = |ms: u64| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+    if !gap.reason.is_empty() {
+        return vec![format!(
+            "[log gap: {} bytes of output between {} and {} were not logged ({}); logging resumed here]",
+            gap.dropped,
+            at(gap.from_ms),
+            at(gap.to_ms),
+            gap.reason.chars().filter(|c| !c.is_control()).collect::<String>()
+        )];
+    }
     let mut out = vec![format!(
         "[log gap: output between {} and {} was not logged (the logger had died); the screen when logging resumed:]",
         at(gap.from_ms),
@@ -50,7 +66,8 @@ mod tests {
     #[test]
     fn a_pending_gap_becomes_lines_and_a_record() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let gap = Gap { from_ms: 0, to_ms: 2_000, raw_offset: 9, screen: vec!["$ make".into(), "cc \u{1b}x".into()] };
+        let screen = vec!["$ make".into(), "cc \u{1b}x".into()];
+        let gap = Gap { from_ms: 0, to_ms: 2_000, raw_offset: 9, screen, ..Gap::default() };
         std::fs::write(dir.path().join(GAP_PENDING), serde_json::to_vec(&gap).expect("json")).expect("write");
         let mut w = LineWriter::open(dir.path()).expect("open");
         w.push("before").expect("push");

@@ -11,6 +11,7 @@
 //! directory travel as pane options (`@dtmcp_logger`, `@dtmcp_dir`) that tmux
 //! inserts shell-quoted (`#{q:...}`) and never expands again.
 
+mod checkpoint;
 mod gap;
 mod input;
 mod pump;
@@ -60,8 +61,18 @@ pub fn run(args: &[String]) -> Result<(), LoggerError> {
 /// Runs the logger for session directory `dir`, reading the pane's output
 /// from stdin.
 pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
+    // A file grown past the size limit must fail the write, which the pump
+    // survives (see `pump`), not kill the logger.
+    // SAFETY: ignoring a signal installs no handler code; nothing else in
+    // this process handles SIGXFSZ.
+    let _ =
+        unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGXFSZ, nix::sys::signal::SigHandler::SigIgn) };
+    pump::widen_stdin_pipe();
     let secret = std::fs::read_to_string(dir.join(files::SECRET)).ok().and_then(|s| Secret::from_nonce(&s));
     let shared = Arc::new(Shared::open(dir, secret)?);
+    // Carry on from the files before answering anyone: a router asking
+    // too early would see the state before the replay.
+    let pump = pump::Pump::open(&shared)?;
     let socket_path = dir.join(files::SOCKET);
     let listener = server::bind(&socket_path)?;
     let server = {
@@ -71,7 +82,7 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
             .spawn(move || server::serve(listener, shared))
             .map_err(|source| LoggerError::Socket { path: socket_path.clone(), source })?
     };
-    let result = pump::pump(std::io::stdin(), &shared);
+    let result = pump.run_polled(std::io::stdin().lock(), &shared);
     shared.finish();
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);

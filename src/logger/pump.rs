@@ -1,25 +1,60 @@
 //! The stdin pump: every chunk tmux hands over is logged raw at once, then
 //! cooked, indexed and published to waiters.
+//!
+//! # Starting on an existing session
+//!
+//! A logger started on a directory that already holds a log (its
+//! predecessor was killed, or the router repaired it) first carries on
+//! from the last checkpoint (see [`super::checkpoint`]): it cooks `raw.log`
+//! from there to the end, storing only the lines and region records the
+//! old logger did not, then writes a gap the router left, closes regions
+//! whose shell is gone, and only then reads the pane.
+//!
+//! # A full disk
+//!
+//! When `raw.log` or the cooked files cannot be written, the pump does not
+//! stop reading: tmux would otherwise buffer the pane's output without
+//! bound. It drops what it cannot store, counts it, tries again every
+//! [`RETRY_MS`], and when a write succeeds marks the gap in the log and
+//! in `gaps.jsonl` (bounds and reason) and cooks on with a fresh cooker.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::LoggerError;
+use super::checkpoint::{self, Checkpoint};
 use super::input::{Mailbox, ToPump};
 use super::state::Shared;
 use crate::config::now_ms;
-use crate::cook::Cooker;
+use crate::cook::{self, Cooker};
 use crate::region::{InputSpec, Region, RegionChange, RegionTracker};
+use crate::session::Gap;
 use crate::store::{self, LineWriter, RegionLog, StoreError, files};
 use crate::types::{CookEvent, LineNo, RegionId};
 
+/// The most bytes read from the pane at once.
+const READ_BYTES: usize = 1 << 18;
+/// The most bytes cooked at once: bounds the events (and their strings)
+/// held between two stores.
+const FEED_BYTES: usize = 1 << 14;
+/// The pipe size asked of the kernel, so that tmux can hand over a burst
+/// without waiting for the logger.
+const PIPE_BYTES: i32 = 1 << 20;
+/// How often a pump that cannot store output tries again.
+pub const RETRY_MS: u64 = 500;
+
 /// The pump's own state: the writers and the pure cores.
-struct Pump {
+pub struct Pump {
+    /// The session directory.
+    dir: PathBuf,
     raw: File,
+    /// Bytes in `raw.log`.
+    raw_len: u64,
     lines: LineWriter,
     regions: RegionLog,
     cooker: Cooker,
@@ -31,103 +66,142 @@ struct Pump {
     floors_saved: u128,
     /// Where the floors are saved.
     floors: store::MarkerFloors,
+    /// `raw_len` and the time at the last checkpoint.
+    checkpoint_raw: u64,
+    checkpoint_ms: u64,
+    /// Output that could not be stored, since when; `None` while all is
+    /// stored.
+    dropping: Option<Dropping>,
 }
 
-/// Reads `input` until it ends, logging and publishing as it goes; opens
-/// input regions asked for through the shared inbox, and ends them when
-/// their time is up.
-pub fn pump(mut input: impl Read + AsFd, shared: &Shared) -> Result<(), LoggerError> {
-    let mut p = Pump::open(shared)?;
-    let io_err = |source| StoreError::Io { path: "stdin".into(), source };
-    let mailbox = shared.inbox.connect().map_err(io_err)?;
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let timeout = match p.tracker.next_tick_ms() {
-            None => PollTimeout::NONE,
-            Some(due) => PollTimeout::try_from(due.saturating_sub(now_ms()).min(60_000)).unwrap_or(PollTimeout::MAX),
-        };
-        let mut fds =
-            [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, timeout) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(io_err(e.into()).into()),
-            Ok(_) => {}
-        }
-        let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-        let (output, mail) = (ready(&fds[0]), ready(&fds[1]));
-        if mail {
-            p.serve(&mailbox, shared);
-        }
-        if output {
-            match input.read(&mut buf) {
-                Ok(0) => return Ok(()),
-                Ok(n) => p.chunk(&buf[..n], shared)?,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_err(e).into()),
-            }
-        } else if !mail {
-            p.tick(shared)?;
-        }
-    }
+/// A stretch of output the pump could not store.
+struct Dropping {
+    /// When it began, ms since the epoch.
+    since_ms: u64,
+    /// The size of `raw.log` then.
+    raw_at: u64,
+    /// Bytes of output not stored in `raw.log`.
+    bytes: u64,
+    /// The first error, for the gap's reason.
+    reason: String,
+    /// When to try writing again.
+    retry_ms: u64,
+}
+
+/// Asks for a bigger pipe on stdin; a failure only costs speed.
+pub fn widen_stdin_pipe() {
+    let _ = nix::fcntl::fcntl(std::io::stdin(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
 }
 
 impl Pump {
-    fn open(shared: &Shared) -> Result<Pump, LoggerError> {
+    /// Opens the session's files and carries on from them (see the module
+    /// documentation), publishing the state it arrives at.
+    pub fn open(shared: &Shared) -> Result<Pump, LoggerError> {
         let dir = &shared.dir;
         let raw_path = dir.join(files::RAW);
         let raw = OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .mode(0o600)
             .open(&raw_path)
-            .map_err(|source| StoreError::Io { path: raw_path, source })?;
-        let mut lines = LineWriter::open(dir)?;
-        super::gap::absorb(dir, &mut lines)?;
-        let (first_line, next_region) = {
-            let live = shared.lock();
-            (LineNo(lines.lines() + 1), RegionId(live.shell.regions + 1))
+            .map_err(|source| StoreError::Io { path: raw_path.clone(), source })?;
+        let raw_len = raw.metadata().map_err(|source| StoreError::Io { path: raw_path, source })?.len();
+        let lines = LineWriter::open(dir)?;
+        let resume = checkpoint::load(dir).filter(|cp| cp.raw <= raw_len && cp.next_line <= lines.lines() + 1);
+        let (start, next_line, tracker) = match resume {
+            Some(cp) => (cp.raw, cp.next_line, RegionTracker::restore(shared.secret.clone(), cp.tracker)),
+            None => (0, 1, RegionTracker::new(shared.secret.clone(), RegionId(1))),
         };
-        let mut tracker = RegionTracker::new(shared.secret.clone(), next_region);
-        tracker.raise_seq_floors(&store::read_marker_floors(dir));
-        let floors_saved = floor_sum(&tracker);
-        Ok(Pump {
+        let mut p = Pump {
+            dir: dir.clone(),
             raw,
+            raw_len,
             lines,
             regions: RegionLog::open(dir)?,
-            cooker: Cooker::new(first_line),
+            cooker: Cooker::new(LineNo(next_line)),
             tracker,
             events: Vec::new(),
             changes: Vec::new(),
-            floors_saved,
+            floors_saved: 0,
             floors: store::MarkerFloors::open(dir)?,
-        })
+            checkpoint_raw: raw_len,
+            checkpoint_ms: now_ms(),
+            dropping: None,
+        };
+        p.replay(start, shared)?;
+        Ok(p)
     }
 
-    fn chunk(&mut self, bytes: &[u8], shared: &Shared) -> Result<(), LoggerError> {
-        // The raw log comes first and unbuffered: whatever happens next,
-        // these bytes are on disk.
-        self.raw.write_all(bytes).map_err(|source| StoreError::Io { path: shared.dir.join(files::RAW), source })?;
-        let now = now_ms();
-        self.events.clear();
-        self.cooker.feed(bytes, &mut self.events);
-        self.changes.clear();
-        for ev in &self.events {
-            if let CookEvent::Line { text, .. } = ev {
-                self.lines.push(text)?;
-            }
-            self.tracker.on_event(ev, now, &mut self.changes);
+    /// Reads `input` until it ends, logging and publishing as it goes: the
+    /// logger's loop without its inbox and timers, for tests that hand the
+    /// pump bytes (or an input that fails) instead of a pipe. The logger
+    /// itself runs [`Pump::run_polled`].
+    #[cfg(test)]
+    pub fn run(mut self, mut input: impl Read, shared: &Shared) -> Result<(), LoggerError> {
+        let mut buf = vec![0u8; READ_BYTES];
+        loop {
+            let n = match input.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(StoreError::Io { path: "stdin".into(), source: e }.into());
+                }
+            };
+            self.chunk(&buf[..n], shared);
         }
-        if self.tracker.next_tick_ms().is_some() {
-            self.tracker.after_output(&self.cooker.current_text(), self.cooker.cursor(), now, &mut self.changes);
-        }
-        self.lines.flush()?;
-        self.save_floors()?;
-        for change in &self.changes {
-            let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
-            self.regions.append(r)?;
-        }
-        self.publish(bytes.len(), now, shared);
+        self.ended();
         Ok(())
+    }
+
+    /// Reads `input` until it ends, logging and publishing as it goes; also
+    /// opens the input regions asked for through the shared inbox, and ends
+    /// them when their time is up even while no output comes.
+    pub fn run_polled(mut self, mut input: impl Read + AsFd, shared: &Shared) -> Result<(), LoggerError> {
+        let mut buf = vec![0u8; READ_BYTES];
+        let io_err = |source| StoreError::Io { path: "stdin".into(), source };
+        let mailbox = shared.inbox.connect().map_err(io_err)?;
+        loop {
+            let timeout = match self.tracker.next_tick_ms() {
+                None => PollTimeout::NONE,
+                Some(due) => {
+                    PollTimeout::try_from(due.saturating_sub(now_ms()).min(60_000)).unwrap_or(PollTimeout::MAX)
+                }
+            };
+            let mut fds =
+                [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, timeout) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(io_err(e.into()).into()),
+                Ok(_) => {}
+            }
+            let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+            let (output, mail) = (ready(&fds[0]), ready(&fds[1]));
+            if mail {
+                self.serve(&mailbox, shared);
+            }
+            if output {
+                match input.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => self.chunk(&buf[..n], shared),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io_err(e).into()),
+                }
+            } else if !mail {
+                self.tick(shared)?;
+            }
+        }
+        self.ended();
+        Ok(())
+    }
+
+    /// Output ended cleanly: a checkpoint spares the next logger (if the
+    /// pane is ever piped again) any replay.
+    fn ended(&mut self) {
+        if self.dropping.is_none() && self.cooker.at_rest() {
+            let _ = self.lines.flush().and_then(|()| self.checkpoint(now_ms()));
+        }
     }
 
     /// Serves the requests waiting in the mailbox.
@@ -174,6 +248,197 @@ impl Pump {
         Ok(())
     }
 
+    /// Cooks `raw.log` from `start` to its end, then takes up what the
+    /// router left (a gap) and what the dead logger could not finish.
+    fn replay(&mut self, start: u64, shared: &Shared) -> Result<(), LoggerError> {
+        let now = now_ms();
+        let mut buf = vec![0u8; READ_BYTES];
+        let mut at = start;
+        while at < self.raw_len {
+            let want = usize::try_from(self.raw_len - at).unwrap_or(usize::MAX).min(buf.len());
+            let n = self
+                .raw
+                .read_at(&mut buf[..want], at)
+                .map_err(|source| StoreError::Io { path: shared.dir.join(files::RAW), source })?;
+            if n == 0 {
+                break;
+            }
+            self.cook_part(&buf[..n], now, shared)?;
+            at += n as u64;
+        }
+        self.lines.flush()?;
+        // Lines the replay could not match with the file (a gap of an
+        // older logger) must not be numbered twice: start afresh.
+        if self.cooker.cursor().line.0 != self.lines.lines() + 1 {
+            self.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
+        }
+        let had_gap = shared.dir.join(crate::session::GAP_PENDING).exists();
+        super::gap::absorb(&shared.dir, &mut self.lines)?;
+        if had_gap {
+            // What the pane showed across the gap is in the gap's lines;
+            // the unfinished line before it is not continued.
+            self.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
+        }
+        self.tracker.raise_seq_floors(&store::read_marker_floors(&shared.dir));
+        self.floors_saved = floor_sum(&self.tracker);
+        let cursor = self.cooker.cursor();
+        self.tracker.close_orphans(shell_alive, cursor, now, &mut self.changes);
+        self.store_changes(shared)?;
+        if self.cooker.at_rest() {
+            self.checkpoint(now)?;
+        }
+        self.publish(now, shared);
+        Ok(())
+    }
+
+    /// Logs one chunk of the pane's output; what cannot be stored is
+    /// dropped and counted, never left in the pipe.
+    fn chunk(&mut self, bytes: &[u8], shared: &Shared) {
+        let now = now_ms();
+        if let Some(d) = &mut self.dropping
+            && now < d.retry_ms
+        {
+            d.bytes += bytes.len() as u64;
+            return;
+        }
+        // The raw log comes first and unbuffered: whatever happens next,
+        // these bytes are on disk.
+        let written = write_counted(&mut self.raw, bytes);
+        self.raw_len += written.0 as u64;
+        if let Err(e) = written.1 {
+            self.drop_output(bytes.len() - written.0, &e.to_string(), now);
+            return;
+        }
+        let stored = self.resume(now).and_then(|()| self.cook_chunk(bytes, now, shared)).and_then(|()| {
+            // An open input region may end at a prompt drawn without a newline.
+            if self.tracker.next_tick_ms().is_none() {
+                return Ok(());
+            }
+            self.tracker.after_output(&self.cooker.current_text(), self.cooker.cursor(), now, &mut self.changes);
+            self.store_changes(shared)
+        });
+        if let Err(e) = stored {
+            self.drop_output(0, &e.to_string(), now);
+        }
+        self.publish(now, shared);
+    }
+
+    /// Notes `lost` bytes that could not be stored, starting a gap if none
+    /// is open.
+    fn drop_output(&mut self, lost: usize, reason: &str, now: u64) {
+        let raw_at = self.raw_len;
+        let d = self.dropping.get_or_insert_with(|| Dropping {
+            since_ms: now,
+            raw_at,
+            bytes: 0,
+            reason: reason.to_owned(),
+            retry_ms: 0,
+        });
+        d.bytes += lost as u64;
+        d.retry_ms = now + RETRY_MS;
+    }
+
+    /// After a stretch of dropped output, if there was one: cuts the
+    /// cooked files back to whole lines, marks the gap and starts cooking
+    /// afresh.
+    fn resume(&mut self, now: u64) -> Result<(), StoreError> {
+        let Some(d) = self.dropping.take() else { return Ok(()) };
+        let gap = Gap {
+            from_ms: d.since_ms,
+            to_ms: now,
+            raw_offset: d.raw_at,
+            screen: Vec::new(),
+            dropped: d.bytes,
+            reason: format!("the logger could not write: {}", d.reason),
+        };
+        let recorded = self.lines.reopen().and_then(|()| super::gap::record(&self.dir, &mut self.lines, &gap));
+        if let Err(e) = recorded {
+            self.dropping = Some(Dropping { retry_ms: now + RETRY_MS, ..d });
+            return Err(e);
+        }
+        self.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
+        self.checkpoint(now)
+    }
+
+    /// Cooks a chunk already in `raw.log`, taking a checkpoint at its last
+    /// line end when one is due.
+    fn cook_chunk(&mut self, bytes: &[u8], now: u64, shared: &Shared) -> Result<(), StoreError> {
+        let due = self.raw_len - self.checkpoint_raw >= checkpoint::EVERY_BYTES
+            || (now.saturating_sub(self.checkpoint_ms) >= checkpoint::EVERY_MS && self.raw_len > self.checkpoint_raw);
+        let split = if due { memchr::memrchr(b'\n', bytes).map(|i| i + 1) } else { None };
+        let Some(at) = split else {
+            self.cook_part(bytes, now, shared)?;
+            return self.lines.flush();
+        };
+        self.cook_part(&bytes[..at], now, shared)?;
+        self.lines.flush()?;
+        if self.cooker.at_rest() {
+            let raw_at = self.raw_len - (bytes.len() - at) as u64;
+            self.checkpoint_at(raw_at, now)?;
+        }
+        self.cook_part(&bytes[at..], now, shared)?;
+        self.lines.flush()
+    }
+
+    /// Cooks and tracks `bytes`, storing the lines and region records not
+    /// stored yet (a replay meets lines the old logger already wrote).
+    fn cook_part(&mut self, bytes: &[u8], now: u64, shared: &Shared) -> Result<(), StoreError> {
+        for piece in bytes.chunks(FEED_BYTES) {
+            self.cooker.feed(piece, &mut self.events);
+            for i in 0..self.events.len() {
+                let running = self.tracker.open_regions().last().map(|r| r.command.as_str());
+                cook::name_screen(&mut self.events, i, running);
+                let event = &self.events[i];
+                if let CookEvent::Line { line, text } = event
+                    && line.0 > self.lines.lines()
+                {
+                    self.lines.push(text)?;
+                }
+                self.tracker.on_event(event, now, &mut self.changes);
+            }
+            self.cooker.recycle(&mut self.events);
+        }
+        self.save_floors()?;
+        self.store_changes(shared)
+    }
+
+    /// Appends the region changes not yet in `regions.jsonl`.
+    fn store_changes(&mut self, shared: &Shared) -> Result<(), StoreError> {
+        if self.changes.is_empty() {
+            return Ok(());
+        }
+        let live = shared.lock();
+        let stored = |r: &Region, closing: bool| live.region(r.id).is_some_and(|old| !closing || old.end.is_some());
+        let fresh: Vec<&Region> = self
+            .changes
+            .iter()
+            .filter_map(|change| match change {
+                RegionChange::Opened(r) => (!stored(r, false)).then_some(r),
+                RegionChange::Closed(r) => (!stored(r, true)).then_some(r),
+            })
+            .collect();
+        for r in fresh {
+            self.regions.append(r)?;
+        }
+        Ok(())
+    }
+
+    /// Takes a checkpoint at the end of `raw.log`.
+    fn checkpoint(&mut self, now: u64) -> Result<(), StoreError> {
+        self.checkpoint_at(self.raw_len, now)
+    }
+
+    /// Takes a checkpoint at `raw_at`, where the cooker is at rest and
+    /// every line and region record is stored.
+    fn checkpoint_at(&mut self, raw_at: u64, now: u64) -> Result<(), StoreError> {
+        self.cooker.restart_parser();
+        let cp = Checkpoint { raw: raw_at, next_line: self.cooker.cursor().line.0, tracker: self.tracker.snapshot() };
+        checkpoint::save(&self.dir, &cp)?;
+        self.checkpoint_raw = raw_at;
+        self.checkpoint_ms = now;
+        Ok(())
+    }
+
     /// Saves the marker floors when a marker was believed in this chunk.
     fn save_floors(&mut self) -> Result<(), StoreError> {
         let sum = floor_sum(&self.tracker);
@@ -187,14 +452,15 @@ impl Pump {
         }
     }
 
-    fn publish(&mut self, n: usize, now: u64, shared: &Shared) {
+    fn publish(&mut self, now: u64, shared: &Shared) {
         let cursor = self.cooker.cursor();
         let text = self.cooker.current_text();
         let shell = self.tracker.shell().clone();
         let lines = self.lines.lines();
+        let raw_len = self.raw_len;
         let changes = std::mem::take(&mut self.changes);
         shared.publish(|live| {
-            live.raw_len += n as u64;
+            live.raw_len = raw_len;
             live.lines = lines;
             live.cursor = cursor;
             live.current_text = text;
@@ -206,6 +472,32 @@ impl Pump {
             }
         });
     }
+}
+
+/// Writes all of `bytes` to `file`; returns how many were written, and
+/// the error that stopped it short.
+fn write_counted(file: &mut File, bytes: &[u8]) -> (usize, std::io::Result<()>) {
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.write(&bytes[done..]) {
+            Ok(0) => return (done, Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    (done, Ok(()))
+}
+
+/// Whether the shell that runs region `r` may still end it: a shell of
+/// another host (over ssh) cannot be checked and counts as alive; a local
+/// one is alive while its pid exists.
+fn shell_alive(r: &Region) -> bool {
+    let local = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default();
+    if r.pid == 0 || (!r.host.is_empty() && r.host != local) {
+        return true;
+    }
+    Path::new(&format!("/proc/{}", r.pid)).exists()
 }
 
 fn floor_sum(tracker: &RegionTracker) -> u128 {
@@ -221,5 +513,62 @@ fn upsert(live: &mut super::state::Live, r: crate::region::Region) {
         live.regions[idx] = r;
     } else {
         live.regions.push(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::LineReader;
+
+    /// Hands out `bytes`, then fails as a killed logger's stdin would
+    /// never end: the pump stops without its clean-exit checkpoint.
+    struct Dies<'a>(&'a [u8]);
+
+    impl Read for Dies<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::other("killed"));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn lines(dir: &Path) -> Vec<String> {
+        LineReader::open(dir).expect("reader").read(LineNo(1), 1_000).expect("read")
+    }
+
+    #[test]
+    fn a_logger_started_again_carries_on_without_repeating_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = b"one\r\ntwo\r\n\x1b[1mthr";
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let pump = Pump::open(&shared).expect("pump");
+        assert!(pump.run(Dies(first), &shared).is_err());
+        assert_eq!(lines(dir.path()), ["one", "two"]);
+        // The next logger replays raw.log from the checkpoint taken at the
+        // start, stores nothing twice, and cooks on from the cut.
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let pump = Pump::open(&shared).expect("pump");
+        assert_eq!(shared.lock().current_text, "thr");
+        pump.run(&b"ee\x1b[0m\r\nfour\r\n"[..], &shared).expect("run");
+        assert_eq!(lines(dir.path()), ["one", "two", "three", "four"]);
+        // A clean end leaves a checkpoint at the end: nothing to replay.
+        let cp = checkpoint::load(dir.path()).expect("checkpoint");
+        assert_eq!(cp.next_line, 5);
+        assert_eq!(cp.raw, std::fs::metadata(dir.path().join(files::RAW)).expect("raw").len());
+    }
+
+    #[test]
+    fn a_placeholder_names_the_program_of_the_running_region() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let pump = Pump::open(&shared).expect("pump");
+        // No integrated shell: no region, so no name.
+        pump.run(&b"$ vim\r\n\x1b[?1049hdrawn\x1b[?1049l$ \r\n"[..], &shared).expect("run");
+        assert_eq!(lines(dir.path()), ["$ vim", "[full-screen program]", "$"]);
     }
 }

@@ -33,6 +33,13 @@ pub struct Gap {
     pub raw_offset: u64,
     /// The pane's screen when logging resumed.
     pub screen: Vec<String>,
+    /// Bytes of output known to be lost (counted by a logger that could
+    /// not write; 0 when a dead logger could not count them).
+    #[serde(default)]
+    pub dropped: u64,
+    /// Why the output was not logged; empty for a dead logger.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// How long a freshly made session's logger may take to put up its socket
@@ -44,6 +51,7 @@ impl Sessions {
     /// returns a note for the next reply about the gap.
     pub async fn ensure_logger(&self, s: &Session) -> Result<Option<String>, SessionError> {
         if s.logger().await.is_ok() {
+            self.note_logger_gaps(s);
             return Ok(None);
         }
         // A killed logger leaves its socket file behind; a session still
@@ -90,12 +98,32 @@ impl Sessions {
         while rows.last().is_some_and(String::is_empty) {
             rows.pop();
         }
-        let gap = Gap { from_ms, to_ms: now_ms(), raw_offset: raw.map_or(0, |m| m.len()), screen: rows };
+        let gap =
+            Gap { from_ms, to_ms: now_ms(), raw_offset: raw.map_or(0, |m| m.len()), screen: rows, ..Gap::default() };
         let body = serde_json::to_vec(&gap).map_err(|e| SessionError::BadInput(e.to_string()))?;
         let tmp = s.dir.join(".gap.pending.tmp");
         std::fs::write(&tmp, body).map_err(super::io("recording the log gap"))?;
         std::fs::rename(&tmp, s.dir.join(GAP_PENDING)).map_err(super::io("recording the log gap"))?;
         Ok(gap)
+    }
+
+    /// Leaves a note for the next reply about gaps a living logger recorded
+    /// (it could not write) since this router last looked. The watchdog
+    /// looks every second, so the note reaches the next call.
+    fn note_logger_gaps(&self, s: &Session) {
+        let gaps = logger_gaps_since_last_look(&s.dir);
+        if gaps.is_empty() {
+            return;
+        }
+        let mut note = String::new();
+        for gap in gaps {
+            note.push_str(&format!(
+                "log gap in {}: {} bytes of output were not logged ({}); the log marks the place.\n",
+                s.name, gap.dropped, gap.reason
+            ));
+        }
+        let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        notes.entry(s.name.clone()).or_default().push_str(&note);
     }
 
     /// Takes the note left for session `name`'s next reply, if any.
@@ -115,6 +143,39 @@ impl Sessions {
             }
         }
     }
+}
+
+/// How far into each session's `gaps.jsonl` this router has read, by
+/// session directory. Process memory, like the notes: a restarted router
+/// only reports gaps recorded after it started.
+static GAPS_READ: std::sync::Mutex<std::collections::BTreeMap<std::path::PathBuf, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+/// When this router first looked at gaps.
+static GAPS_SINCE_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// The gaps a logger recorded in `dir` (those with a reason: a dead
+/// logger's gaps are reported by the repair) since the last look.
+fn logger_gaps_since_last_look(dir: &std::path::Path) -> Vec<Gap> {
+    use std::io::{Read, Seek, SeekFrom};
+    let since = *GAPS_SINCE_MS.get_or_init(now_ms);
+    let path = dir.join(GAPS);
+    let Ok(len) = std::fs::metadata(&path).map(|m| m.len()) else { return Vec::new() };
+    let mut read = GAPS_READ.lock().unwrap_or_else(|e| e.into_inner());
+    let from = read.get(dir).copied().unwrap_or(0);
+    if len <= from {
+        return Vec::new();
+    }
+    read.insert(dir.to_path_buf(), len);
+    drop(read);
+    let mut body = String::new();
+    let Ok(mut file) = std::fs::File::open(&path) else { return Vec::new() };
+    if file.seek(SeekFrom::Start(from)).is_err() || file.take(len - from).read_to_string(&mut body).is_err() {
+        return Vec::new();
+    }
+    body.lines()
+        .filter_map(|line| serde_json::from_str::<Gap>(line).ok())
+        .filter(|gap| !gap.reason.is_empty() && gap.to_ms >= since)
+        .collect()
 }
 
 fn gap_note(name: &str, gap: &Gap) -> String {

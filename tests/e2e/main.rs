@@ -5,6 +5,7 @@ mod bridge;
 mod docent;
 mod expect;
 mod harness;
+mod logger;
 mod procs;
 mod programs;
 mod retention;
