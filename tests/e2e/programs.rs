@@ -193,7 +193,7 @@ async fn top_is_a_placeholder_in_the_cooked_view() {
     assert_has!(r, "a full-screen program (`top`) holds the screen");
     assert_has!(r, "load average");
     let cooked = s.ok("read", json!({"session": "t1"})).await;
-    assert_has!(cooked, "[full-screen program]");
+    assert_has!(cooked, "[full-screen program: top]");
     assert!(!cooked.contains("load average"), "{cooked}");
     s.ok("send", json!({"session": "t1", "keys": ["q"], "wait": 0.5})).await;
     assert_has!(line(&s, "echo after-top").await, "exit 0");
