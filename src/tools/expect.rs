@@ -108,7 +108,7 @@ impl Terminal {
             None => logger.status().await.map_err(|e| e.to_string())?,
         };
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
-            let target = program::target(&s, &before)?;
+            let target = program::target(&s, &before).await?;
             self.type_line(&s, &mut logger, (&before, Some(target)), line).await?;
         }
         let deadline = Instant::now() + Duration::from_millis(timeout);
@@ -189,7 +189,7 @@ impl Terminal {
         let err = |e: crate::tmux::TmuxError| e.to_string();
         match action {
             Action::Stop => return Ok(Some(format!("a stop rule matched: {}", quote(text)))),
-            Action::Line(l) => self.type_line(s, logger, (status, program::target(s, status).ok()), l).await?,
+            Action::Line(l) => self.type_line(s, logger, (status, program::target(s, status).await.ok()), l).await?,
             Action::Text(t) => tmux.send_text(pane, t).await.map_err(err)?,
             Action::Keys(keys) => {
                 for key in keys {

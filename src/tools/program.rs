@@ -35,7 +35,26 @@ pub fn job(s: &Session) -> Result<Job, String> {
 
 /// Decides where a line typed now would go, refusing when a command is
 /// busy rather than reading its input.
-pub fn target(s: &Session, status: &Status) -> Result<Target, String> {
+pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
+    // A program that has just drawn its prompt may still be on a CPU for a
+    // moment before it blocks reading the terminal (more so on a loaded
+    // machine): look again for a short while before calling it busy.
+    let deadline = std::time::Instant::now() + BUSY_GRACE;
+    loop {
+        match target_now(s, status) {
+            Err(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// How long a job may look busy before typing into it is refused.
+const BUSY_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// [`target`] as things are this instant.
+fn target_now(s: &Session, status: &Status) -> Result<Target, String> {
     if status.eof {
         return Err(format!("the session {} has ended; session_create makes a new one", s.name));
     }

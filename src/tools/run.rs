@@ -172,7 +172,7 @@ impl Terminal {
         let deadline = Instant::now() + Duration::from_millis(timeout);
         for (i, line) in lines.iter().enumerate() {
             let status = ready_status(&s, &mut logger).await?;
-            let target = program::target(&s, &status)?;
+            let target = program::target(&s, &status).await?;
             let (text, finished) =
                 self.run_line(&s, &mut logger, (&status, target), line, (&opts, deadline, typing)).await?;
             if lines.len() > 1 {
@@ -217,8 +217,12 @@ impl Terminal {
                 return Ok((self.first_screen(s).await?, false));
             }
         }
-        if matches!(reason, WaitReason::RegionEnded(_)) && status.shell.open.is_empty() {
+        let into_program = matches!(target, Target::Program(_));
+        if into_program && matches!(reason, WaitReason::RegionEnded(_)) && status.shell.open.is_empty() {
             // The program ended with its input: let the shell's prompt come.
+            // (A shell command's reply does not wait for it: drawing the
+            // prompt overlaps the client's turn, and the next call waits
+            // for it only if it is not there yet.)
             status = ready_status(s, logger).await?;
         }
         let region = match status.mark.regions > before.mark.regions {

@@ -171,7 +171,7 @@ impl Terminal {
         let state = views::pane_state(tmux, pane).await?;
         // A line entered into a program is an input region, like run's.
         if let (Some(line), None) = (req.line(), req.signal)
-            && let Ok(Target::Program(job)) = program::target(&s, &before)
+            && let Ok(Target::Program(job)) = program::target(&s, &before).await
         {
             program::open_input(&s, &mut logger, &before, &job, line).await?;
         }
