@@ -74,6 +74,28 @@ impl Drop for World {
     fn drop(&mut self) {
         // Only this test's tmux server, by its own socket.
         dtmcp::tmux::kill_server_now(&self.socket);
+        kill_strays(&self.socket);
+    }
+}
+
+/// Kills every process that carries this world's tmux socket name in its
+/// environment: a server of this world still running, and a tmux server it
+/// started while `kill-server` ran (which then lost its socket file and
+/// can no longer be reached by name). The name holds the test process's
+/// pid and a counter, so nothing of another test or user matches.
+fn kill_strays(socket: &str) {
+    let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={socket}\0");
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid as u32 == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        if memchr::memmem::find(&environ, needle.as_bytes()).is_some_and(|at| at == 0 || environ[at - 1] == 0) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 
