@@ -53,6 +53,22 @@ enum Record {
     Done { result: CallToolResult },
 }
 
+/// Appends to `agents/SESSION.jsonl` that `actor` typed with `tool` after
+/// `after_regions` regions. Best effort: a record that cannot be written
+/// costs only the "started by" of that region.
+pub fn record_typed(home: &Path, session: &str, actor: Option<&str>, tool: &str, after_regions: u64) {
+    let typed = Typed {
+        after_regions,
+        actor: actor.unwrap_or("agent").to_string(),
+        tool: tool.to_string(),
+        ms: crate::config::now_ms(),
+    };
+    if let Ok(mut line) = serde_json::to_vec(&typed) {
+        line.push(b'\n');
+        let _ = append_line(&agents_file(home, session), &line);
+    }
+}
+
 /// The file of agent typing records of `session`.
 pub fn agents_file(home: &Path, session: &str) -> PathBuf {
     home.join("agents").join(format!("{session}.jsonl"))
@@ -157,18 +173,14 @@ impl Terminal {
         {
             return answer;
         }
-        let mark = self.mark_of(&session).await;
+        // A plain `run` records who typed itself, from the status it takes
+        // anyway (see [`record_typed`]): one logger round trip less.
+        let mark = match record.is_none() && request.name == "run" {
+            true => None,
+            false => self.mark_of(&session).await,
+        };
         if let Some(mark) = mark {
-            let typed = Typed {
-                after_regions: mark.regions,
-                actor: actor.unwrap_or("agent").to_string(),
-                tool: request.name.to_string(),
-                ms: crate::config::now_ms(),
-            };
-            if let Ok(mut line) = serde_json::to_vec(&typed) {
-                line.push(b'\n');
-                let _ = append_line(&agents_file(&home, &session), &line);
-            }
+            record_typed(&home, &session, actor, &request.name, mark.regions);
             if let Some(path) = &record
                 && let Ok(body) = serde_json::to_vec(&Record::Typed { session: session.clone(), mark })
             {

@@ -173,6 +173,13 @@ impl Terminal {
         for (i, line) in lines.iter().enumerate() {
             let status = ready_status(&s, &mut logger).await?;
             let target = program::target(&s, &status).await?;
+            let caller = super::caller::Caller::current();
+            if i == 0 && caller.key.is_none() {
+                // Who typed, before typing (a call with a key was recorded
+                // with it by `run_once`).
+                let home = &self.sessions().cfg.home;
+                super::once::record_typed(home, &s.name, caller.actor.as_deref(), "run", status.mark.regions);
+            }
             let (text, finished) =
                 self.run_line(&s, &mut logger, (&status, target), line, (&opts, deadline, typing)).await?;
             if lines.len() > 1 {
