@@ -181,6 +181,25 @@ if [[ -z ${__DTMCP_TTY-} && -t 0 ]]; then
     __DTMCP_TTY=$(tty 2>/dev/null) || __DTMCP_TTY=
 fi
 export __DTMCP_TTY
+# A zsh started inside reads the startup files of our ZDOTDIR, which read
+# the user's own (from the ZDOTDIR kept in __DTMCP_ZDOTDIR, else $HOME)
+# and then load integration.zsh.
+__dtmcp_z=${BASH_SOURCE[0]%/*}
+if [[ $__dtmcp_z == "${BASH_SOURCE[0]}" ]]; then __dtmcp_z=.; fi
+if [[ $__dtmcp_z != /* ]]; then __dtmcp_z=$PWD/$__dtmcp_z; fi
+__dtmcp_z+=/zsh
+if [[ -r $__dtmcp_z/.zshenv && ${ZDOTDIR-} != "$__dtmcp_z" ]]; then
+    if [[ -n ${ZDOTDIR+x} ]]; then export __DTMCP_ZDOTDIR=$ZDOTDIR; else unset __DTMCP_ZDOTDIR; fi
+    export ZDOTDIR=$__dtmcp_z
+fi
+unset __dtmcp_z
+# An integrated zsh hands a bash started inside this file through
+# PROMPT_COMMAND (bash reads it from the environment); that loader is not
+# one of the user's prompt commands.
+if [[ -n ${__DTMCP_BASH_LOADER-} && ${PROMPT_COMMAND@a} != *a* ]]; then
+    PROMPT_COMMAND=${PROMPT_COMMAND//"$__DTMCP_BASH_LOADER"/}
+    unset __DTMCP_BASH_LOADER
+fi
 __dtmcp_keys
 __dtmcp_adopt
 export -f __dtmcp_ret __dtmcp_keys __dtmcp_pct __dtmcp_start __dtmcp_done __dtmcp_adopt __dtmcp_wrap __dtmcp_hook

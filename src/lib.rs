@@ -14,6 +14,7 @@ pub mod config;
 pub mod cook;
 pub mod demo;
 pub mod docent;
+pub mod hosts;
 pub mod keys;
 pub mod lock;
 pub mod logger;

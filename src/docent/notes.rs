@@ -38,8 +38,6 @@ pub struct Situation<'a> {
     pub fullscreen: bool,
     /// A shell at its prompt that the shell integration does not reach.
     pub plain_shell: bool,
-    /// The integration script a local bash can load, when known.
-    pub integration_file: Option<&'a str>,
     /// The host the session moved to (over ssh), if it did.
     pub host: Option<&'a str>,
     /// The user the session now runs as, if another.
@@ -221,15 +219,13 @@ fn fullscreen(s: &Situation) -> Note {
 }
 
 fn plain_shell(s: &Situation) -> Note {
-    let how = match s.integration_file {
-        Some(f) => format!("For a bash here, run `source {f}` once to add it."),
-        None => "Until it is added, end commands with `; echo \"exit=$?\"` and wait with until=\"exit=\".".into(),
-    };
     Note::new(
         "plain-shell",
         format!(
-            "note: the shell in {} has no shell integration, so run cannot see where a command ends or \
-             its exit status. {how}",
+            "note: the shell at {0}'s prompt has no shell integration: run goes by its prompt (prompt_pattern \
+             at session_create for one it does not know), and exit statuses are unknown there. \
+             shell_integrate session={0} adds the integration to a bash or zsh; in sh or fish end commands \
+             with `; echo \"exit=$?\"` (fish: `$status`) and wait with until=\"exit=\".",
             s.session
         ),
     )

@@ -36,6 +36,8 @@ pub mod tool {
     pub const EXPECT: &str = include_str!("../../texts/tools/expect.md");
     /// `guide`.
     pub const GUIDE: &str = include_str!("../../texts/tools/guide.md");
+    /// `shell_integrate`.
+    pub const SHELL_INTEGRATE: &str = include_str!("../../texts/tools/shell_integrate.md");
 }
 
 /// One long-form topic of the `guide` tool and the skill.

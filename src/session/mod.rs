@@ -106,7 +106,8 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
 pub struct CreateOptions {
     /// The name; a free `tN` when absent.
     pub name: Option<String>,
-    /// A command line for `sh -c`; an integrated bash when absent or `bash`.
+    /// A command line for `sh -c`; an integrated bash when absent or
+    /// `bash`, an integrated zsh when `zsh`.
     pub command: Option<String>,
     /// Columns.
     pub cols: Option<u16>,
@@ -275,7 +276,9 @@ impl Sessions {
         }
         let secret = Secret::generate().map_err(io("making the session secret"))?;
         write_private(&dir.join(files::SECRET), &secret.to_nonce())?;
-        let (argv, integrated) = self.program(&opts);
+        let (argv, integrated, extra_env) = self.program(&opts);
+        let mut opts = opts;
+        opts.env.extend(extra_env);
         let pane = self.start_pane(&name, &dir, &opts, &argv, &secret).await?;
         let meta = Meta {
             name: name.clone(),
@@ -302,10 +305,18 @@ impl Sessions {
         Ok((session, status))
     }
 
-    fn program(&self, opts: &CreateOptions) -> (Vec<String>, bool) {
+    /// The pane's program, whether it is an integrated shell, and what it
+    /// adds to the session's environment.
+    fn program(&self, opts: &CreateOptions) -> (Vec<String>, bool, Vec<(String, String)>) {
         match opts.command.as_deref().map(str::trim) {
-            None | Some("") | Some("bash") => (crate::shell::bash_argv(&self.shell_dir), true),
-            Some(cmd) => (vec!["sh".into(), "-c".into(), cmd.to_string()], false),
+            None | Some("") | Some("bash") => (crate::shell::bash_argv(&self.shell_dir), true, Vec::new()),
+            Some("zsh") => {
+                // The user's ZDOTDIR: the one asked for in `env`, else the server's.
+                let theirs = opts.env.get("ZDOTDIR").cloned().or_else(|| std::env::var("ZDOTDIR").ok());
+                let (argv, env) = crate::shell::zsh_start(&self.shell_dir, theirs.as_deref());
+                (argv, true, env)
+            }
+            Some(cmd) => (vec!["sh".into(), "-c".into(), cmd.to_string()], false, Vec::new()),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod caller;
 mod expect;
 mod guide;
+mod integrate;
 mod logs;
 mod notes;
 pub mod once;
@@ -93,6 +94,7 @@ impl Terminal {
             + Self::regions_router()
             + Self::logs_router()
             + Self::guide_router()
+            + Self::integrate_router()
     }
 
     /// Starts the watchdog that replaces dead loggers within about a second,

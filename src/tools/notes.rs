@@ -16,6 +16,11 @@ use crate::procs::{self, Activity};
 /// Shells, by command name: one of them waiting for input is at its prompt.
 const SHELLS: [&str; 7] = ["bash", "zsh", "sh", "dash", "ksh", "fish", "tcsh"];
 
+/// Whether a program name is a shell's.
+pub(super) fn is_shell_name(comm: &str) -> bool {
+    SHELLS.contains(&comm)
+}
+
 impl Terminal {
     /// Like [`Terminal::call`], for the tools that drive a session: a reply
     /// that succeeded ends with the notes that apply and were not yet given
@@ -78,8 +83,6 @@ impl Terminal {
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
         let is_shell = job.as_ref().is_some_and(|j| j.is_shell || SHELLS.contains(&j.comm.as_str()));
         let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
-        let integration = crate::shell::dir(&self.sessions().cfg.home).join("integration.bash");
-        let integration = integration.display().to_string();
         let place = job.as_ref().map(|j| &j.place);
         let situation = Situation {
             session: name,
@@ -93,7 +96,6 @@ impl Terminal {
             running: !status.shell.open.is_empty() && !waiting,
             fullscreen,
             plain_shell: is_shell && waiting && !integrated_prompt,
-            integration_file: Some(integration.as_str()).filter(|_| s.meta.integrated),
             host: place.and_then(|p| p.host.as_deref()),
             user: place.and_then(|p| p.user.as_deref()),
             place_known: place.is_some(),

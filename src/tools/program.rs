@@ -58,8 +58,13 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, String> {
     if status.eof {
         return Err(format!("the session {} has ended; session_create makes a new one", s.name));
     }
+    // A marked prompt of the innermost shell: a command line, in any
+    // session (one whose shell was integrated by shell_integrate, too).
+    if status.shell.integrated && status.shell.at_prompt {
+        return Ok(Target::Shell);
+    }
     let integrated = s.meta.integrated && status.shell.integrated;
-    if integrated && (status.shell.at_prompt || status.shell.open.is_empty()) {
+    if integrated && status.shell.open.is_empty() {
         return Ok(Target::Shell);
     }
     let job = job(s)?;

@@ -396,6 +396,12 @@ fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) ->
     Some(crate::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
 }
 
+/// Whether the pane's foreground job is a shell (one without markers,
+/// since an integrated one ends its commands with a status).
+fn at_plain_shell(s: &Session) -> bool {
+    program::job(s).is_ok_and(|j| j.is_shell || super::notes::is_shell_name(&j.comm))
+}
+
 fn headline(s: &Session, (status, reason): (&Status, &WaitReason), region: Option<&Region>) -> String {
     let id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
     let prompt = status.current_text.trim_end();
@@ -407,6 +413,10 @@ fn headline(s: &Session, (status, reason): (&Status, &WaitReason), region: Optio
                     format!("the program ended; back at the shell's prompt · {}{id}\n", duration(ms))
                 }
                 true => format!("output settled · {}{id}\n", duration(ms)),
+                false if at_plain_shell(s) => format!(
+                    "back at the shell's prompt `{prompt}` · exit status unknown (this shell has no shell integration) · {}{id}\n",
+                    duration(ms)
+                ),
                 false => format!("at the program's prompt `{prompt}` again · {}{id}\n", duration(ms)),
             }
         }

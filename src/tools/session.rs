@@ -18,7 +18,7 @@ pub struct CreateParams {
     /// A name for the session (letters, digits, '_', '-'); by default the first free of t1, t2, …
     #[serde(default)]
     pub name: Option<String>,
-    /// What the pane runs: omit (or "bash") for a bash with shell integration, which gives exact exit statuses; anything else is run with sh -c.
+    /// What the pane runs: omit (or "bash") for a bash with shell integration, which gives exact exit statuses; "zsh" for a zsh with it (the user's own zsh files are read); anything else is run with sh -c.
     #[serde(default)]
     pub command: Option<String>,
     /// Width in columns (default 120).
@@ -90,6 +90,15 @@ impl Terminal {
     }
 }
 
+/// The shell a session's command starts with no integration (`sh`,
+/// `bash --norc`, `dash`), by its first word.
+fn plain_shell(command: &str) -> Option<&str> {
+    let first =
+        command.split_whitespace().find(|w| !w.contains('=') && !w.starts_with('-') && *w != "exec" && *w != "env")?;
+    let name = first.rsplit('/').next().unwrap_or(first);
+    ["bash", "zsh", "sh", "dash", "ash", "ksh", "mksh", "fish", "tcsh", "csh"].into_iter().find(|s| *s == name)
+}
+
 impl Terminal {
     async fn create_body(&self, p: CreateParams) -> Result<String, String> {
         let opts = CreateOptions {
@@ -106,9 +115,21 @@ impl Terminal {
         let mut out = format!("session {} ready", s.name);
         if s.meta.integrated {
             let at = if status.shell.at_prompt { "at its prompt" } else { "starting (no prompt yet)" };
-            let _ = write!(out, ": bash with shell integration, {at}");
+            let shell = s.meta.command.first().map_or("bash", String::as_str);
+            let _ = write!(out, ": {shell} with shell integration, {at}");
         } else {
-            let _ = write!(out, ": {}", s.meta.command.last().map(String::as_str).unwrap_or(""));
+            let command = s.meta.command.last().map(String::as_str).unwrap_or("");
+            let _ = write!(out, ": {command}");
+            if let Some(shell) = plain_shell(command) {
+                let _ = write!(
+                    out,
+                    "\n{shell} here has no shell integration: run goes by its prompt (the usual `$ `, `# `, `% `, `> ` endings, or prompt_pattern), and exit statuses are unknown. {}",
+                    match shell {
+                        "bash" | "zsh" => format!("shell_integrate session={} adds the integration.", s.name),
+                        _ => "For exact statuses start bash or zsh in it and call shell_integrate.".to_string(),
+                    }
+                );
+            }
         }
         let _ = writeln!(out, "\nwatch or join: {}", self.sessions().attach_command(&s.name));
         let _ = writeln!(out, "log: {}", s.dir.display());
@@ -142,5 +163,20 @@ impl Terminal {
     async fn close_body(&self, p: SessionParams) -> Result<String, String> {
         let actor = super::caller::Caller::current().actor;
         self.close_session(&p.session, false, actor.as_deref()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_shells_are_known_by_their_first_word() {
+        assert_eq!(plain_shell("sh"), Some("sh"));
+        assert_eq!(plain_shell("bash --norc"), Some("bash"));
+        assert_eq!(plain_shell("env -i HOME=/x /bin/dash"), Some("dash"));
+        assert_eq!(plain_shell("exec fish"), Some("fish"));
+        assert_eq!(plain_shell("python3"), None);
+        assert_eq!(plain_shell(""), None);
     }
 }

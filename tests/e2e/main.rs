@@ -14,3 +14,4 @@ mod search;
 mod send;
 mod serve;
 mod sessions;
+mod shells;

@@ -1,0 +1,239 @@
+//! Shells other than the session's own bash: an integrated zsh, shells
+//! inside shells, `shell_integrate` for a shell that could not inherit the
+//! integration, fish named and left alone, and plain shells that work by
+//! prompt matching.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::harness::{Server, World};
+use crate::{assert_has, needs};
+
+/// A home directory of the test's own, with a `.zshrc` and a `.zshenv`
+/// that leave traces, so a test can see the user's files were read.
+fn fake_home(w: &World) -> PathBuf {
+    let home = w.tmp.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(home.join(".zshenv"), "export FROM_ZSHENV=env-read\n").expect(".zshenv");
+    std::fs::write(home.join(".zshrc"), "export FROM_ZSHRC=rc-read\nPS1='zz%# '\n").expect(".zshrc");
+    home
+}
+
+/// Makes session `name` running `command` with HOME at `home`.
+async fn create_in(s: &Server, name: &str, command: &str, home: &Path) -> String {
+    let env = json!({ "HOME": home.display().to_string() });
+    s.ok("session_create", json!({ "name": name, "command": command, "env": env })).await
+}
+
+/// The `regions` listing of a session.
+async fn regions(s: &Server, name: &str) -> String {
+    s.ok("regions", json!({ "session": name })).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zsh_sessions_are_integrated_and_read_the_users_files() {
+    needs!("zsh");
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    let r = create_in(&s, "z", "zsh", &home).await;
+    assert_has!(r, "zsh with shell integration, at its prompt");
+    let r = s.run("z", "echo $FROM_ZSHENV $FROM_ZSHRC").await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "env-read rc-read");
+    assert_has!(s.run("z", "false").await, "exit 1");
+    assert_has!(s.run("z", "(exit 3)").await, "exit 3");
+    let r = s.run("z", "true | false").await;
+    assert_has!(r, "exit 1");
+    assert_has!(r, "pipeline: 0 1");
+    // A theme that rebuilds PS1 in its own hook is wrapped again.
+    s.run("z", "precmd_functions+=(retheme); retheme() { PS1='new%# ' }").await;
+    assert_has!(s.run("z", "(exit 5)").await, "exit 5");
+    assert_has!(s.run("z", "echo again").await, "exit 0");
+    // A continuation prompt is no prompt: the heredoc runs as one command.
+    let r = s.ok("run", json!({"session": "z", "command": "cat <<'X'\nline one\nX"})).await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "line one");
+}
+
+/// Runs `inner` (a shell) in session `name`, a failing command inside it,
+/// then leaves it with status 7, and checks every status on the way.
+async fn nest(s: &Server, name: &str, inner: &str) {
+    s.run(name, inner).await;
+    let r = s.run(name, "echo inside $$; (exit 4)").await;
+    assert_has!(r, "exit 4");
+    assert_has!(r, "inside");
+    s.run(name, "exit 7").await;
+    let list = regions(s, name).await;
+    let outer = list.lines().find(|l| l.contains(&format!("`{inner}`"))).unwrap_or_default();
+    assert_has!(outer, "exit 7");
+    // The outer shell's prompt is back and answers for itself.
+    let r = s.run(name, "echo outside; (exit 2)").await;
+    assert_has!(r, "exit 2");
+    assert_has!(r, "outside");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shells_inside_shells_close_their_regions_with_their_statuses() {
+    needs!("zsh");
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    create_in(&s, "b", "bash", &home).await;
+    nest(&s, "b", "bash").await;
+    nest(&s, "b", "zsh").await;
+    // zsh inside reads the user's files too.
+    s.run("b", "zsh").await;
+    assert_has!(s.run("b", "echo $FROM_ZSHRC").await, "rc-read");
+    s.run("b", "exit").await;
+    create_in(&s, "z", "zsh", &home).await;
+    nest(&s, "z", "bash").await;
+    nest(&s, "z", "zsh").await;
+}
+
+/// A line that starts a bash or zsh with nothing inherited, as a fresh
+/// login over ssh would: no integration, no secret.
+fn clean_shell(home: &Path, shell: &str) -> String {
+    format!("env -i HOME={} PATH=\"$PATH\" TERM=\"$TERM\" {shell}", home.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_integrate_adds_the_integration_to_a_plain_bash_and_zsh() {
+    needs!("zsh");
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    create_in(&s, "b", "bash", &home).await;
+    for (shell, start) in [("bash", "bash --norc"), ("zsh", "zsh -f")] {
+        s.run("b", &clean_shell(&home, start)).await;
+        let r = s.run("b", "false").await;
+        assert_has!(r, "exit status unknown");
+        let r = s.ok("shell_integrate", json!({ "session": "b" })).await;
+        assert_has!(r, format!("b now has the shell integration ({shell}"));
+        assert_has!(s.run("b", "false").await, "exit 1");
+        assert_has!(s.run("b", "(exit 6)").await, "exit 6");
+        // Integrated now: a second call types nothing.
+        let raw_before = std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len();
+        let r = s.ok("shell_integrate", json!({ "session": "b" })).await;
+        assert_has!(r, "nothing typed");
+        assert_has!(r, "has the shell integration already");
+        let raw_after = std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len();
+        assert_eq!(raw_before, raw_after, "nothing was typed");
+        s.run("b", "exit 3").await;
+        let list = regions(&s, "b").await;
+        let outer = list.lines().rfind(|l| l.contains("env -i")).unwrap_or_default();
+        assert_has!(outer, "exit 3");
+        assert_has!(s.run("b", "(exit 2)").await, "exit 2");
+    }
+}
+
+/// A program called `ssh` (a copy of bash) that starts `inner` with a
+/// clean environment and HOME at `home`, so the server takes it for a
+/// login to `host` and cannot see the far shell's process for what it is.
+fn fake_ssh(w: &World, home: &Path, host: &str, inner: &str) -> String {
+    let bin = w.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let ssh = bin.join("ssh");
+    if !ssh.exists() {
+        let bash = std::process::Command::new("sh").args(["-c", "command -v bash"]).output().expect("bash");
+        std::fs::copy(String::from_utf8_lossy(&bash.stdout).trim(), &ssh).expect("copy bash as ssh");
+    }
+    // `-c` is a valued option to ssh, so the destination is `host`; the
+    // `; exit` keeps the copy alive as the far shell's parent.
+    format!("{} -c '{}; exit' {host}", ssh.display(), clean_shell(home, inner))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_integrate_names_the_install_command_where_the_files_are_missing() {
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    let far = w.tmp.path().join("far-home");
+    std::fs::create_dir_all(&far).expect("far home");
+    create_in(&s, "b", "bash", &home).await;
+    s.run("b", &fake_ssh(&w, &far, "box.example", "bash --norc -i")).await;
+    let r = s.err("shell_integrate", json!({ "session": "b" })).await;
+    assert_has!(r, "docent-terminal-mcp install box.example");
+    assert_has!(r, "remembered for 12 hours");
+    let memory = std::fs::read_to_string(w.home().join("integration-missing.json")).expect("remembered");
+    assert_has!(memory, "box.example");
+    // Remembered: the second call answers without typing.
+    let raw_before = std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len();
+    let r = s.err("shell_integrate", json!({ "session": "b" })).await;
+    assert_has!(r, "in the last 12 hours, so nothing was typed");
+    assert_eq!(raw_before, std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len());
+    // Installed by hand where `install` would put them: a retry loads them
+    // and clears the memory.
+    let installed = far.join(format!(".local/share/docent-terminal-mcp/v{}", dtmcp::shell::INTEGRATION_VERSION));
+    for (name, body) in dtmcp::shell::FILES {
+        let path = installed.join(name);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, body).expect("write");
+    }
+    let r = s.ok("shell_integrate", json!({ "session": "b", "retry": true })).await;
+    assert_has!(r, "now has the shell integration (bash");
+    assert_has!(r, "~/.local/share/docent-terminal-mcp/v");
+    let memory = std::fs::read_to_string(w.home().join("integration-missing.json")).expect("file");
+    assert!(!memory.contains("box.example"), "a success clears the entry: {memory}");
+    assert_has!(s.run("b", "(exit 9)").await, "exit 9");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fish_is_named_and_left_alone() {
+    needs!("fish");
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    // Seen by its process on this host.
+    create_in(&s, "f", "fish", &home).await;
+    let r = s.err("shell_integrate", json!({ "session": "f" })).await;
+    assert_has!(r, "nothing typed");
+    assert_has!(r, "fish, which the shell integration does not cover");
+    // Asked over a carrier that hides it: fish answers in its own way.
+    create_in(&s, "b", "bash", &home).await;
+    s.run("b", &fake_ssh(&w, &home, "fishbox", "fish --no-config")).await;
+    let r = s.err("shell_integrate", json!({ "session": "b" })).await;
+    assert_has!(r, "fish, which the shell integration does not cover");
+    let raw = std::fs::read(w.session_dir("b").join("raw.log")).expect("raw");
+    assert!(memchr::memmem::find(&raw, b"__DTMCP_NONCE=").is_none(), "nothing loading the integration was typed");
+    for name in ["f", "b"] {
+        let raw = std::fs::read(w.session_dir(name).join("raw.log")).expect("raw");
+        assert!(memchr::memmem::find(&raw, b"integration.").is_none(), "{name}: no integration line typed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_sh_works_by_prompt_matching_and_says_statuses_are_unknown() {
+    let w = World::new();
+    let s = w.server().await;
+    let args = json!({
+        "name": "p",
+        "command": "env PS1='READY~ ' sh",
+        "prompt_pattern": "READY~ $",
+    });
+    let r = s.ok("session_create", args).await;
+    assert_has!(r, "no shell integration");
+    assert_has!(r, "exit statuses are unknown");
+    let started = std::time::Instant::now();
+    let r = s.run("p", "echo one; false").await;
+    assert_has!(r, "one");
+    assert_has!(r, "exit status unknown");
+    assert_has!(r, "shell_integrate");
+    // The prompt ended the command, not a timeout or a long quiet spell.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    let r = s.run("p", "echo two").await;
+    assert_has!(r, "two");
+    let r = s.err("shell_integrate", json!({ "session": "p" })).await;
+    assert_has!(r, "sh, which has no shell integration");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_integrate_rejects_bad_input_whole() {
+    let w = World::new();
+    let s = w.server().await;
+    let r = s.err("shell_integrate", json!({ "session": "nope" })).await;
+    assert_has!(r, "nope");
+    let refused = s.client().call("shell_integrate", json!({ "session": "x", "shell": "bash" })).await;
+    assert!(refused.is_err() || refused.is_ok_and(|r| r.is_error), "an unknown argument is refused");
+}
