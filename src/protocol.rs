@@ -32,7 +32,7 @@ use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.
@@ -141,6 +141,9 @@ pub struct Status {
     pub eof: bool,
     /// The most recent region, if any.
     pub last_region: Option<Region>,
+    /// Text typed at the shell's prompt and not yet submitted (after the
+    /// prompt's end marker; empty when none or no prompt is shown).
+    pub typed: String,
 }
 
 /// What to wait for. The first condition met ends the wait.

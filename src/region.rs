@@ -187,6 +187,30 @@ impl RegionTracker {
         &self.state
     }
 
+    /// What has been typed at the innermost shell's prompt and not yet
+    /// submitted: the text after the prompt's end on each line since it
+    /// (a continuation prompt's lines too), `line`/`current` being the
+    /// unfinished line. Empty when no prompt is shown or nothing is typed.
+    pub fn typed(&self, line: LineNo, current: &str) -> String {
+        let typing = &self.typing;
+        let Some(first) = typing.starts.first() else { return String::new() };
+        if !(self.state.at_prompt || self.state.at_continuation) || line < first.line {
+            return String::new();
+        }
+        let tail = |l: LineNo, text: &'_ str| -> String {
+            let start = typing.starts.iter().rev().find(|p| p.line == l);
+            tail_from(text, start.map_or(0, |p| p.bytes)).to_string()
+        };
+        let mut parts: Vec<String> =
+            typing.lines.iter().filter(|(l, _)| *l >= first.line && *l < line).map(|(l, t)| tail(*l, t)).collect();
+        parts.push(tail(line, current));
+        let text = parts.join("\n");
+        match text.trim().is_empty() {
+            true => String::new(),
+            false => text.trim_end().to_string(),
+        }
+    }
+
     /// The markers' sequence floors per shell pid (see
     /// [`Verifier::floors`]); `None` without a secret.
     pub fn seq_floors(&self) -> Option<&std::collections::HashMap<u32, u64>> {
@@ -653,6 +677,29 @@ mod tests {
             None => s += " running",
         }
         s
+    }
+
+    /// What the tracker says is typed at the prompt after `bytes`.
+    fn typed_after(bytes: &str) -> String {
+        let mut cooker = Cooker::new(LineNo::FIRST);
+        let mut tracker = RegionTracker::new(Some(SECRET), RegionId(1));
+        let (mut events, mut changes) = (Vec::new(), Vec::new());
+        cooker.feed(bytes.as_bytes(), &mut events);
+        for ev in &events {
+            tracker.on_event(ev, 0, &mut changes);
+        }
+        tracker.typed(cooker.cursor().line, &cooker.current_text())
+    }
+
+    #[test]
+    fn text_typed_at_the_prompt_is_known_until_submitted() {
+        let mut sh = Sh::new(100);
+        assert_eq!(typed_after(&sh.prompt()), "");
+        assert_eq!(typed_after(&(sh.prompt() + "echo half")), "echo half");
+        assert_eq!(typed_after(&(sh.prompt() + "for i in 1; do" + &sh.more() + "echo $i")), "for i in 1; do\necho $i");
+        let ran = sh.prompt() + "ls" + &sh.enter() + "a b\r\n";
+        assert_eq!(typed_after(&ran), "");
+        assert_eq!(typed_after(&(sh.cmd("true", "", 0, "0") + &sh.prompt() + "  ")), "");
     }
 
     fn simple() -> String {

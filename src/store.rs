@@ -96,6 +96,14 @@ pub struct Meta {
     /// the built-in prompt patterns.
     #[serde(default)]
     pub prompt_pattern: Option<String>,
+    /// The pane was made by someone else (split with tmux's own keys) and
+    /// taken on as a session later, with no shell integration of ours.
+    #[serde(default)]
+    pub adopted: bool,
+    /// The session whose window the pane was split from, for a pane made
+    /// by `session_split` or adopted; `None` for a session's first pane.
+    #[serde(default)]
+    pub parent: Option<String>,
 }
 
 /// Why the store failed.

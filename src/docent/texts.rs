@@ -18,6 +18,10 @@ pub mod tool {
     pub const SESSION_LIST: &str = include_str!("../../texts/tools/session_list.md");
     /// `session_close`.
     pub const SESSION_CLOSE: &str = include_str!("../../texts/tools/session_close.md");
+    /// `session_split`.
+    pub const SESSION_SPLIT: &str = include_str!("../../texts/tools/session_split.md");
+    /// `session_resize`.
+    pub const SESSION_RESIZE: &str = include_str!("../../texts/tools/session_resize.md");
     /// `session_logs`.
     pub const SESSION_LOGS: &str = include_str!("../../texts/tools/session_logs.md");
     /// `run`.

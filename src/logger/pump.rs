@@ -455,6 +455,7 @@ impl Pump {
     fn publish(&mut self, now: u64, shared: &Shared) {
         let cursor = self.cooker.cursor();
         let text = self.cooker.current_text();
+        let typed = self.tracker.typed(cursor.line, &text);
         let shell = self.tracker.shell().clone();
         let lines = self.lines.lines();
         let raw_len = self.raw_len;
@@ -464,6 +465,7 @@ impl Pump {
             live.lines = lines;
             live.cursor = cursor;
             live.current_text = text;
+            live.typed = typed;
             live.shell = shell;
             live.last_output_ms = now;
             for change in changes {

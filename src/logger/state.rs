@@ -37,6 +37,8 @@ pub struct Live {
     pub last_output_ms: u64,
     /// The output has ended.
     pub eof: bool,
+    /// Text typed at the shell's prompt, not yet submitted.
+    pub typed: String,
 }
 
 impl Live {
@@ -61,6 +63,7 @@ impl Live {
             last_output_ms: self.last_output_ms,
             eof: self.eof,
             last_region: self.regions.last().cloned(),
+            typed: self.typed.clone(),
         }
     }
 }

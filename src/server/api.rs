@@ -58,6 +58,8 @@ async fn one_session(
         "name": name,
         "pane_id": pane.pane_id.as_ref() as &str,
         "window": pane.window_index,
+        "window_id": pane.window_id,
+        "tmux_session": pane.tmux_session,
         "index": pane.pane_index,
         "active": pane.pane_active,
         "dead": pane.pane_dead,
@@ -65,10 +67,16 @@ async fn one_session(
         "cwd": pane.pane_current_path,
         "size": { "cols": pane.pane_width, "rows": pane.pane_height },
         "log_dir": sessions.cfg.session_dir(name),
-        "attach": sessions.attach_command(name),
+        "attach": sessions.attach_command(&pane.tmux_session),
         "agents_typed": agents_typed(home, name),
         "started_by": creator_of(home, name),
+        "pinned": sessions.pinned(pane.pane_id.as_str()).await,
+        "place": Value::Null,
     });
+    let seen = terminal.seen(pane).await;
+    v["clients"] = json!(seen.clients);
+    v["human_input"] = json!(seen.human_input);
+    v["typing_now"] = json!(seen.typing_now);
     if let Some(f) = sweeper.facts_of(name, live) {
         v["keep"] = json!(f.keep);
         v["delete_on_close"] = json!(f.delete_on_close);
@@ -76,11 +84,14 @@ async fn one_session(
     }
     if let Ok(s) = sessions.resolve(name).await {
         v["integrated"] = json!(s.meta.integrated);
+        v["adopted"] = json!(s.meta.adopted);
+        v["parent"] = json!(s.meta.parent);
         if let Ok(mut logger) = s.logger().await
             && let Ok(status) = logger.status().await
         {
             v["last_output"] = json!(status.last_output_ms / 1000);
             v["at_prompt"] = json!(status.shell.at_prompt);
+            v["place"] = place_of(&status.shell);
             if let Some(r) = &status.last_region {
                 v["last_command"] = json!(r.command);
                 v["exit"] = json!(r.exit);
@@ -93,6 +104,19 @@ async fn one_session(
         v["running"] = json!(p.running.map(|(cmd, by)| json!({ "command": cmd, "started_by": by })));
     }
     v
+}
+
+/// Where the session's next line runs, when not on this host as this
+/// user: the innermost integrated shell's host and user (an ssh, a `su`).
+fn place_of(shell: &crate::region::ShellState) -> Value {
+    let here_host = crate::config::hostname();
+    let here_user = std::env::var("USER").unwrap_or_default();
+    let elsewhere = (!shell.host.is_empty() && shell.host != here_host)
+        || (!shell.user.is_empty() && !here_user.is_empty() && shell.user != here_user);
+    match elsewhere {
+        true => json!({ "host": shell.host, "user": shell.user }),
+        false => Value::Null,
+    }
 }
 
 /// The body of `POST /api/sessions/NAME/close`.

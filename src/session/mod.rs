@@ -7,6 +7,7 @@
 
 pub mod client;
 mod names;
+mod panes;
 mod repair;
 
 use std::collections::{BTreeMap, HashSet};
@@ -25,6 +26,7 @@ use crate::tmux::{PaneInfo, Tmux, TmuxError};
 
 pub use client::{ClientError, LoggerClient};
 pub use names::validate_name;
+pub use panes::{OPT_NAME, Size};
 pub use repair::{GAP_PENDING, GAPS, Gap};
 
 /// How long a new pane's logger may take to come up.
@@ -167,6 +169,11 @@ pub struct Sessions {
     notes: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// Held while a dead logger is being replaced.
     repairing: tokio::sync::Mutex<()>,
+    /// The tmux sessions getting a new pane from us right now: their
+    /// unnamed panes are not strays yet.
+    making: std::sync::Mutex<HashSet<String>>,
+    /// Held while strays are adopted, so that each is adopted once.
+    adopting: tokio::sync::Mutex<()>,
 }
 
 impl Sessions {
@@ -178,20 +185,24 @@ impl Sessions {
             .create(cfg.sessions_dir())
             .map_err(io(format!("creating {}", cfg.sessions_dir().display())))?;
         let shell_dir = crate::shell::install(&cfg.home).map_err(io("writing the shell integration"))?;
-        Ok(Sessions { cfg, tmux, shell_dir, notes: Default::default(), repairing: Default::default() })
+        Ok(Sessions {
+            cfg,
+            tmux,
+            shell_dir,
+            notes: Default::default(),
+            repairing: Default::default(),
+            making: Default::default(),
+            adopting: Default::default(),
+        })
     }
 
-    /// The command a person runs to watch or join session `name`.
-    pub fn attach_command(&self, name: &str) -> String {
+    /// The command a person runs to watch or join the tmux session
+    /// `tmux_session` (a split pane's session is its window's), led by
+    /// `DOCENT_TERMINAL_MCP_ATTACH_PREFIX`'s words.
+    pub fn attach_command(&self, tmux_session: &str) -> String {
         let mut words = self.cfg.attach_prefix.clone();
-        words.extend(["tmux", "-L", &self.cfg.socket, "attach", "-t", name].map(str::to_string));
+        words.extend(["tmux", "-L", &self.cfg.socket, "attach", "-t", tmux_session].map(str::to_string));
         words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ")
-    }
-
-    /// Every live pane that is one of our sessions.
-    pub async fn panes(&self) -> Result<Vec<PaneInfo>, SessionError> {
-        let panes = self.tmux.list_panes().await?;
-        Ok(panes.into_iter().filter(|p| validate_name(&p.session_name).is_ok()).collect())
     }
 
     /// Finds the live session `name`.
@@ -257,7 +268,8 @@ impl Sessions {
 
     /// Makes a new session and waits for its first prompt.
     pub async fn create(&self, opts: CreateOptions) -> Result<(Session, Status), SessionError> {
-        let live: Vec<String> = self.panes().await?.into_iter().map(|p| p.session_name).collect();
+        let panes = self.panes().await?;
+        let live: Vec<String> = self.taken_names(&panes).into_iter().collect();
         let name = match &opts.name {
             Some(n) => {
                 validate_name(n).map_err(SessionError::BadName)?;
@@ -269,6 +281,32 @@ impl Sessions {
             None => names::free_name(&live),
         };
         check_options(&opts)?;
+        let _making = panes::Making::new(self, &name);
+        self.make(&name, &opts, Place::New, None).await
+    }
+
+    /// Splits session `from`'s pane: the new pane is session
+    /// `<window>+N`, made as [`Sessions::create`] makes one.
+    pub async fn split(&self, from: &str, split: Split, opts: CreateOptions) -> Result<(Session, Status), SessionError> {
+        check_options(&opts)?;
+        let parent = self.resolve(from).await?;
+        let _making = panes::Making::new(self, &parent.pane.tmux_session);
+        let taken = self.taken_names(&self.panes().await?);
+        let name = panes::split_name(&parent.pane.tmux_session, &taken);
+        let place = Place::Split { target: parent.pane.pane_id.to_string(), split };
+        self.make(&name, &opts, place, Some(parent.name.clone())).await
+    }
+
+    /// Makes session `name`'s pane at `place`, its logger, and waits for
+    /// the first prompt.
+    async fn make(
+        &self,
+        name: &str,
+        opts: &CreateOptions,
+        place: Place,
+        parent: Option<String>,
+    ) -> Result<(Session, Status), SessionError> {
+        let name = name.to_string();
         let dir = self.prepare_dir(&name)?;
         if opts.delete_logs_on_close {
             crate::retention::set_markers(&dir, Action::DeleteOnClose)
@@ -276,10 +314,15 @@ impl Sessions {
         }
         let secret = Secret::generate().map_err(io("making the session secret"))?;
         write_private(&dir.join(files::SECRET), &secret.to_nonce())?;
-        let (argv, integrated, extra_env) = self.program(&opts);
-        let mut opts = opts;
+        let (argv, integrated, extra_env) = self.program(opts);
+        let mut opts = opts.clone();
         opts.env.extend(extra_env);
-        let pane = self.start_pane(&name, &dir, &opts, &argv, &secret).await?;
+        let pane = self.start_pane(&name, &dir, (&opts, &place), &argv, &secret).await?;
+        let undo = |pane: &str| ["kill-pane".to_string(), "-t".to_string(), pane.to_string()];
+        if let Err(e) = self.tmux.run(&["set-option", "-p", "-t", &pane.pane_id, OPT_NAME, &name]).await {
+            let _ = self.tmux.run(&undo(&pane.pane_id).each_ref().map(String::as_str)).await;
+            return Err(e.into());
+        }
         let meta = Meta {
             name: name.clone(),
             host: hostname(),
@@ -292,13 +335,18 @@ impl Sessions {
             created_ms: now_ms(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             prompt_pattern: opts.prompt_pattern.clone(),
+            adopted: false,
+            parent,
         };
         store::write_meta(&dir, &meta)?;
-        let session = Session { name, dir, pane: pane.info, meta };
-        let status = match self.attach_logger(&session, &pane.channel).await {
+        let mut info = pane.info;
+        info.session_name.clone_from(&name);
+        info.dtmcp_name.clone_from(&name);
+        let session = Session { name, dir, pane: info, meta };
+        let status = match self.attach_logger(&session, Some(&pane.channel)).await {
             Ok(()) => self.first_prompt(&session, integrated).await?,
             Err(e) => {
-                let _ = self.tmux.run(&["kill-session", "-t", &format!("={}", session.name)]).await;
+                let _ = self.tmux.run(&undo(&pane.pane_id).each_ref().map(String::as_str)).await;
                 return Err(e);
             }
         };
@@ -339,17 +387,31 @@ impl Sessions {
         &self,
         name: &str,
         dir: &Path,
-        opts: &CreateOptions,
+        (opts, place): (&CreateOptions, &Place),
         argv: &[String],
         secret: &Secret,
     ) -> Result<NewPane, SessionError> {
         let channel = format!("dtmcp-ready-{}-{}", std::process::id(), now_ms());
-        let cols = opts.cols.unwrap_or(120).to_string();
-        let rows = opts.rows.unwrap_or(40).to_string();
-        let mut args: Vec<String> =
-            ["new-session", "-d", "-P", "-F", "#{pid} #{pane_id}", "-s", name, "-x", &cols, "-y", &rows]
-                .map(str::to_string)
-                .to_vec();
+        let mut args: Vec<String> = match place {
+            Place::New => {
+                let cols = opts.cols.unwrap_or(120).to_string();
+                let rows = opts.rows.unwrap_or(40).to_string();
+                ["new-session", "-d", "-P", "-F", "#{pid} #{pane_id}", "-s", name, "-x", &cols, "-y", &rows]
+                    .map(str::to_string)
+                    .to_vec()
+            }
+            Place::Split { target, split } => {
+                let mut args: Vec<String> =
+                    ["split-window", "-d", "-P", "-F", "#{pid} #{pane_id}", "-t", target.as_str()]
+                        .map(str::to_string)
+                        .to_vec();
+                args.push(if split.beside { "-h" } else { "-v" }.to_string());
+                if let Some(size) = split.size {
+                    args.extend(["-l".to_string(), size.to_string()]);
+                }
+                args
+            }
+        };
         if let Some(cwd) = &opts.cwd {
             args.extend(["-c".to_string(), cwd.clone()]);
         }
@@ -382,7 +444,7 @@ impl Sessions {
 
     /// Starts the pane's logger, waits until it answers, then releases the
     /// pane's first program.
-    async fn attach_logger(&self, s: &Session, channel: &str) -> Result<(), SessionError> {
+    async fn attach_logger(&self, s: &Session, channel: Option<&str>) -> Result<(), SessionError> {
         let logger = self.cfg.pane_logger.to_string_lossy().into_owned();
         let dir = s.dir.to_string_lossy().into_owned();
         let pane = s.pane.pane_id.as_str();
@@ -412,7 +474,9 @@ impl Sessions {
                 Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
             }
         }
-        self.tmux.run(&["wait-for", "-S", channel]).await?;
+        if let Some(channel) = channel {
+            self.tmux.run(&["wait-for", "-S", channel]).await?;
+        }
         Ok(())
     }
 
@@ -435,11 +499,35 @@ impl Sessions {
     /// Closes session `name`: its pane ends, its logger finishes, its logs stay.
     pub async fn close(&self, name: &str) -> Result<PathBuf, SessionError> {
         let s = self.resolve(name).await?;
-        self.tmux.run(&["kill-session", "-t", &format!("={name}")]).await?;
+        self.tmux.run(&["kill-pane", "-t", s.pane.pane_id.as_str()]).await?;
+        self.closed(std::slice::from_ref(&s.dir)).await;
+        Ok(s.dir)
+    }
+
+    /// Closes every pane of session `name`'s window; returns the sessions
+    /// closed and their directories.
+    pub async fn close_window(&self, name: &str) -> Result<Vec<(String, PathBuf)>, SessionError> {
+        let s = self.resolve(name).await?;
+        let gone: Vec<(String, PathBuf)> = self
+            .panes()
+            .await?
+            .into_iter()
+            .filter(|p| p.window_id == s.pane.window_id)
+            .map(|p| (p.session_name.clone(), self.cfg.session_dir(&p.session_name)))
+            .collect();
+        self.tmux.run(&["kill-window", "-t", s.pane.pane_id.as_str()]).await?;
+        let dirs: Vec<PathBuf> = gone.iter().map(|(_, d)| d.clone()).collect();
+        self.closed(&dirs).await;
+        Ok(gone)
+    }
+
+    /// After panes were killed: waits briefly for their loggers to finish,
+    /// lets an empty tmux server go, and sweeps delete-on-close logs.
+    async fn closed(&self, dirs: &[PathBuf]) {
         // The logger ends when its pipe closes; wait briefly so the caller
         // sees a finished log.
         let deadline = Instant::now() + Duration::from_secs(2);
-        while s.dir.join(files::SOCKET).exists() && Instant::now() < deadline {
+        while dirs.iter().any(|d| d.join(files::SOCKET).exists()) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // Our hidden control session would keep an otherwise empty tmux
@@ -449,7 +537,6 @@ impl Sessions {
         }
         // A session marked delete-on-close goes now, not at the next minute.
         self.sweep(SweepMode::DeleteOnCloseOnly, false).await;
-        Ok(s.dir)
     }
 
     /// The sweeper of this server's state home and tmux socket.
@@ -464,7 +551,7 @@ impl Sessions {
 
     /// The names of the live sessions, or `None` when tmux could not say.
     pub async fn live_names(&self) -> Option<HashSet<String>> {
-        match self.tmux.list_panes().await {
+        match self.panes().await {
             Ok(panes) => Some(panes.into_iter().map(|p| p.session_name).collect()),
             Err(e) => {
                 eprintln!("docent-terminal-mcp: no sweep, tmux did not list its panes: {e}");
@@ -521,6 +608,28 @@ impl Sessions {
             .map_err(io(format!("deleting {}", logs.dir.display())))?;
         Ok(logs.dir)
     }
+}
+
+/// Where a new pane goes.
+enum Place {
+    /// A tmux session of its own.
+    New,
+    /// Beside or below the pane `target`.
+    Split {
+        /// The pane split.
+        target: String,
+        /// How.
+        split: Split,
+    },
+}
+
+/// How `session_split` splits a pane.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Split {
+    /// Side by side (a vertical line between), rather than one above the other.
+    pub beside: bool,
+    /// The new pane's width (beside) or height (below), in cells.
+    pub size: Option<u16>,
 }
 
 /// A pane just made.

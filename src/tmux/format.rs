@@ -23,20 +23,25 @@ pub const SEP: char = '\x1f';
 pub const PANE_FORMAT: &str = concat!(
     "#{pane_id}\x1f#{session_name}\x1f#{window_index}\x1f#{pane_index}\x1f",
     "#{pane_pid}\x1f#{pane_tty}\x1f#{pane_dead}\x1f#{pane_width}\x1f#{pane_height}\x1f",
-    "#{pane_active}\x1f#{n:pane_current_command}\x1f#{n:pane_current_path}\x1f",
+    "#{pane_active}\x1f#{window_id}\x1f#{session_attached}\x1f#{@dtmcp_name}\x1f",
+    "#{n:pane_current_command}\x1f#{n:pane_current_path}\x1f",
     "#{pane_current_command}\x1f#{pane_current_path}",
 );
 
 /// How many fields come before the current command.
-const FIXED_FIELDS: usize = 12;
+const FIXED_FIELDS: usize = 15;
 
 /// One pane as `list-panes -a` reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaneInfo {
     /// Its id, `%N`: an exact target.
     pub pane_id: PaneId,
-    /// The session it belongs to, as tmux reports it (escaped with `vis(3)`).
+    /// The session it belongs to, as tmux reports it (escaped with `vis(3)`);
+    /// [`crate::session::Sessions::panes`] puts our session's name here.
     pub session_name: String,
+    /// The tmux session it belongs to (what `session_name` held as tmux
+    /// reported it): the one a person attaches to.
+    pub tmux_session: String,
     /// Its window's index in that session.
     pub window_index: u32,
     /// Its index within the window.
@@ -57,6 +62,13 @@ pub struct PaneInfo {
     pub pane_height: u32,
     /// Whether it is its window's active pane.
     pub pane_active: bool,
+    /// Its window's id, `@N`.
+    pub window_id: String,
+    /// How many clients are attached to its tmux session.
+    pub session_attached: u32,
+    /// The session name we gave the pane (the pane option `@dtmcp_name`);
+    /// empty for a pane we did not name.
+    pub dtmcp_name: String,
 }
 
 /// `-F` output that does not have the shape of [`PANE_FORMAT`].
@@ -86,8 +98,8 @@ pub fn parse_panes(text: &str) -> Result<Vec<PaneInfo>, FormatError> {
 fn parse_record(text: &str) -> Result<(PaneInfo, &str), FormatError> {
     let fail = |reason: String| FormatError { reason, record: text.chars().take(200).collect() };
     let (fixed, rest) = split_fixed(text).map_err(|r| fail(r.to_string()))?;
-    let command_len = number::<usize>(fixed[10], "command length").map_err(fail)?;
-    let path_len = number::<usize>(fixed[11], "path length").map_err(fail)?;
+    let command_len = number::<usize>(fixed[13], "command length").map_err(fail)?;
+    let path_len = number::<usize>(fixed[14], "path length").map_err(fail)?;
     let (command, rest) = take_field(rest, command_len, SEP).ok_or_else(|| fail("no path".into()))?;
     let (path, rest) = take_field(rest, path_len, '\n').unwrap_or((rest, ""));
     let pane = pane_from(&fixed, command, path).map_err(fail)?;
@@ -125,6 +137,7 @@ fn pane_from(fixed: &[&str; FIXED_FIELDS], command: &str, path: &str) -> Result<
     Ok(PaneInfo {
         pane_id: PaneId::parse(fixed[0]).map_err(|BadPaneId(s)| format!("bad pane id {s:?}"))?,
         session_name: fixed[1].to_string(),
+        tmux_session: fixed[1].to_string(),
         window_index: number(fixed[2], "window index")?,
         pane_index: number(fixed[3], "pane index")?,
         pane_pid: number(fixed[4], "pane pid")?,
@@ -135,6 +148,9 @@ fn pane_from(fixed: &[&str; FIXED_FIELDS], command: &str, path: &str) -> Result<
         pane_width: number(fixed[7], "pane width")?,
         pane_height: number(fixed[8], "pane height")?,
         pane_active: flag(fixed[9], "pane active")?,
+        window_id: fixed[10].to_string(),
+        session_attached: number(fixed[11], "attached clients")?,
+        dtmcp_name: fixed[12].to_string(),
     })
 }
 
@@ -156,15 +172,17 @@ mod tests {
 
     /// Captured from tmux 3.3a: a live pane, a dead pane kept by
     /// `remain-on-exit` (no path), and a pane in a session named `é€ x` whose
-    /// directory is `/tmp/dtx-x<newline>y<US>z`.
-    const CAPTURED: &str = "%0\x1ft1\x1f0\x1f0\x1f13540\x1f/dev/pts/0\x1f0\x1f100\x1f15\x1f1\x1f5\x1f4\x1fsleep\x1f/tmp\n\
-        %2\x1ft1\x1f0\x1f1\x1f13547\x1f/dev/pts/2\x1f1\x1f100\x1f14\x1f0\x1f4\x1f0\x1ftrue\x1f\n\
-        %1\x1fé€ x\x1f0\x1f0\x1f13543\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f5\x1f14\x1fsleep\x1f/tmp/dtx-x\ny\x1fz\n";
+    /// directory is `/tmp/dtx-x<newline>y<US>z`; the window id, attached
+    /// clients and `@dtmcp_name` fields were added to it by hand.
+    const CAPTURED: &str = "%0\x1ft1\x1f0\x1f0\x1f13540\x1f/dev/pts/0\x1f0\x1f100\x1f15\x1f1\x1f@0\x1f0\x1ft1\x1f5\x1f4\x1fsleep\x1f/tmp\n\
+        %2\x1ft1\x1f0\x1f1\x1f13547\x1f/dev/pts/2\x1f1\x1f100\x1f14\x1f0\x1f@0\x1f0\x1ft1+1\x1f4\x1f0\x1ftrue\x1f\n\
+        %1\x1fé€ x\x1f0\x1f0\x1f13543\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@1\x1f2\x1f\x1f5\x1f14\x1fsleep\x1f/tmp/dtx-x\ny\x1fz\n";
 
     fn pane(id: &str, session: &str, index: u32, pid: u32, command: &str, path: &str) -> PaneInfo {
         PaneInfo {
             pane_id: PaneId::parse(id).expect("test pane id"),
             session_name: session.to_string(),
+            tmux_session: session.to_string(),
             window_index: 0,
             pane_index: index,
             pane_pid: pid,
@@ -175,17 +193,29 @@ mod tests {
             pane_width: 100,
             pane_height: 15,
             pane_active: true,
+            window_id: "@0".to_string(),
+            session_attached: 0,
+            dtmcp_name: session.to_string(),
         }
     }
 
     #[test]
     fn captured_output_parses() {
-        let dead =
-            PaneInfo { pane_dead: true, pane_height: 14, pane_active: false, ..pane("%2", "t1", 1, 13547, "true", "") };
-        let odd =
-            PaneInfo {
-                pane_width: 80, pane_height: 24, ..pane("%1", "é€ x", 0, 13543, "sleep", "/tmp/dtx-x\ny\x1fz")
-            };
+        let dead = PaneInfo {
+            pane_dead: true,
+            pane_height: 14,
+            pane_active: false,
+            dtmcp_name: "t1+1".into(),
+            ..pane("%2", "t1", 1, 13547, "true", "")
+        };
+        let odd = PaneInfo {
+            pane_width: 80,
+            pane_height: 24,
+            window_id: "@1".into(),
+            session_attached: 2,
+            dtmcp_name: String::new(),
+            ..pane("%1", "é€ x", 0, 13543, "sleep", "/tmp/dtx-x\ny\x1fz")
+        };
         assert_eq!(parse_panes(CAPTURED), Ok(vec![pane("%0", "t1", 0, 13540, "sleep", "/tmp"), dead, odd]));
     }
 
@@ -197,7 +227,7 @@ mod tests {
 
     #[test]
     fn separator_inside_the_command_is_kept() {
-        let text = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f3\x1f2\x1fa\x1fb\x1f/x\n";
+        let text = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f\x1f3\x1f2\x1fa\x1fb\x1f/x\n";
         let parsed = parse_panes(text).expect("parses");
         assert_eq!((parsed[0].pane_current_command.as_str(), parsed[0].pane_current_path.as_str()), ("a\x1fb", "/x"));
     }
@@ -207,7 +237,7 @@ mod tests {
         // Lengths as tmux counted the original bytes; the text here was
         // decoded with a replacement character and is longer.
         let text =
-            "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f2\x1f3\x1f\u{fffd}b\x1f/\u{fffd}\n%6";
+            "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f\x1f2\x1f3\x1f\u{fffd}b\x1f/\u{fffd}\n%6";
         let err = parse_panes(text).expect_err("second record is cut short");
         assert_eq!(err.reason, "too few fields");
         let first = parse_panes(&text[..text.len() - 3]).expect("first record alone parses");
@@ -217,7 +247,7 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let text = "%5\x1fs\x1fone\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f0\x1f0\x1f\x1f\n";
+        let text = "%5\x1fs\x1fone\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f\x1f0\x1f0\x1f\x1f\n";
         let err = parse_panes(text).expect_err("window index is not a number");
         assert_eq!(err.reason, "window index is not a number: \"one\"");
     }

@@ -103,14 +103,29 @@ impl Terminal {
         }
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
         let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
+        let actor = self.actor();
+        let hold = match &lines {
+            Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect")?),
+            None => None,
+        };
         let before = match &lines {
             Some(_) => ready_status(&s, &mut logger).await?,
             None => logger.status().await.map_err(|e| e.to_string())?,
         };
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
             let target = program::target(&s, &before).await?;
+            if matches!(target, Target::Shell) {
+                let last = self.inner.holds.last_typed(&s.name);
+                if let Some(why) =
+                    super::holds::refusal(&s.name, &before, last.as_ref(), &actor, s.pane.session_attached)
+                {
+                    return Err(why);
+                }
+            }
             self.type_line(&s, &mut logger, (&before, Some(target)), line).await?;
+            self.inner.holds.note_typed(&s.name, &actor, line, true, before.mark.prompts);
         }
+        drop(hold);
         let deadline = Instant::now() + Duration::from_millis(timeout);
         let start = if lines.is_some() { before.mark } else { resume_mark(&before) };
         self.answer_loop(&s, &mut logger, &checked, start, deadline).await

@@ -9,6 +9,7 @@
 pub mod caller;
 mod expect;
 mod guide;
+pub mod holds;
 mod integrate;
 mod logs;
 mod notes;
@@ -64,6 +65,8 @@ pub struct Inner {
     pub given: crate::docent::notes::Given,
     /// The actor names handed out, to make client names unique.
     pub actors: caller::Actors,
+    /// Who holds each session while typing, and what agents typed last.
+    pub holds: holds::Holds,
 }
 
 impl Terminal {
@@ -77,6 +80,7 @@ impl Terminal {
                 screens: views::ScreenMemory::default(),
                 given: Default::default(),
                 actors: caller::Actors::default(),
+                holds: holds::Holds::default(),
             }),
             conn: Arc::default(),
             tool_router: Self::router(),

@@ -2,8 +2,13 @@
 //! command running that another party started. `session_close` refuses
 //! such a session; a person closes it with `close --force`.
 
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
 use super::Terminal;
-use super::once::starter_of;
+use super::holds::Holder;
+use super::once::{agents_typed, starter_of};
+use crate::tmux::PaneInfo;
 
 /// Who else uses a session, for a refusal.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -57,14 +62,7 @@ impl Terminal {
     /// Who uses session `name` now.
     pub async fn presence(&self, name: &str) -> Result<Presence, String> {
         let s = self.sessions().resolve(name).await.map_err(|e| e.to_string())?;
-        let attached = self
-            .sessions()
-            .tmux
-            .display(&s.pane.pane_id, "#{session_attached}")
-            .await
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0);
+        let attached = s.pane.session_attached;
         let mut running = None;
         if let Ok(mut logger) = s.logger().await
             && let Ok(status) = logger.status().await
@@ -77,6 +75,154 @@ impl Terminal {
             running = Some((cmd, starter_of(&self.sessions().cfg.home, name, open)));
         }
         Ok(Presence { attached, running })
+    }
+}
+
+/// One tmux client attached to a session: a person's terminal.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Client {
+    /// Its terminal, like `/dev/pts/4`.
+    pub tty: String,
+    /// Its size, columns and rows.
+    pub cols: u32,
+    /// Rows.
+    pub rows: u32,
+    /// When it attached, epoch seconds.
+    pub attached: u64,
+    /// When it last pressed a key, epoch seconds (`None`: not since it
+    /// attached). tmux stamps a client's activity when it attaches and at
+    /// each key.
+    pub last_input: Option<u64>,
+}
+
+/// The `list-clients -F` format [`parse_clients`] reads.
+pub const CLIENT_FORMAT: &str =
+    "#{client_control_mode}\x1f#{client_tty}\x1f#{client_width}\x1f#{client_height}\x1f#{client_created}\x1f#{client_activity}";
+
+/// Reads `list-clients` output in [`CLIENT_FORMAT`], leaving out control
+/// clients (routers, never people).
+pub fn parse_clients(text: &str) -> Vec<Client> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split('\x1f').collect();
+            let [control, tty, cols, rows, created, activity] = f[..] else { return None };
+            let n = |s: &str| s.parse::<u64>().unwrap_or(0);
+            (control != "1").then(|| Client {
+                tty: tty.to_string(),
+                cols: n(cols) as u32,
+                rows: n(rows) as u32,
+                attached: n(created),
+                last_input: (n(activity) > n(created)).then(|| n(activity)),
+            })
+        })
+        .collect()
+}
+
+/// Who is in a session: the people attached, the agents that typed, who
+/// types now.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Seen {
+    /// The people (tmux clients) attached to the session's tmux session.
+    pub clients: Vec<Client>,
+    /// The latest key any of them pressed, epoch seconds.
+    pub human_input: Option<u64>,
+    /// Each agent's last typing call, epoch seconds.
+    pub agents_typed: BTreeMap<String, u64>,
+    /// The agent and tool holding the session while typing, if any.
+    pub typing_now: Option<Holder>,
+}
+
+impl Seen {
+    /// One line for `session_list`: people, agents, who types.
+    pub fn line(&self, now_s: u64) -> Option<String> {
+        let ago = |t: u64| format!("{} s ago", now_s.saturating_sub(t));
+        let mut parts = Vec::new();
+        if !self.clients.is_empty() {
+            let mut p = format!("{} person(s) attached", self.clients.len());
+            if let Some(t) = self.human_input {
+                let _ = write!(p, ", last typed {}", ago(t));
+            }
+            parts.push(p);
+        }
+        if !self.agents_typed.is_empty() {
+            let typed: Vec<String> = self.agents_typed.iter().map(|(a, t)| format!("{a} {}", ago(*t))).collect();
+            parts.push(format!("agents typed: {}", typed.join(", ")));
+        }
+        if let Some(h) = &self.typing_now {
+            parts.push(format!("typing now: {} ({})", h.actor, h.tool));
+        }
+        (!parts.is_empty()).then(|| parts.join(" · "))
+    }
+}
+
+/// The pane part of a `session_list` entry.
+pub fn pane_line(pane: &PaneInfo) -> String {
+    format!(
+        "pane {} · window {} pane {}{} · {}x{}",
+        pane.pane_id.as_ref() as &str,
+        pane.window_index,
+        pane.pane_index,
+        if pane.pane_active { " (active)" } else { "" },
+        pane.pane_width,
+        pane.pane_height
+    )
+}
+
+impl Terminal {
+    /// Who is in the session of `pane` now.
+    pub async fn seen(&self, pane: &PaneInfo) -> Seen {
+        let target = crate::tmux::session_target(&pane.tmux_session);
+        let out = self.sessions().tmux.run(&["list-clients", "-t", &target, "-F", CLIENT_FORMAT]).await;
+        let clients = out.map(|t| parse_clients(&t)).unwrap_or_default();
+        let human_input = clients.iter().filter_map(|c| c.last_input).max();
+        Seen {
+            clients,
+            human_input,
+            agents_typed: agents_typed(&self.sessions().cfg.home, &pane.session_name),
+            typing_now: self.inner.holds.holder(&pane.session_name),
+        }
+    }
+
+    /// The presence and pane-kind line of `session_list` for `pane`.
+    pub(super) async fn presence_line(&self, pane: &PaneInfo) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Ok(meta) = crate::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)) {
+            if let Some(parent) = &meta.parent {
+                parts.push(format!("split from {parent}"));
+            }
+            if meta.adopted {
+                parts.push("adopted (no shell integration)".to_string());
+            }
+        }
+        if self.sessions().pinned(pane.pane_id.as_str()).await {
+            parts.push("size pinned".to_string());
+        }
+        let now_s = crate::config::now_ms() / 1000;
+        parts.extend(self.seen(pane).await.line(now_s));
+        (!parts.is_empty()).then(|| parts.join(" · "))
+    }
+
+    /// Closes every pane of session `name`'s window for `actor`, unless
+    /// someone else uses one of them and `force` is off.
+    pub async fn close_window(&self, name: &str, force: bool, actor: Option<&str>) -> Result<String, String> {
+        let s = self.sessions().resolve(name).await.map_err(|e| e.to_string())?;
+        let panes = self.sessions().panes().await.map_err(|e| e.to_string())?;
+        let window: Vec<String> =
+            panes.into_iter().filter(|p| p.window_id == s.pane.window_id).map(|p| p.session_name).collect();
+        if !force {
+            for other in &window {
+                if let Some(why) = self.presence(other).await?.refusal(other, actor) {
+                    return Err(format!("the window of {name} holds {}; {why}", window.join(", ")));
+                }
+            }
+        }
+        let gone = self.sessions().close_window(name).await.map_err(|e| e.to_string())?;
+        let mut out = format!("closed the window of {name}: {} session(s)\n", gone.len());
+        for (n, dir) in gone {
+            self.inner.holds.forget(&n);
+            let _ = writeln!(out, "  {n}: log stays in {}", dir.display());
+        }
+        Ok(out)
     }
 }
 
@@ -95,5 +241,14 @@ mod tests {
         let p = Presence { attached: 0, running: Some(("vi".into(), None)) };
         assert!(p.refusal("t1", Some("a")).expect("refused").contains("typed by a person"));
         assert_eq!(Presence::default().refusal("t1", None), None);
+    }
+
+    #[test]
+    fn clients_are_people_and_keys_are_activity_after_attaching() {
+        let text = "0\x1f/dev/pts/4\x1f80\x1f24\x1f100\x1f100\n0\x1f/dev/pts/5\x1f120\x1f40\x1f100\x1f130\n1\x1f\x1f80\x1f24\x1f1\x1f2\n";
+        let clients = parse_clients(text);
+        assert_eq!(clients.len(), 2, "the control client is no person");
+        assert_eq!((clients[0].last_input, clients[1].last_input), (None, Some(130)));
+        assert_eq!((clients[1].cols, clients[1].rows), (120, 40));
     }
 }

@@ -161,6 +161,16 @@ impl Terminal {
 }
 
 impl Terminal {
+    /// Who started the command running in `s`, for a refusal: an agent, a
+    /// person, or nothing known.
+    fn started_by(&self, s: &Session, status: &Status) -> String {
+        let Some(&open) = status.shell.open.first() else { return String::new() };
+        match super::once::starter_of(&self.sessions().cfg.home, &s.name, open) {
+            Some(agent) => format!(" (it was started by agent {agent})"),
+            None => " (it was typed by a person)".to_string(),
+        }
+    }
+
     async fn run_body(&self, p: RunParams) -> Result<String, String> {
         let timeout = timeout_ms(p.timeout)?;
         let lines = command_lines(&p.command)?;
@@ -170,9 +180,24 @@ impl Terminal {
         let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
         let mut out = String::new();
         let deadline = Instant::now() + Duration::from_millis(timeout);
+        let actor = self.actor();
         for (i, line) in lines.iter().enumerate() {
+            // Held from the look at the prompt to the Enter: nobody else's
+            // characters get into this line.
+            let hold = self.inner.holds.take(&s.name, &actor, "run")?;
             let status = ready_status(&s, &mut logger).await?;
-            let target = program::target(&s, &status).await?;
+            let target = match program::target(&s, &status).await {
+                Ok(target) => target,
+                Err(e) => return Err(format!("{e}{}", self.started_by(&s, &status))),
+            };
+            if matches!(target, Target::Shell) {
+                let last = self.inner.holds.last_typed(&s.name);
+                if let Some(why) =
+                    super::holds::refusal(&s.name, &status, last.as_ref(), &actor, s.pane.session_attached)
+                {
+                    return Err(format!("{out}{why}"));
+                }
+            }
             let caller = super::caller::Caller::current();
             if i == 0 && caller.key.is_none() {
                 // Who typed, before typing (a call with a key was recorded
@@ -181,7 +206,7 @@ impl Terminal {
                 super::once::record_typed(home, &s.name, caller.actor.as_deref(), "run", status.mark.regions);
             }
             let (text, finished) =
-                self.run_line(&s, &mut logger, (&status, target), line, (&opts, deadline, typing)).await?;
+                self.run_line(&s, &mut logger, (&status, target, hold), line, (&opts, deadline, typing)).await?;
             if lines.len() > 1 {
                 let _ = writeln!(out, "$ {line}");
             }
@@ -198,7 +223,7 @@ impl Terminal {
         &self,
         s: &Session,
         logger: &mut LoggerClient,
-        (before, target): (&Status, Target),
+        (before, target, hold): (&Status, Target, super::holds::Hold<'_>),
         line: &str,
         (opts, deadline, typing): (&Options, Instant, Option<Typing>),
     ) -> Result<(String, bool), String> {
@@ -207,8 +232,20 @@ impl Terminal {
         if let Target::Program(job) = &target {
             program::open_input(s, logger, before, job, line).await?;
         }
+        let actor = self.actor();
         program::type_text(tmux, pane, line, typing).await?;
+        // A person attached may have typed at the same moment: the line
+        // must read as typed before Enter submits it.
+        if matches!(target, Target::Shell)
+            && s.pane.session_attached > 0
+            && let Err(why) = typed_alone(logger, line).await
+        {
+            self.inner.holds.note_typed(&s.name, &actor, line, false, before.mark.prompts);
+            return Err(format!("{why} (in {})", s.name));
+        }
         tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
+        self.inner.holds.note_typed(&s.name, &actor, line, true, before.mark.prompts);
+        drop(hold);
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         let (mut reason, mut status) = wait_line(s, logger, opts.spec(before.mark, left.max(1))).await?;
         if reason == WaitReason::FullScreen {
@@ -269,6 +306,36 @@ impl Terminal {
         let (reason, status) = wait_line(&s, &mut logger, opts.spec(after, timeout)).await?;
         let region = logger.region(open).await.map_err(|e| e.to_string())?;
         describe(&s, &mut logger, (&status, &reason), region.as_ref(), status.mark.line, (&opts.shape, None)).await
+    }
+}
+
+/// How long the echo of a typed line may take to show at the prompt.
+const ECHO_MS: u64 = 500;
+
+/// Checks, before Enter, that the prompt holds exactly the line just
+/// typed: nobody else's keys got in. A line whose echo is still on its way
+/// when [`ECHO_MS`] is up, or that is wider than the logger can tell
+/// (wrapped), is let through.
+async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_millis(ECHO_MS);
+    let want = line.trim_end();
+    loop {
+        let status = logger.status().await.map_err(|e| e.to_string())?;
+        let typed = status.typed.trim_end();
+        if typed == want || !status.shell.at_prompt {
+            return Ok(());
+        }
+        let on_its_way = want.starts_with(typed);
+        if !on_its_way && !typed.contains('\n') {
+            return Err(format!(
+                "someone else typed at the prompt while this line was being typed: it now reads `{typed}`. \
+                 Enter was not pressed, so nothing ran; ask the person (or clear the line with send keys=[\"ctrl+e\", \"ctrl+u\"]) and try again"
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 

@@ -177,7 +177,17 @@ impl Terminal {
         }
         let mut out = match req.signal {
             Some(sig) => deliver(state.pane_pid, sig)?,
-            None => self.type_in(pane, &req, state.in_mode).await?,
+            None => {
+                let actor = self.actor();
+                let _hold = self.inner.holds.take(&s.name, &actor, "send")?;
+                let typed = self.type_in(pane, &req, state.in_mode).await?;
+                if let Some(text) = &req.text {
+                    let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
+                    let submitted = enter || text.contains(['\r', '\n']);
+                    self.inner.holds.note_typed(&s.name, &actor, text, submitted, before.mark.prompts);
+                }
+                typed
+            }
         };
         let spec = WaitSpec { after: before.mark, timeout_ms: req.wait_ms, ..WaitSpec::default() };
         let (_, after) = logger.wait(spec).await.map_err(|e| e.to_string())?;

@@ -41,12 +41,55 @@ pub struct CreateParams {
     pub prompt_pattern: Option<String>,
 }
 
-/// Arguments of tools that take only a session.
+/// Arguments of `session_close`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SessionParams {
+pub struct CloseParams {
     /// The session's name.
     pub session: String,
+    /// Close every pane of the session's window (the sessions split from it, or it from), not only its own.
+    #[serde(default)]
+    pub window: bool,
+}
+
+/// Arguments of `session_split`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SplitParams {
+    /// The session whose pane is split; the new one is named after its window, e.g. "t1+1".
+    pub session: String,
+    /// Put the new pane beside it (side by side) rather than below it (default false: below).
+    #[serde(default)]
+    pub beside: bool,
+    /// The new pane's width (beside) or height (below) in cells; by default half.
+    #[serde(default)]
+    pub size: Option<u16>,
+    /// What the new pane runs: omit (or "bash") for a bash with shell integration; anything else is run with sh -c.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Working directory to start in.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Extra environment variables for the new pane.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// Arguments of `session_resize`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeParams {
+    /// The session's name.
+    pub session: String,
+    /// Width in columns (2 to 1000); the current width when only rows is given.
+    #[serde(default)]
+    pub cols: Option<u16>,
+    /// Height in rows (2 to 1000); the current height when only cols is given.
+    #[serde(default)]
+    pub rows: Option<u16>,
+    /// true: stop pinning and follow the attached clients' size again (give no cols or rows then).
+    #[serde(default)]
+    pub follow: bool,
 }
 
 /// Arguments of `session_list` (none).
@@ -84,9 +127,31 @@ impl Terminal {
         description = crate::docent::texts::tool::SESSION_CLOSE.trim_end(),
         meta = super::always_load()
     )]
-    pub async fn session_close(&self, Parameters(p): Parameters<SessionParams>) -> CallToolResult {
+    pub async fn session_close(&self, Parameters(p): Parameters<CloseParams>) -> CallToolResult {
         let name = p.session.clone();
         self.call("session_close", Some(&name), self.close_body(p)).await
+    }
+
+    /// Splits a session's pane into a new session.
+    #[tool(
+        name = "session_split",
+        description = crate::docent::texts::tool::SESSION_SPLIT.trim_end(),
+        meta = super::always_load()
+    )]
+    pub async fn session_split(&self, Parameters(p): Parameters<SplitParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("session_split", Some(&name), self.split_body(p)).await
+    }
+
+    /// Sets or frees a session's size.
+    #[tool(
+        name = "session_resize",
+        description = crate::docent::texts::tool::SESSION_RESIZE.trim_end(),
+        meta = super::always_load()
+    )]
+    pub async fn session_resize(&self, Parameters(p): Parameters<ResizeParams>) -> CallToolResult {
+        let name = p.session.clone();
+        self.call("session_resize", Some(&name), self.resize_body(p)).await
     }
 }
 
@@ -112,7 +177,12 @@ impl Terminal {
             prompt_pattern: p.prompt_pattern,
         };
         let (s, status) = self.sessions().create(opts).await.map_err(|e| e.to_string())?;
-        let mut out = format!("session {} ready", s.name);
+        Ok(self.ready_text(&s, &status, ""))
+    }
+
+    /// The reply for a session just made: what it runs, how to watch it, its log.
+    fn ready_text(&self, s: &crate::session::Session, status: &crate::protocol::Status, whence: &str) -> String {
+        let mut out = format!("session {} ready{whence}", s.name);
         if s.meta.integrated {
             let at = if status.shell.at_prompt { "at its prompt" } else { "starting (no prompt yet)" };
             let shell = s.meta.command.first().map_or("bash", String::as_str);
@@ -131,9 +201,56 @@ impl Terminal {
                 );
             }
         }
-        let _ = writeln!(out, "\nwatch or join: {}", self.sessions().attach_command(&s.name));
+        let _ = writeln!(out, "\nwatch or join: {}", self.sessions().attach_command(&s.pane.tmux_session));
         let _ = writeln!(out, "log: {}", s.dir.display());
-        Ok(out)
+        out
+    }
+
+    async fn split_body(&self, p: SplitParams) -> Result<String, String> {
+        if p.size.is_some_and(|n| !(2..=1000).contains(&n)) {
+            return Err("size must be between 2 and 1000 cells".into());
+        }
+        let opts = CreateOptions {
+            command: p.command,
+            cwd: p.cwd,
+            env: p.env.unwrap_or_default(),
+            ..CreateOptions::default()
+        };
+        let split = crate::session::Split { beside: p.beside, size: p.size };
+        let (s, status) = self.sessions().split(&p.session, split, opts).await.map_err(|e| e.to_string())?;
+        let whence = format!(" (split from {}, {})", p.session, if p.beside { "beside it" } else { "below it" });
+        Ok(self.ready_text(&s, &status, &whence))
+    }
+
+    async fn resize_body(&self, p: ResizeParams) -> Result<String, String> {
+        use crate::session::Size;
+        let size = match (p.follow, p.cols, p.rows) {
+            (true, None, None) => Size::Follow,
+            (true, _, _) => return Err("give follow=true alone, or cols and rows to pin a size".into()),
+            (false, None, None) => return Err("give cols and/or rows to pin a size, or follow=true".into()),
+            (false, cols, rows) => {
+                if [cols, rows].iter().flatten().any(|n| !(2..=1000).contains(n)) {
+                    return Err("cols and rows must be between 2 and 1000".into());
+                }
+                let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
+                let cur = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
+                Size::Pinned {
+                    cols: cols.unwrap_or(cur(s.pane.pane_width)),
+                    rows: rows.unwrap_or(cur(s.pane.pane_height)),
+                }
+            }
+        };
+        let (w, h) = self.sessions().resize(&p.session, size).await.map_err(|e| e.to_string())?;
+        Ok(match size {
+            Size::Follow => format!(
+                "{} follows the attached clients' size again; now {w}x{h} (columns x rows)",
+                p.session
+            ),
+            Size::Pinned { .. } => format!(
+                "{} is now {w}x{h} (columns x rows), pinned: attaching clients do not resize it; follow=true lets it follow them again",
+                p.session
+            ),
+        })
     }
 
     async fn list_body(&self) -> Result<String, String> {
@@ -154,15 +271,22 @@ impl Terminal {
                 let exit = r.exit.map_or_else(|| "running".to_string(), |e| format!("exit {e}"));
                 let _ = write!(out, " · last: `{}` {exit}", r.command);
             }
-            let _ = writeln!(out, "\n  attach: {}", self.sessions().attach_command(name));
+            let _ = writeln!(out, "\n  {}", super::presence::pane_line(&pane));
+            if let Some(who) = self.presence_line(&pane).await {
+                let _ = writeln!(out, "  {who}");
+            }
+            let _ = writeln!(out, "  attach: {}", self.sessions().attach_command(&pane.tmux_session));
         }
         out.push_str(&closed);
         Ok(out)
     }
 
-    async fn close_body(&self, p: SessionParams) -> Result<String, String> {
+    async fn close_body(&self, p: CloseParams) -> Result<String, String> {
         let actor = super::caller::Caller::current().actor;
-        self.close_session(&p.session, false, actor.as_deref()).await
+        match p.window {
+            true => self.close_window(&p.session, false, actor.as_deref()).await,
+            false => self.close_session(&p.session, false, actor.as_deref()).await,
+        }
     }
 }
 

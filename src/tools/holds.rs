@@ -1,0 +1,232 @@
+//! Who may type into a session now, and what must not be typed over.
+//!
+//! Two agents typing into one session at once would interleave their
+//! characters within a line. So a call that types *holds* the session
+//! from the moment it looks at the prompt until its Enter is pressed; a
+//! second call meanwhile is refused at once, told who holds it (never
+//! queued: a refusal cannot deadlock, and the hold is released when its
+//! call ends, however it ends).
+//!
+//! Text someone typed at a shell's prompt and did not submit (a person at
+//! the keyboard, or another agent's `send`) is never typed over or
+//! submitted by `run`: the logger knows where the prompt ends and what
+//! follows it, and the call is refused with that text and who typed it.
+//!
+//! Process memory: holds last a moment, and the attribution of half-typed
+//! text to an agent is a courtesy; a restarted server calls such text a
+//! person's.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::protocol::Status;
+
+/// How long after an agent submitted a line at a prompt that prompt counts
+/// as taken (the line's command has not started yet).
+const SUBMITTED_MS: u64 = 2_000;
+
+/// Who holds a session while typing.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Holder {
+    /// The agent.
+    pub actor: String,
+    /// The tool typing.
+    pub tool: String,
+    /// Since when, in ms since the epoch.
+    pub since_ms: u64,
+    /// Which hold this is (so that an old guard never releases a new hold).
+    #[serde(skip)]
+    token: u64,
+}
+
+/// The last thing an agent typed into a session.
+#[derive(Clone, Debug)]
+pub struct Typed {
+    /// The agent.
+    pub actor: String,
+    /// What it typed (the last piece).
+    pub text: String,
+    /// Whether it pressed Enter after it.
+    pub submitted: bool,
+    /// The prompts the session had shown when it typed.
+    pub prompts: u64,
+    /// When.
+    pub at: Instant,
+}
+
+/// Every session's holder and last agent typing, server-wide.
+#[derive(Debug, Default)]
+pub struct Holds {
+    holders: Mutex<HashMap<String, Holder>>,
+    typed: Mutex<HashMap<String, Typed>>,
+    tokens: std::sync::atomic::AtomicU64,
+}
+
+/// A session held by one call; dropping it releases the session.
+pub struct Hold<'a> {
+    holds: &'a Holds,
+    session: String,
+    token: u64,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        let mut holders = self.holds.holders.lock().unwrap_or_else(|e| e.into_inner());
+        if holders.get(&self.session).is_some_and(|h| h.token == self.token) {
+            holders.remove(&self.session);
+        }
+    }
+}
+
+impl Holds {
+    /// Holds `session` for `actor`'s `tool`, or says who holds it.
+    pub fn take(&self, session: &str, actor: &str, tool: &str) -> Result<Hold<'_>, String> {
+        let mut holders = self.holders.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = holders.get(session) {
+            let held = crate::config::now_ms().saturating_sub(h.since_ms) as f64 / 1000.0;
+            let who = if h.actor == actor { "another call of yours".to_string() } else { format!("agent {}", h.actor) };
+            return Err(format!(
+                "session {session} is held by {who}, typing into it with {} (for {held:.1} s); nothing was typed. \
+                 Its line goes in first: try again in a moment (a run of yours would otherwise mix characters with it)",
+                h.tool
+            ));
+        }
+        let token = self.tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let since_ms = crate::config::now_ms();
+        holders.insert(session.to_string(), Holder { actor: actor.into(), tool: tool.into(), since_ms, token });
+        Ok(Hold { holds: self, session: session.to_string(), token })
+    }
+
+    /// Who holds `session` now, if anyone.
+    pub fn holder(&self, session: &str) -> Option<Holder> {
+        self.holders.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned()
+    }
+
+    /// Notes that `actor` typed `text` into `session` at its prompt number
+    /// `prompts`, pressing Enter after it or not.
+    pub fn note_typed(&self, session: &str, actor: &str, text: &str, submitted: bool, prompts: u64) {
+        let typed = Typed { actor: actor.into(), text: text.into(), submitted, prompts, at: Instant::now() };
+        self.typed.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string(), typed);
+    }
+
+    /// The last thing an agent typed into `session`.
+    pub fn last_typed(&self, session: &str) -> Option<Typed> {
+        self.typed.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned()
+    }
+
+    /// Forgets `session` (it closed).
+    pub fn forget(&self, session: &str) {
+        self.typed.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+    }
+}
+
+/// Why `actor` may not type a line at `session`'s prompt now, if it may
+/// not: text someone left there unsubmitted, or a line an agent has just
+/// submitted there whose command has not started yet. `attached` is how
+/// many clients (people) are attached.
+pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str, attached: u32) -> Option<String> {
+    let same_prompt = |t: &&Typed| t.prompts == status.mark.prompts && status.shell.at_prompt;
+    let pending = status.typed.as_str();
+    let just = last.filter(same_prompt).filter(|t| t.submitted && t.at.elapsed() < ms(SUBMITTED_MS));
+    if let Some(just) = just.filter(|t| pending.is_empty() || pending.contains(t.text.trim())) {
+        let who = if just.actor == actor { "you".to_string() } else { format!("agent {}", just.actor) };
+        return Some(format!(
+            "{who} just submitted `{}` at {session}'s prompt and it has not started yet; nothing was typed. \
+             Wait for it (wait session={session}) or try again in a moment",
+            just.text
+        ));
+    }
+    if pending.is_empty() {
+        return None;
+    }
+    let agent = last.filter(same_prompt).filter(|t| !t.submitted && pending.contains(t.text.trim()));
+    let (who, ask) = match agent {
+        Some(t) if t.actor == actor => (
+            "you (an earlier send)".to_string(),
+            "Submit it with send keys=[\"enter\"], or clear it with send keys=[\"ctrl+e\", \"ctrl+u\"], then run again"
+                .to_string(),
+        ),
+        Some(t) => (
+            format!("agent {}", t.actor),
+            format!("It is {}'s to finish or clear; try again once the prompt is empty", t.actor),
+        ),
+        None if attached > 0 => (
+            "a person".to_string(),
+            "Ask the person to finish (Enter) or clear (ctrl+u) it, or whether you may clear it".to_string(),
+        ),
+        None => (
+            "someone (no person is attached now)".to_string(),
+            format!(
+                "Ask the user about it; to discard it, send keys=[\"ctrl+e\", \"ctrl+u\"] to {session} and run again"
+            ),
+        ),
+    };
+    Some(format!(
+        "{session} has text typed at its prompt and not submitted, by {who}: `{pending}`. Nothing was typed over it \
+         or submitted. {ask}."
+    ))
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Mark;
+    use crate::region::ShellState;
+
+    fn status(typed: &str, prompts: u64) -> Status {
+        Status {
+            typed: typed.into(),
+            mark: Mark { prompts, ..Mark::default() },
+            shell: ShellState { at_prompt: true, ..ShellState::default() },
+            ..Status::default()
+        }
+    }
+
+    fn typed(actor: &str, text: &str, submitted: bool, prompts: u64) -> Typed {
+        Typed { actor: actor.into(), text: text.into(), submitted, prompts, at: Instant::now() }
+    }
+
+    #[test]
+    fn a_held_session_names_its_holder_and_is_free_once_released() {
+        let holds = Holds::default();
+        let hold = holds.take("t1", "a", "run").expect("free");
+        let why = holds.take("t1", "b", "run").err().expect("held");
+        assert!(why.contains("agent a") && why.contains("run"), "{why}");
+        assert!(holds.take("t2", "b", "send").is_ok());
+        assert_eq!(holds.holder("t1").map(|h| h.actor), Some("a".into()));
+        drop(hold);
+        assert!(holds.holder("t1").is_none());
+        assert!(holds.take("t1", "b", "run").is_ok());
+    }
+
+    #[test]
+    fn text_at_the_prompt_is_refused_with_who_typed_it() {
+        assert_eq!(refusal("t1", &status("", 3), None, "a", 1), None);
+        let person = refusal("t1", &status("rm -rf bu", 3), None, "a", 1).expect("refused");
+        assert!(person.contains("a person") && person.contains("`rm -rf bu`"), "{person}");
+        let half = typed("b", "echo hal", false, 3);
+        let other = refusal("t1", &status("echo hal", 3), Some(&half), "a", 0).expect("refused");
+        assert!(other.contains("agent b"), "{other}");
+        let own = refusal("t1", &status("echo hal", 3), Some(&half), "b", 0).expect("refused");
+        assert!(own.contains("you (an earlier send)"), "{own}");
+        // An agent's text at an earlier prompt says nothing about this one.
+        let old = typed("b", "echo hal", false, 2);
+        assert!(refusal("t1", &status("echo hal", 3), Some(&old), "a", 1).expect("refused").contains("a person"));
+    }
+
+    #[test]
+    fn a_line_just_submitted_takes_the_prompt_for_a_moment() {
+        let sent = typed("b", "make", true, 3);
+        let why = refusal("t1", &status("", 3), Some(&sent), "a", 0).expect("refused");
+        assert!(why.contains("agent b just submitted `make`"), "{why}");
+        assert!(refusal("t1", &status("make", 3), Some(&sent), "a", 0).expect("refused").contains("just submitted"));
+        assert_eq!(refusal("t1", &status("", 4), Some(&sent), "a", 0), None);
+        let stale = Typed { at: Instant::now() - ms(SUBMITTED_MS + 1), ..sent };
+        assert_eq!(refusal("t1", &status("", 3), Some(&stale), "a", 0), None);
+    }
+}
