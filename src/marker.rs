@@ -493,4 +493,33 @@ mod tests {
             assert_eq!(got.lines().collect::<Vec<_>>(), want, "keys {:?}", secret.keys);
         }
     }
+
+    /// zsh computes them too, in `__dtmcp_mark` of `integration.zsh`.
+    #[test]
+    fn zsh_and_rust_agree_on_proofs() {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/shell/integration.zsh");
+        let secrets = [SECRET, Secret { keys: [2_147_483_646; 4] }, Secret { keys: [1; 4] }];
+        for secret in secrets {
+            let mut cmd = format!(". {script}; __dtmcp_keys; ");
+            for (kind, pid, seq) in PROOF_CASES {
+                let code = kind.code();
+                // The function counts up before it proves.
+                cmd += &format!("__DTMCP_PID={pid} __DTMCP_SEQ={}; __dtmcp_mark {code}; ", i128::from(seq) - 1);
+                cmd += "echo ${__dtmcp_m##*.}; ";
+            }
+            let out = std::process::Command::new("zsh")
+                .args(["-f", "-c", &cmd])
+                .env("__DTMCP_NONCE", secret.to_nonce())
+                .output();
+            let Ok(out) = out else {
+                eprintln!("skipped: zsh is not installed (.ci/run installs it)");
+                return;
+            };
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let want: Vec<String> =
+                PROOF_CASES.iter().map(|&(k, pid, seq)| secret.proof(k, pid, seq).to_string()).collect();
+            let got = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(got.lines().collect::<Vec<_>>(), want, "keys {:?}", secret.keys);
+        }
+    }
 }

@@ -216,7 +216,9 @@ impl Terminal {
     async fn type_integration_line(&self, s: &Session, line: &str) -> Result<(), String> {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
-        tmux.leave_mode(pane).await.map_err(|e| e.to_string())?;
+        // Keys sent to a pane in copy mode are swallowed; out of a mode
+        // this fails harmlessly.
+        let _ = tmux.leave_mode(pane).await;
         tmux.send_text(pane, line).await.map_err(|e| e.to_string())?;
         tmux.send_enter(pane).await.map_err(|e| e.to_string())
     }

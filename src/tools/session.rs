@@ -155,15 +155,6 @@ impl Terminal {
     }
 }
 
-/// The shell a session's command starts with no integration (`sh`,
-/// `bash --norc`, `dash`), by its first word.
-fn plain_shell(command: &str) -> Option<&str> {
-    let first =
-        command.split_whitespace().find(|w| !w.contains('=') && !w.starts_with('-') && *w != "exec" && *w != "env")?;
-    let name = first.rsplit('/').next().unwrap_or(first);
-    ["bash", "zsh", "sh", "dash", "ash", "ksh", "mksh", "fish", "tcsh", "csh"].into_iter().find(|s| *s == name)
-}
-
 impl Terminal {
     async fn create_body(&self, p: CreateParams) -> Result<String, String> {
         let opts = CreateOptions {
@@ -190,7 +181,9 @@ impl Terminal {
         } else {
             let command = s.meta.command.last().map(String::as_str).unwrap_or("");
             let _ = write!(out, ": {command}");
-            if let Some(shell) = plain_shell(command) {
+            // What the pane runs now (the command may have exec'd a shell).
+            let comm = super::program::job(&s).map(|j| j.comm).unwrap_or_default();
+            if let Some(shell) = Some(comm.as_str()).filter(|c| super::notes::is_shell_name(c)) {
                 let _ = write!(
                     out,
                     "\n{shell} here has no shell integration: run goes by its prompt (the usual `$ `, `# `, `% `, `> ` endings, or prompt_pattern), and exit statuses are unknown. {}",
@@ -287,20 +280,5 @@ impl Terminal {
             true => self.close_window(&p.session, false, actor.as_deref()).await,
             false => self.close_session(&p.session, false, actor.as_deref()).await,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_shells_are_known_by_their_first_word() {
-        assert_eq!(plain_shell("sh"), Some("sh"));
-        assert_eq!(plain_shell("bash --norc"), Some("bash"));
-        assert_eq!(plain_shell("env -i HOME=/x /bin/dash"), Some("dash"));
-        assert_eq!(plain_shell("exec fish"), Some("fish"));
-        assert_eq!(plain_shell("python3"), None);
-        assert_eq!(plain_shell(""), None);
     }
 }

@@ -92,6 +92,12 @@ async fn shells_inside_shells_close_their_regions_with_their_statuses() {
     nest(&s, "z", "zsh").await;
 }
 
+/// How many lines loading the integration were typed in session `name`.
+fn typed_lines(w: &World, name: &str) -> usize {
+    let raw = std::fs::read(w.session_dir(name).join("raw.log")).expect("raw");
+    memchr::memmem::find_iter(&raw, b"export __DTMCP_NONCE=").count()
+}
+
 /// A line that starts a bash or zsh with nothing inherited, as a fresh
 /// login over ssh would: no integration, no secret.
 fn clean_shell(home: &Path, shell: &str) -> String {
@@ -114,12 +120,11 @@ async fn shell_integrate_adds_the_integration_to_a_plain_bash_and_zsh() {
         assert_has!(s.run("b", "false").await, "exit 1");
         assert_has!(s.run("b", "(exit 6)").await, "exit 6");
         // Integrated now: a second call types nothing.
-        let raw_before = std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len();
+        let typed = typed_lines(&w, "b");
         let r = s.ok("shell_integrate", json!({ "session": "b" })).await;
         assert_has!(r, "nothing typed");
         assert_has!(r, "has the shell integration already");
-        let raw_after = std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len();
-        assert_eq!(raw_before, raw_after, "nothing was typed");
+        assert_eq!(typed_lines(&w, "b"), typed, "nothing was typed");
         s.run("b", "exit 3").await;
         let list = regions(&s, "b").await;
         let outer = list.lines().rfind(|l| l.contains("env -i")).unwrap_or_default();
@@ -159,10 +164,10 @@ async fn shell_integrate_names_the_install_command_where_the_files_are_missing()
     let memory = std::fs::read_to_string(w.home().join("integration-missing.json")).expect("remembered");
     assert_has!(memory, "box.example");
     // Remembered: the second call answers without typing.
-    let raw_before = std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len();
+    assert_eq!(typed_lines(&w, "b"), 1);
     let r = s.err("shell_integrate", json!({ "session": "b" })).await;
     assert_has!(r, "in the last 12 hours, so nothing was typed");
-    assert_eq!(raw_before, std::fs::metadata(w.session_dir("b").join("raw.log")).expect("raw").len());
+    assert_eq!(typed_lines(&w, "b"), 1, "nothing was typed");
     // Installed by hand where `install` would put them: a retry loads them
     // and clears the memory.
     let installed = far.join(format!(".local/share/docent-terminal-mcp/v{}", dtmcp::shell::INTEGRATION_VERSION));
@@ -195,11 +200,8 @@ async fn fish_is_named_and_left_alone() {
     s.run("b", &fake_ssh(&w, &home, "fishbox", "fish --no-config")).await;
     let r = s.err("shell_integrate", json!({ "session": "b" })).await;
     assert_has!(r, "fish, which the shell integration does not cover");
-    let raw = std::fs::read(w.session_dir("b").join("raw.log")).expect("raw");
-    assert!(memchr::memmem::find(&raw, b"__DTMCP_NONCE=").is_none(), "nothing loading the integration was typed");
     for name in ["f", "b"] {
-        let raw = std::fs::read(w.session_dir(name).join("raw.log")).expect("raw");
-        assert!(memchr::memmem::find(&raw, b"integration.").is_none(), "{name}: no integration line typed");
+        assert_eq!(typed_lines(&w, name), 0, "{name}: no integration line typed");
     }
 }
 
