@@ -119,6 +119,9 @@ async fn a_persons_unsubmitted_line_is_never_typed_over() {
     let server = world.server().await;
     server.create("p1").await;
     let mut person = Person::attach(&world, "p1", 100, 30);
+    // tmux stamps activity in whole seconds: a key in the second the client
+    // attached looks like no key at all.
+    std::thread::sleep(Duration::from_millis(1100));
     person.types("echo from-person-$((40+2))");
     until(Duration::from_secs(5), "the person's text on the screen", || {
         screen(&world, "=p1:").contains("echo from-person-$((40+2))").then_some(())
@@ -285,7 +288,7 @@ async fn round(agents: &[dtmcp::mcp_client::McpChild], r: usize, slowly: bool) -
         let command = format!("sleep 0.2; echo agent-{k}-round-{r}-$(({k}*100+{r}))");
         let mut args = json!({"session": "many", "command": command});
         if slowly {
-            args["typing"] = json!({"speed": 150, "mistakes": 0});
+            args["typing"] = json!({"speed": 100, "mistakes": 0});
         }
         let agent = &agents[k];
         async move { agent.call("run", args).await.expect("run answered") }
@@ -347,6 +350,7 @@ async fn four_agents_and_a_person_never_mix_a_line() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(started.elapsed() < Duration::from_secs(60), "the rounds took {:?}", started.elapsed());
+    eprintln!("four agents and a person: {won} runs went in, {lost} were refused");
     assert!(won >= 1 && lost >= 1, "won {won}, lost {lost}: the agents never met");
     // Every command that ran is one whole line of one typist.
     let (_, body) = unix_get(&serve.socket, "/api/sessions");
