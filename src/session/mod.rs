@@ -287,7 +287,12 @@ impl Sessions {
 
     /// Splits session `from`'s pane: the new pane is session
     /// `<window>+N`, made as [`Sessions::create`] makes one.
-    pub async fn split(&self, from: &str, split: Split, opts: CreateOptions) -> Result<(Session, Status), SessionError> {
+    pub async fn split(
+        &self,
+        from: &str,
+        split: Split,
+        opts: CreateOptions,
+    ) -> Result<(Session, Status), SessionError> {
         check_options(&opts)?;
         let parent = self.resolve(from).await?;
         let _making = panes::Making::new(self, &parent.pane.tmux_session);

@@ -227,7 +227,8 @@ mod tests {
 
     #[test]
     fn separator_inside_the_command_is_kept() {
-        let text = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f\x1f3\x1f2\x1fa\x1fb\x1f/x\n";
+        let text =
+            "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f\x1f3\x1f2\x1fa\x1fb\x1f/x\n";
         let parsed = parse_panes(text).expect("parses");
         assert_eq!((parsed[0].pane_current_command.as_str(), parsed[0].pane_current_path.as_str()), ("a\x1fb", "/x"));
     }
@@ -236,8 +237,7 @@ mod tests {
     fn wrong_lengths_fall_back_to_separators() {
         // Lengths as tmux counted the original bytes; the text here was
         // decoded with a replacement character and is longer.
-        let text =
-            "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f\x1f2\x1f3\x1f\u{fffd}b\x1f/\u{fffd}\n%6";
+        let text = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f\x1f2\x1f3\x1f\u{fffd}b\x1f/\u{fffd}\n%6";
         let err = parse_panes(text).expect_err("second record is cut short");
         assert_eq!(err.reason, "too few fields");
         let first = parse_panes(&text[..text.len() - 3]).expect("first record alone parses");

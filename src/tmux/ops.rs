@@ -8,6 +8,8 @@ use super::{Tmux, TmuxError};
 /// tmux carries its arguments in one message of at most 16 KiB, so text is
 /// cut well below that whichever way it goes.
 const MAX_LITERAL: usize = 4096;
+/// The longest line [`Tmux::send_line`] sends in one command.
+pub const MAX_LINE: usize = 1024;
 
 /// A stretch of text that one `send-keys` types.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,6 +77,21 @@ impl Tmux {
             };
         }
         Ok(())
+    }
+
+    /// Types `line` and presses Enter in `pane` as one tmux command (the
+    /// bytes with `send-keys -H`), so that no other client's keys can fall
+    /// between them. A line longer than [`MAX_LINE`] bytes goes as
+    /// [`Tmux::send_text`] then [`Tmux::send_enter`].
+    pub async fn send_line<P: AsRef<str> + ?Sized>(&self, pane: &P, line: &str) -> Result<(), TmuxError> {
+        if line.len() > MAX_LINE {
+            self.send_text(pane, line).await?;
+            return self.send_enter(pane).await;
+        }
+        let pane = self.pane_id(pane.as_ref(), "send-keys")?;
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\r');
+        self.send_bytes(&pane, &bytes).await.map(drop)
     }
 
     /// Presses Enter in the pane `pane`, as a command of its own after any text.

@@ -231,8 +231,7 @@ impl Terminal {
             program::open_input(s, logger, status, job, line).await?;
         }
         let tmux = &self.sessions().tmux;
-        tmux.send_text(s.pane.pane_id.as_str(), line).await.map_err(|e| e.to_string())?;
-        tmux.send_enter(s.pane.pane_id.as_str()).await.map_err(|e| e.to_string())
+        tmux.send_line(s.pane.pane_id.as_str(), line).await.map_err(|e| e.to_string())
     }
 
     async fn reply(

@@ -96,8 +96,7 @@ pub struct Client {
 }
 
 /// The `list-clients -F` format [`parse_clients`] reads.
-pub const CLIENT_FORMAT: &str =
-    "#{client_control_mode}\x1f#{client_tty}\x1f#{client_width}\x1f#{client_height}\x1f#{client_created}\x1f#{client_activity}";
+pub const CLIENT_FORMAT: &str = "#{client_control_mode}\x1f#{client_tty}\x1f#{client_width}\x1f#{client_height}\x1f#{client_created}\x1f#{client_activity}";
 
 /// Reads `list-clients` output in [`CLIENT_FORMAT`], leaving out control
 /// clients (routers, never people).

@@ -233,17 +233,23 @@ impl Terminal {
             program::open_input(s, logger, before, job, line).await?;
         }
         let actor = self.actor();
-        program::type_text(tmux, pane, line, typing).await?;
-        // A person attached may have typed at the same moment: the line
-        // must read as typed before Enter submits it.
-        if matches!(target, Target::Shell)
-            && s.pane.session_attached > 0
-            && let Err(why) = typed_alone(logger, line).await
-        {
-            self.inner.holds.note_typed(&s.name, &actor, line, false, before.mark.prompts);
-            return Err(format!("{why} (in {})", s.name));
+        if typing.is_none() {
+            // The line and its Enter in one tmux command: no person's key
+            // can fall between them.
+            tmux.send_line(pane, line).await.map_err(|e| e.to_string())?;
+        } else {
+            program::type_text(tmux, pane, line, typing).await?;
+            // Typed slowly, a person attached may have typed at the same
+            // time: the line must read as typed before Enter submits it.
+            if matches!(target, Target::Shell)
+                && s.pane.session_attached > 0
+                && let Err(why) = typed_alone(logger, line).await
+            {
+                self.inner.holds.note_typed(&s.name, &actor, line, false, before.mark.prompts);
+                return Err(format!("{why} (in {})", s.name));
+            }
+            tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
         }
-        tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
         self.inner.holds.note_typed(&s.name, &actor, line, true, before.mark.prompts);
         drop(hold);
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;

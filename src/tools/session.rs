@@ -235,10 +235,9 @@ impl Terminal {
         };
         let (w, h) = self.sessions().resize(&p.session, size).await.map_err(|e| e.to_string())?;
         Ok(match size {
-            Size::Follow => format!(
-                "{} follows the attached clients' size again; now {w}x{h} (columns x rows)",
-                p.session
-            ),
+            Size::Follow => {
+                format!("{} follows the attached clients' size again; now {w}x{h} (columns x rows)", p.session)
+            }
             Size::Pinned { .. } => format!(
                 "{} is now {w}x{h} (columns x rows), pinned: attaching clients do not resize it; follow=true lets it follow them again",
                 p.session

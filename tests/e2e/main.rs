@@ -6,6 +6,7 @@ mod docent;
 mod expect;
 mod harness;
 mod logger;
+mod panes;
 mod procs;
 mod programs;
 mod retention;
