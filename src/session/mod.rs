@@ -161,6 +161,8 @@ pub struct Sessions {
     pub tmux: Arc<Tmux>,
     /// Where the shell scripts were written.
     shell_dir: PathBuf,
+    /// The directory put first on every session's PATH (the command's link).
+    bin_dir: PathBuf,
     /// Notes for a session's next reply (a repaired logger's gap), by name;
     /// lost with the process, which is fine: the gap is in the log too.
     notes: std::sync::Mutex<std::collections::HashMap<String, String>>,
@@ -177,7 +179,8 @@ impl Sessions {
             .create(cfg.sessions_dir())
             .map_err(io(format!("creating {}", cfg.sessions_dir().display())))?;
         let shell_dir = crate::shell::install(&cfg.home).map_err(io("writing the shell integration"))?;
-        Ok(Sessions { cfg, tmux, shell_dir, notes: Default::default(), repairing: Default::default() })
+        let bin_dir = crate::remote::install_shim(&cfg.home).map_err(io("linking the command into the state home"))?;
+        Ok(Sessions { cfg, tmux, shell_dir, bin_dir, notes: Default::default(), repairing: Default::default() })
     }
 
     /// The command a person runs to watch or join session `name`.
@@ -345,6 +348,13 @@ impl Sessions {
         let mut env = opts.env.clone();
         env.insert("__DTMCP_NONCE".into(), secret.to_nonce());
         env.insert("DOCENT_TERMINAL_MCP_SESSION".into(), name.to_string());
+        // The command on PATH: first for any program, and again after the
+        // profile files an integrated shell reads (Debian's /etc/profile
+        // sets PATH afresh).
+        let bin = self.bin_dir.display().to_string();
+        let path = env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
+        env.insert("PATH".into(), if path.is_empty() { bin.clone() } else { format!("{bin}:{path}") });
+        env.insert("__DTMCP_BIN".into(), bin);
         for (k, v) in &env {
             args.extend(["-e".to_string(), format!("{k}={v}")]);
         }

@@ -397,7 +397,12 @@ fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) ->
 }
 
 fn headline(s: &Session, (status, reason): (&Status, &WaitReason), region: Option<&Region>) -> String {
-    let id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
+    let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
+    // A command run by a shell inside the session's own (over ssh, in a
+    // container) says where, as region lists do.
+    if let Some(r) = region.filter(|r| r.depth > 0 && !r.host.is_empty()) {
+        let _ = write!(id, " · on {}", r.host);
+    }
     let prompt = status.current_text.trim_end();
     match (reason, region) {
         (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => {

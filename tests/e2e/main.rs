@@ -8,6 +8,7 @@ mod harness;
 mod logger;
 mod procs;
 mod programs;
+mod remote;
 mod retention;
 mod run;
 mod search;
