@@ -155,6 +155,14 @@ pub fn install_shim(home: &std::path::Path) -> std::io::Result<std::path::PathBu
     Ok(bin)
 }
 
+/// Whether the command line `cmd` (a session's program) runs our `ssh` or
+/// `into`, so that the shell it leads to is integrated.
+pub fn brings_integration(cmd: &str) -> bool {
+    let mut words = cmd.split_whitespace();
+    let program = words.next().map(|w| w.rsplit('/').next().unwrap_or(w));
+    matches!(program, Some("docent-terminal-mcp" | "dtmcp")) && matches!(words.next(), Some("into" | "ssh"))
+}
+
 /// Replaces this process with `argv`; returns only when that failed.
 fn exec(argv: &[String]) -> anyhow::Result<()> {
     let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
@@ -176,6 +184,14 @@ mod tests {
         let a = args::parse(&words("-t box"), SSH_FLAGS).expect("parses");
         assert_eq!(ssh_argv(&a, "CMD", true), words("ssh -t -- box CMD"));
         assert_eq!(ssh_argv(&a, "CMD", false)[..2], words("ssh -T"));
+    }
+
+    #[test]
+    fn session_programs_that_bring_the_integration() {
+        assert!(brings_integration("docent-terminal-mcp into podman exec -it box"));
+        assert!(brings_integration("/opt/bin/dtmcp ssh -p 2 box"));
+        assert!(!brings_integration("docent-terminal-mcp install box"));
+        assert!(!brings_integration("ssh box"));
     }
 
     #[test]

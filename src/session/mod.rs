@@ -308,7 +308,9 @@ impl Sessions {
     fn program(&self, opts: &CreateOptions) -> (Vec<String>, bool) {
         match opts.command.as_deref().map(str::trim) {
             None | Some("") | Some("bash") => (crate::shell::bash_argv(&self.shell_dir), true),
-            Some(cmd) => (vec!["sh".into(), "-c".into(), cmd.to_string()], false),
+            // `docent-terminal-mcp into ...` or `ssh ...` brings an integrated
+            // shell along: its first prompt is awaited as bash's is.
+            Some(cmd) => (vec!["sh".into(), "-c".into(), cmd.to_string()], crate::remote::brings_integration(cmd)),
         }
     }
 
@@ -348,19 +350,17 @@ impl Sessions {
         let mut env = opts.env.clone();
         env.insert("__DTMCP_NONCE".into(), secret.to_nonce());
         env.insert("DOCENT_TERMINAL_MCP_SESSION".into(), name.to_string());
-        // The command on PATH: first for any program, and again after the
-        // profile files an integrated shell reads (Debian's /etc/profile
-        // sets PATH afresh).
-        let bin = self.bin_dir.display().to_string();
-        let path = env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
-        env.insert("PATH".into(), if path.is_empty() { bin.clone() } else { format!("{bin}:{path}") });
-        env.insert("__DTMCP_BIN".into(), bin);
+        // The command on PATH: put first by the hold below for any program
+        // (tmux gives a new session's first program the client's PATH,
+        // whatever -e says), and again by an integrated shell after the
+        // profile files (Debian's /etc/profile sets PATH afresh).
+        env.insert("__DTMCP_BIN".into(), self.bin_dir.display().to_string());
         for (k, v) in &env {
             args.extend(["-e".to_string(), format!("{k}={v}")]);
         }
         // The pane's first program waits on a tmux channel until its logger
         // is attached, so not one byte of its output goes unlogged.
-        let hold = "\"$0\" wait-for \"$1\"; shift; exec \"$@\"";
+        let hold = "PATH=$__DTMCP_BIN:$PATH; \"$0\" wait-for \"$1\"; shift; exec \"$@\"";
         args.extend(["--", "sh", "-c", hold, &tmux_path(), &channel].map(str::to_string));
         args.extend(argv.iter().cloned());
         let argv_ref: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -59,7 +59,12 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, String> {
         return Err(format!("the session {} has ended; session_create makes a new one", s.name));
     }
     let integrated = s.meta.integrated && status.shell.integrated;
-    if integrated && (status.shell.at_prompt || status.shell.open.is_empty()) {
+    // A proven marker says an integrated shell shows its prompt, whatever
+    // the session's program was started as.
+    if status.shell.integrated && status.shell.at_prompt {
+        return Ok(Target::Shell);
+    }
+    if integrated && status.shell.open.is_empty() {
         return Ok(Target::Shell);
     }
     let job = job(s)?;

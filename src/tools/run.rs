@@ -284,7 +284,10 @@ async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -
         let last = left <= spec.timeout_ms;
         match reason {
             WaitReason::Settled | WaitReason::Timeout => {
-                if program::waits_at_prompt(s, &status) {
+                // An integrated shell still at its prompt has not begun the
+                // line (a slow machine, a shell inside the session's own):
+                // its markers, not the look of its prompt, say when it ends.
+                if !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
                     return Ok((WaitReason::Prompt, status));
                 }
                 if last && reason == WaitReason::Timeout {
