@@ -82,6 +82,39 @@ pub enum Command {
         /// The session.
         name: String,
     },
+    /// Open an integrated shell on another host: ssh with the shell
+    /// integration brought along in a bootstrap that leaves nothing behind.
+    Ssh {
+        /// Show the ssh command and the script instead of running them.
+        #[arg(long)]
+        print: bool,
+        /// ssh options, then [user@]host (no remote command).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "SSH ARGS")]
+        args: Vec<String>,
+    },
+    /// Copy the shell integration to ~/.local/share/docent-terminal-mcp/vN on
+    /// another host (one ssh), for shell_integrate there.
+    Install {
+        /// Show the ssh command, the script and the files instead of running them.
+        #[arg(long)]
+        print: bool,
+        /// Remove the installed files instead.
+        #[arg(long)]
+        remove: bool,
+        /// ssh options, then [user@]host.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "SSH ARGS")]
+        args: Vec<String>,
+    },
+    /// Run the integration's bootstrap through a command that opens a shell
+    /// with a terminal elsewhere: `into podman exec -it box`, `into bwrap ... --`.
+    Into {
+        /// Show the command and the script instead of running them.
+        #[arg(long)]
+        print: bool,
+        /// The command; `sh -c SCRIPT` is appended to it.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Decide what happens to session logs, or sweep now.
     Logs {
         /// What to do.
@@ -161,6 +194,9 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Demo { pause_ms }) => runtime()?.block_on(crate::demo::run(pause_ms)),
         Some(Command::Logs { action }) => runtime()?.block_on(logs(action)),
         Some(Command::Skill { dir, plugin }) => skill(&dir, plugin),
+        Some(Command::Ssh { print, args }) => crate::remote::ssh(&args, print),
+        Some(Command::Install { print, remove, args }) => crate::remote::install(&args, print, remove),
+        Some(Command::Into { print, command }) => crate::remote::into(&command, print),
     }
 }
 
@@ -290,6 +326,21 @@ mod tests {
         assert!(Cli::try_parse_from(["dtmcp", "logs", "delete"]).is_err(), "delete needs a name");
         let cli = Cli::try_parse_from(["dtmcp", "--keep-closed-days", "0", "logs", "due"]).expect("parses");
         assert_eq!(cli.keep_closed_days, Some(0));
+    }
+
+    #[test]
+    fn ssh_install_and_into_take_the_rest_as_given() {
+        let cli = Cli::try_parse_from(["dtmcp", "ssh", "--print", "-p", "22", "me@box"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Ssh { print: true, args }) if args == ["-p", "22", "me@box"]));
+        let cli = Cli::try_parse_from(["dtmcp", "install", "--remove", "-i", "k", "box"]).expect("parses");
+        assert!(
+            matches!(cli.command, Some(Command::Install { remove: true, print: false, args }) if args == ["-i", "k", "box"])
+        );
+        let cli = Cli::try_parse_from(["dtmcp", "into", "podman", "exec", "-it", "box"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Into { print: false, command }) if command.len() == 4));
+        let cli = Cli::try_parse_from(["dtmcp", "into", "sh", "-c", "exec \"$@\"", "--print"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Into { print: false, command }) if command.len() == 4));
+        assert!(Cli::try_parse_from(["dtmcp", "ssh"]).is_err(), "ssh needs a host");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod mcp_client;
 pub mod procs;
 pub mod protocol;
 pub mod region;
+pub mod remote;
 pub mod retention;
 pub mod search;
 pub mod server;

@@ -42,6 +42,8 @@ pub struct Situation<'a> {
     pub host: Option<&'a str>,
     /// The user the session now runs as, if another.
     pub user: Option<&'a str>,
+    /// What leads to `host` when it is not ssh: `podman`, `kubectl`...
+    pub carrier: Option<&'a str>,
     /// Whether `host` and `user` were looked up (a reply that looked only
     /// at its own text knows nothing of where the session is).
     pub place_known: bool,
@@ -83,7 +85,7 @@ pub fn notes(s: &Situation) -> Vec<Note> {
     if s.person_typed || s.attached > 0 {
         out.push(person(s));
     }
-    match place(s.host, s.user) {
+    match place(s.host.map(|h| with_carrier(h, s.carrier)).as_deref(), s.user) {
         Some(place) => {
             out.push(moved(s.session, &place));
             // Whatever waits there is that host's shell, not a program to answer.
@@ -134,6 +136,14 @@ fn foreground(name: &str, program: &str) -> Note {
             leave(program)
         ),
     )
+}
+
+/// A container's or sandbox's name with what leads there: `box (podman)`.
+fn with_carrier(host: &str, carrier: Option<&str>) -> String {
+    match carrier {
+        Some(c) if c != "ssh" => format!("{host} ({c})"),
+        _ => host.to_string(),
+    }
 }
 
 /// Where the session moved to, in words (`on db1 as root`), if it did.
@@ -372,6 +382,10 @@ mod tests {
     #[case::moved(
         Situation { program: Some("ssh"), host: Some("db1"), user: Some("root"), waiting: true, ..base() },
         &["moved:on db1 as root"]
+    )]
+    #[case::container(
+        Situation { program: Some("podman"), host: Some("box"), carrier: Some("podman"), ..base() },
+        &["moved:on box (podman)"]
     )]
     #[case::su(Situation { user: Some("postgres"), ..base() }, &["moved:running as postgres"])]
     #[case::home_looked_up(Situation { place_known: true, ..base() }, &["moved:home"])]

@@ -59,8 +59,11 @@ pub struct Pane<'a> {
 /// Where a session is: the host and user its foreground job runs as.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Place {
-    /// The host an `ssh` in the chain logs in to.
+    /// The host an `ssh` in the chain logs in to, or the container, pod or
+    /// sandbox another carrier leads to.
     pub host: Option<String>,
+    /// The carrier that leads there (`ssh`, `podman`...), if one does.
+    pub carrier: Option<String>,
     /// The user on that host, or of a local shell run as another user.
     pub user: Option<String>,
     /// The command names from the pane's shell down to the foreground job.
@@ -100,7 +103,8 @@ impl Job {
             (Activity::Unknown, _) => format!("`{name}`: could not tell what it does ({})", self.reason),
         };
         if let Some(host) = &self.place.host {
-            line.push_str(&format!(" · on {host} via ssh"));
+            let via = self.place.carrier.as_deref().unwrap_or("ssh");
+            line.push_str(&format!(" · on {host} via {via}"));
         }
         if let Some(user) = &self.place.user {
             line.push_str(&format!(" · as {user}"));
@@ -324,17 +328,20 @@ fn echo_off(tty: &str) -> Option<bool> {
     Some(!t.local_flags.contains(LocalFlags::ECHO) && t.local_flags.contains(LocalFlags::ICANON))
 }
 
-/// The chain from the pane's shell to `job`, with an `ssh` host or another user.
+/// The chain from the pane's shell to `job`, with where a carrier in it
+/// leads (an `ssh` host, a container), or another user.
 fn place(shell: &Stat, job: &Stat) -> Place {
     let chain = chain(shell.pid, job);
     let mut place = Place { via: chain.iter().rev().map(|s| s.comm.clone()).collect(), ..Place::default() };
-    if let Some(ssh) = chain.iter().find(|s| s.comm == "ssh") {
-        let argv = parse::cmdline(&fs::read(format!("/proc/{}/cmdline", ssh.pid)).unwrap_or_default());
-        if let Some((host, user)) = parse::ssh_target(&argv) {
-            place.host = Some(host);
-            place.user = user;
-            return place;
-        }
+    // The innermost carrier is where the job's terminal leads.
+    let carried = chain.iter().filter(|s| parse::CARRIERS.contains(&s.comm.as_str())).find_map(|s| {
+        parse::carrier(&parse::cmdline(&fs::read(format!("/proc/{}/cmdline", s.pid)).unwrap_or_default()))
+    });
+    if let Some(c) = carried {
+        place.host = Some(c.target);
+        place.user = c.user;
+        place.carrier = Some(c.program);
+        return place;
     }
     place.user = other_user(shell.pid, chain.first().map_or(job.pid, |s| s.pid));
     place
@@ -394,7 +401,12 @@ mod tests {
 
     #[test]
     fn the_line_names_where_the_job_runs() {
-        let place = Place { host: Some("box".into()), user: Some("me".into()), via: vec!["bash".into(), "ssh".into()] };
+        let place = Place {
+            host: Some("box".into()),
+            user: Some("me".into()),
+            carrier: Some("ssh".into()),
+            via: vec!["bash".into(), "ssh".into()],
+        };
         assert_eq!(job(Activity::Working, false, place).line(), "`make` is working (why) · on box via ssh · as me");
     }
 

@@ -223,7 +223,7 @@ pub fn cmdline(raw: &[u8]) -> Vec<String> {
 }
 
 /// `ssh` options that take a value, given separately or joined (`-p22`).
-const SSH_VALUED: &str = "bcDEeFIiJLlmOopQRSWw";
+pub const SSH_VALUED: &str = "bcDEeFIiJLlmOopQRSWw";
 
 /// The host and user of an `ssh` command line: the first argument that is
 /// not an option or an option's value; `user@host` and `-l user` name the
@@ -248,6 +248,170 @@ pub fn ssh_target(argv: &[String]) -> Option<(String, Option<String>)> {
         }
     }
     None
+}
+
+/// A program whose own process says nothing about the far end it carries
+/// a terminal to: where it leads, read from its command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Carrier {
+    /// The program: `ssh`, `podman`, `docker`, `nerdctl`, `kubectl` or `openshell`.
+    pub program: String,
+    /// Where it leads: the host, container, image, pod or sandbox.
+    pub target: String,
+    /// The user there, when the command line names one.
+    pub user: Option<String>,
+}
+
+/// The command names [`carrier`] reads the command line of.
+pub const CARRIERS: [&str; 6] = ["ssh", "podman", "docker", "nerdctl", "kubectl", "openshell"];
+
+/// Options of the container tools that take a value as the next word
+/// (global ones and those of `exec`, `run`, `attach`); any other option is
+/// taken for a flag. A value joined with `=` needs no entry.
+const CONTAINER_VALUED: &[&str] = &[
+    "-c",
+    "-H",
+    "-l",
+    "-n",
+    "-s",
+    "-e",
+    "-u",
+    "-w",
+    "-v",
+    "-p",
+    "-h",
+    "-a",
+    "-f",
+    "--context",
+    "--host",
+    "--config",
+    "--log-level",
+    "--url",
+    "--connection",
+    "--namespace",
+    "--address",
+    "--root",
+    "--runroot",
+    "--kubeconfig",
+    "--cluster",
+    "--server",
+    "--env",
+    "--env-file",
+    "--user",
+    "--workdir",
+    "--detach-keys",
+    "--name",
+    "--volume",
+    "--publish",
+    "--network",
+    "--net",
+    "--hostname",
+    "--entrypoint",
+    "--mount",
+    "--label",
+    "--platform",
+    "--pull",
+    "--container",
+    "--filename",
+    "--pod-running-timeout",
+    "--image",
+    "--preserve-fds",
+    "--cidfile",
+    "--device",
+    "--cap-add",
+    "--cap-drop",
+    "--security-opt",
+    "--tmpfs",
+    "--add-host",
+    "--dns",
+    "--memory",
+    "--cpus",
+    "--group-add",
+    "--ulimit",
+    "--userns",
+    "--pod",
+];
+
+/// Where a carrier's command line leads, or `None` when it is not one that
+/// holds a terminal on something else: `ssh HOST`, `podman|docker|nerdctl
+/// exec|run -it ...`, `... attach NAME`, `kubectl exec|attach|run -it ...`,
+/// `openshell sandbox exec|connect ...`.
+pub fn carrier(argv: &[String]) -> Option<Carrier> {
+    let program = argv.first()?.rsplit('/').next()?.to_string();
+    match program.as_str() {
+        "ssh" => ssh_target(argv).map(|(target, user)| Carrier { program, target, user }),
+        "podman" | "docker" | "nerdctl" | "kubectl" => container(program, &argv[1..]),
+        "openshell" => {
+            let words = split_options(&argv[1..]);
+            let sub: Vec<&str> = words.positional.iter().map(String::as_str).take(2).collect();
+            if sub != ["sandbox", "exec"] && sub != ["sandbox", "connect"] {
+                return None;
+            }
+            let target = words.value(&["-n", "--name"]).or_else(|| words.positional.get(2).cloned())?;
+            Some(Carrier { program, target, user: None })
+        }
+        _ => None,
+    }
+}
+
+/// `exec`, `run` or `attach` of a container tool, with a terminal.
+fn container(program: String, args: &[String]) -> Option<Carrier> {
+    let words = split_options(args);
+    let mut positional = words.positional.iter().map(String::as_str);
+    let mut sub = positional.next()?;
+    if sub == "container" {
+        sub = positional.next()?;
+    }
+    let tty = words
+        .flags
+        .iter()
+        .any(|f| f == "--tty" || f == "--tty=true" || (f.starts_with('-') && !f.starts_with("--") && f.contains('t')));
+    match sub {
+        "exec" | "run" if tty => {}
+        "attach" => {}
+        _ => return None,
+    }
+    let named = if sub == "run" { words.value(&["--name"]) } else { None };
+    let target = named.or_else(|| positional.next().map(str::to_string))?;
+    let user = words.value(&["-u", "--user"]).filter(|_| program != "kubectl");
+    Some(Carrier { program, target, user })
+}
+
+/// A command line split into options (with their values) and the other
+/// words, up to a `--`.
+struct Split {
+    flags: Vec<String>,
+    values: Vec<(String, String)>,
+    positional: Vec<String>,
+}
+
+impl Split {
+    fn value(&self, names: &[&str]) -> Option<String> {
+        self.values.iter().find(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| v.clone())
+    }
+}
+
+fn split_options(args: &[String]) -> Split {
+    let mut out = Split { flags: Vec::new(), values: Vec::new(), positional: Vec::new() };
+    let mut words = args.iter();
+    while let Some(w) = words.next() {
+        if w == "--" {
+            break;
+        }
+        if !w.starts_with('-') || w == "-" {
+            out.positional.push(w.clone());
+            continue;
+        }
+        if let Some((k, v)) = w.split_once('=') {
+            out.values.push((k.to_string(), v.to_string()));
+            out.flags.push(w.clone());
+        } else if CONTAINER_VALUED.contains(&w.as_str()) {
+            out.values.push((w.clone(), words.next().cloned().unwrap_or_default()));
+        } else {
+            out.flags.push(w.clone());
+        }
+    }
+    out
 }
 
 /// `ssh://user@host:port`, `user@host` or `host`, with `-l`'s user as a fallback.
@@ -385,6 +549,28 @@ mod tests {
 
     fn argv(line: &str) -> Vec<String> {
         line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[rstest]
+    #[case::ssh("ssh -p 22 me@box", Some(("ssh", "box", Some("me"))))]
+    #[case::podman_exec("podman exec -it box bash", Some(("podman", "box", None)))]
+    #[case::podman_exec_user("/usr/bin/podman exec -ti -u root box sh -c x", Some(("podman", "box", Some("root"))))]
+    #[case::docker_global("docker --context prod exec --tty -e A=1 web sh", Some(("docker", "web", None)))]
+    #[case::docker_container_exec("docker container exec -it -w /src api bash", Some(("docker", "api", None)))]
+    #[case::docker_run_named("docker run --rm -it --name dev -v /a:/b debian bash", Some(("docker", "dev", None)))]
+    #[case::docker_run_image("docker run -it --rm debian:12", Some(("docker", "debian:12", None)))]
+    #[case::nerdctl_attach("nerdctl attach box", Some(("nerdctl", "box", None)))]
+    #[case::kubectl("kubectl exec -it -n prod web-0 -c app -- bash", Some(("kubectl", "web-0", None)))]
+    #[case::kubectl_global("kubectl --context c -n ns exec --stdin --tty pod/web -- sh", Some(("kubectl", "pod/web", None)))]
+    #[case::openshell("openshell sandbox exec -n box --tty -- sh", Some(("openshell", "box", None)))]
+    #[case::exec_without_tty("podman exec box ls", None)]
+    #[case::other_subcommand("docker ps -a", None)]
+    #[case::not_a_carrier("bwrap --ro-bind / / -- bash", None)]
+    #[case::openshell_other("openshell sandbox list", None)]
+    fn carriers(#[case] line: &str, #[case] want: Option<(&str, &str, Option<&str>)>) {
+        let got = carrier(&argv(line));
+        let got = got.as_ref().map(|c| (c.program.as_str(), c.target.as_str(), c.user.as_deref()));
+        assert_eq!(got, want);
     }
 
     #[rstest]

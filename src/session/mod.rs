@@ -164,6 +164,8 @@ pub struct Sessions {
     pub tmux: Arc<Tmux>,
     /// Where the shell scripts were written.
     shell_dir: PathBuf,
+    /// The directory put first on every session's PATH (the command's link).
+    bin_dir: PathBuf,
     /// Notes for a session's next reply (a repaired logger's gap), by name;
     /// lost with the process, which is fine: the gap is in the log too.
     notes: std::sync::Mutex<std::collections::HashMap<String, String>>,
@@ -185,10 +187,12 @@ impl Sessions {
             .create(cfg.sessions_dir())
             .map_err(io(format!("creating {}", cfg.sessions_dir().display())))?;
         let shell_dir = crate::shell::install(&cfg.home).map_err(io("writing the shell integration"))?;
+        let bin_dir = crate::remote::install_shim(&cfg.home).map_err(io("linking the command into the state home"))?;
         Ok(Sessions {
             cfg,
             tmux,
             shell_dir,
+            bin_dir,
             notes: Default::default(),
             repairing: Default::default(),
             making: Default::default(),
@@ -369,7 +373,11 @@ impl Sessions {
                 let (argv, env) = crate::shell::zsh_start(&self.shell_dir, theirs.as_deref());
                 (argv, true, env)
             }
-            Some(cmd) => (vec!["sh".into(), "-c".into(), cmd.to_string()], false, Vec::new()),
+            // `docent-terminal-mcp into ...` or `ssh ...` brings an integrated
+            // shell along: its first prompt is awaited as bash's is.
+            Some(cmd) => {
+                (vec!["sh".into(), "-c".into(), cmd.to_string()], crate::remote::brings_integration(cmd), Vec::new())
+            }
         }
     }
 
@@ -423,12 +431,17 @@ impl Sessions {
         let mut env = opts.env.clone();
         env.insert("__DTMCP_NONCE".into(), secret.to_nonce());
         env.insert("DOCENT_TERMINAL_MCP_SESSION".into(), name.to_string());
+        // The command on PATH: put first by the hold below for any program
+        // (tmux gives a new session's first program the client's PATH,
+        // whatever -e says), and again by an integrated shell after the
+        // profile files (Debian's /etc/profile sets PATH afresh).
+        env.insert("__DTMCP_BIN".into(), self.bin_dir.display().to_string());
         for (k, v) in &env {
             args.extend(["-e".to_string(), format!("{k}={v}")]);
         }
         // The pane's first program waits on a tmux channel until its logger
         // is attached, so not one byte of its output goes unlogged.
-        let hold = "\"$0\" wait-for \"$1\"; shift; exec \"$@\"";
+        let hold = "PATH=$__DTMCP_BIN:$PATH; \"$0\" wait-for \"$1\"; shift; exec \"$@\"";
         args.extend(["--", "sh", "-c", hold, &tmux_path(), &channel].map(str::to_string));
         args.extend(argv.iter().cloned());
         let argv_ref: Vec<&str> = args.iter().map(String::as_str).collect();

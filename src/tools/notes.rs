@@ -84,6 +84,10 @@ impl Terminal {
         let is_shell = job.as_ref().is_some_and(|j| j.is_shell || SHELLS.contains(&j.comm.as_str()));
         let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
         let place = job.as_ref().map(|j| &j.place);
+        // Where the integrated shell itself says it is, when no carrier in
+        // the process chain tells (an integrated shell on another host
+        // reached by a hop the chain cannot see, or `su` there).
+        let (marked_host, marked_user) = marked_place(&s.meta.host, &status.shell);
         let situation = Situation {
             session: name,
             tool,
@@ -96,8 +100,9 @@ impl Terminal {
             running: !status.shell.open.is_empty() && !waiting,
             fullscreen,
             plain_shell: is_shell && waiting && !integrated_prompt,
-            host: place.and_then(|p| p.host.as_deref()),
-            user: place.and_then(|p| p.user.as_deref()),
+            host: place.and_then(|p| p.host.as_deref()).or(marked_host),
+            user: place.and_then(|p| p.user.as_deref()).or(marked_user),
+            carrier: place.and_then(|p| p.carrier.as_deref()),
             place_known: place.is_some(),
             attached,
             person_typed,
@@ -126,6 +131,19 @@ impl Terminal {
         let all = notes::notes(situation);
         self.inner.given.fresh(name, &self.actor(), all).into_iter().map(|n| n.text).collect()
     }
+}
+
+/// The host and user the innermost integrated shell reported, each only
+/// when it differs from the session's own (`home`, and the user this
+/// server runs as).
+fn marked_place<'a>(home: &str, shell: &'a crate::region::ShellState) -> (Option<&'a str>, Option<&'a str>) {
+    if !shell.integrated {
+        return (None, None);
+    }
+    let host = Some(shell.host.as_str()).filter(|h| !h.is_empty() && *h != home);
+    let me = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name);
+    let user = Some(shell.user.as_str()).filter(|u| !u.is_empty() && me.as_deref().is_some_and(|me| me != *u));
+    (host, user)
 }
 
 /// Whether a reply clipped its output (the gap line `output::clipped` writes).

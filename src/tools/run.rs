@@ -357,7 +357,10 @@ async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -
         let last = left <= spec.timeout_ms;
         match reason {
             WaitReason::Settled | WaitReason::Timeout => {
-                if program::waits_at_prompt(s, &status) {
+                // An integrated shell still at its prompt has not begun the
+                // line (a slow machine, a shell inside the session's own):
+                // its markers, not the look of its prompt, say when it ends.
+                if !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
                     return Ok((WaitReason::Prompt, status));
                 }
                 if last && reason == WaitReason::Timeout {
@@ -476,7 +479,12 @@ fn at_plain_shell(s: &Session) -> bool {
 }
 
 fn headline(s: &Session, (status, reason): (&Status, &WaitReason), region: Option<&Region>) -> String {
-    let id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
+    let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
+    // A command run by a shell inside the session's own (over ssh, in a
+    // container) says where, as region lists do.
+    if let Some(r) = region.filter(|r| r.depth > 0 && !r.host.is_empty()) {
+        let _ = write!(id, " · on {}", r.host);
+    }
     let prompt = status.current_text.trim_end();
     match (reason, region) {
         (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => {

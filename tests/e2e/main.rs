@@ -9,6 +9,7 @@ mod logger;
 mod panes;
 mod procs;
 mod programs;
+mod remote;
 mod retention;
 mod run;
 mod search;
