@@ -17,6 +17,11 @@
 //! no server answers for [`GIVE_UP_AFTER`], the bridge answers the calls in
 //! flight with an error, says why on stderr and exits. It exits when stdin
 //! ends.
+//!
+//! Messages the server starts itself (log messages telling that a command
+//! ended) come on its event stream, `GET /mcp`, which the bridge keeps open
+//! from the first `initialize` on and opens again after every reconnect,
+//! resuming from the last event it saw where the server still has it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -38,6 +43,8 @@ pub const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
 const SESSION_HEADER: &str = "mcp-session-id";
 /// The protocol version header of streamable HTTP.
 const VERSION_HEADER: &str = "mcp-protocol-version";
+/// The first pause before opening the event stream again.
+const LISTEN_PAUSE: Duration = Duration::from_millis(100);
 
 /// Why one exchange failed.
 enum Failure {
@@ -91,6 +98,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
             }
         }
     });
+    tokio::spawn(Arc::clone(&bridge).listen());
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {
@@ -249,31 +257,13 @@ impl Bridge {
     /// POSTs `msg` to `/mcp`; returns the response headers and every
     /// JSON-RPC message of the answer.
     async fn post(&self, msg: &Value) -> Result<(hyper::HeaderMap, Vec<Value>), Failure> {
-        let stream = tokio::net::UnixStream::connect(&self.socket)
-            .await
-            .map_err(|e| Failure::Lost(format!("cannot connect: {e}")))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| Failure::Lost(format!("handshake: {e}")))?;
-        tokio::spawn(conn);
-        let (session, version) = self.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut request = hyper::Request::post("/mcp")
-            .header("host", "localhost")
+        let request = self
+            .request(hyper::Method::POST)
             .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(s) = session {
-            request = request.header(SESSION_HEADER, s);
-        }
-        if let Some(v) = version {
-            request = request.header(VERSION_HEADER, v);
-        }
-        if let Some(a) = &self.actor {
-            request = request.header(ACTOR_HEADER, a.as_str());
-        }
-        let request = request
+            .header("accept", "application/json, text/event-stream")
             .body(Full::new(Bytes::from(msg.to_string())))
             .map_err(|e| Failure::Refused(format!("bad request: {e}")))?;
-        let response = sender.send_request(request).await.map_err(|e| Failure::Lost(format!("request: {e}")))?;
+        let response = self.send(request).await?;
         let (parts, mut body) = response.into_parts();
         let kind = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         let mut messages = Vec::new();
@@ -307,6 +297,110 @@ impl Bridge {
     }
 }
 
+impl Bridge {
+    /// A request to `/mcp` with this bridge's session, protocol version and
+    /// actor.
+    fn request(&self, method: hyper::Method) -> hyper::http::request::Builder {
+        let (session, version) = self.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut request = hyper::Request::builder().method(method).uri("/mcp").header("host", "localhost");
+        if let Some(s) = session {
+            request = request.header(SESSION_HEADER, s);
+        }
+        if let Some(v) = version {
+            request = request.header(VERSION_HEADER, v);
+        }
+        if let Some(a) = &self.actor {
+            request = request.header(ACTOR_HEADER, a.as_str());
+        }
+        request
+    }
+
+    /// Sends `request` on a connection of its own to the server's socket.
+    async fn send(&self, request: hyper::Request<Full<Bytes>>) -> Result<hyper::Response<Incoming>, Failure> {
+        let stream = tokio::net::UnixStream::connect(&self.socket)
+            .await
+            .map_err(|e| Failure::Lost(format!("cannot connect: {e}")))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| Failure::Lost(format!("handshake: {e}")))?;
+        tokio::spawn(conn);
+        sender.send_request(request).await.map_err(|e| Failure::Lost(format!("request: {e}")))
+    }
+
+    /// Keeps the server's own event stream (`GET /mcp`: messages the server
+    /// starts, such as log messages) open and its messages going to
+    /// stdout, opening it again whenever it ends: after a server restart,
+    /// on the restored or the new MCP session. It stops only if the server
+    /// has no such stream (405).
+    async fn listen(self: Arc<Self>) {
+        let mut last: Option<(String, String)> = None; // MCP session, last event id
+        let mut pause = LISTEN_PAUSE;
+        loop {
+            let session = self.session.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
+            let Some(session) = session.filter(|_| self.init_answered.load(Ordering::SeqCst)) else {
+                tokio::time::sleep(LISTEN_PAUSE).await;
+                continue;
+            };
+            // Resume where the last stream of this MCP session stopped.
+            let resume = last.as_ref().filter(|(s, _)| *s == session).map(|(_, id)| id.clone());
+            let mut sse = Sse::default();
+            match self.events(resume.as_deref(), &mut sse).await {
+                Listened::Unsupported => return,
+                Listened::Refused => last = None,
+                Listened::Ended => {
+                    pause = LISTEN_PAUSE;
+                    last = sse.last_id.map(|id| (session, id)).or(last);
+                }
+                Listened::Unreachable => {}
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// One event stream, read to its end; its messages go to stdout.
+    async fn events(&self, resume: Option<&str>, sse: &mut Sse) -> Listened {
+        let mut request = self.request(hyper::Method::GET).header("accept", "text/event-stream");
+        if let Some(id) = resume {
+            request = request.header("last-event-id", id);
+        }
+        let Ok(request) = request.body(Full::new(Bytes::new())) else { return Listened::Refused };
+        let Ok(response) = self.send(request).await else { return Listened::Unreachable };
+        let (parts, mut body) = response.into_parts();
+        if parts.status == hyper::StatusCode::METHOD_NOT_ALLOWED {
+            return Listened::Unsupported;
+        }
+        if !parts.status.is_success() {
+            return Listened::Refused;
+        }
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Some(data) = frame.data_ref() {
+                for (id, m) in sse.feed_with_ids(data) {
+                    // A server may send the event named in Last-Event-ID
+                    // again (rmcp does); the client has it already.
+                    if resume.is_none() || id.as_deref() != resume {
+                        self.emit(m);
+                    }
+                }
+            }
+        }
+        Listened::Ended
+    }
+}
+
+/// How an event stream ended.
+enum Listened {
+    /// The server has no event stream for clients.
+    Unsupported,
+    /// The server refused it (an unknown MCP session, a resume it cannot
+    /// serve): try again afresh.
+    Refused,
+    /// It was open and ended (the server stopped, or closed it).
+    Ended,
+    /// No server answered.
+    Unreachable,
+}
+
 fn is_answer_to(m: &Value, id: &Value) -> bool {
     m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some())
 }
@@ -337,10 +431,19 @@ fn new_key() -> String {
 struct Sse {
     pending: Vec<u8>,
     data: String,
+    /// The id of the event being read, if it has one.
+    id: Option<String>,
+    /// The id of the last complete event that had one.
+    last_id: Option<String>,
 }
 
 impl Sse {
     fn feed(&mut self, bytes: &[u8]) -> Vec<Value> {
+        self.feed_with_ids(bytes).into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// Like [`Sse::feed`], each message with its event's id.
+    fn feed_with_ids(&mut self, bytes: &[u8]) -> Vec<(Option<String>, Value)> {
         self.pending.extend_from_slice(bytes);
         let mut out = Vec::new();
         while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
@@ -348,10 +451,16 @@ impl Sse {
             let line = String::from_utf8_lossy(&line);
             let line = line.trim_end_matches(['\n', '\r']);
             if line.is_empty() {
+                let id = self.id.take();
+                if id.is_some() {
+                    self.last_id.clone_from(&id);
+                }
                 let data = std::mem::take(&mut self.data);
                 if let Ok(v) = serde_json::from_str::<Value>(&data) {
-                    out.push(v);
+                    out.push((id, v));
                 }
+            } else if let Some(rest) = line.strip_prefix("id:") {
+                self.id = Some(rest.trim().to_string());
             } else if let Some(rest) = line.strip_prefix("data:") {
                 if !self.data.is_empty() {
                     self.data.push('\n');
@@ -380,6 +489,7 @@ mod tests {
         assert_eq!(whole, pieces);
         assert_eq!(whole.len(), 1);
         assert_eq!(whole[0]["id"], 1);
+        assert_eq!(sse.last_id.as_deref(), Some("0"), "the priming event's id is kept");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! (`dtmcp-pane-logger`). See DESIGN.md for the architecture: pure cores
 //! (`cook`, `region`, `store`) inside thin shells that do the I/O.
 
+pub mod agent_state;
 pub mod bridge;
 pub mod calls;
 pub mod cli;

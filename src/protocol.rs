@@ -23,16 +23,23 @@
 //! [`Request::Wait`] holds the connection until its condition is met or its
 //! timeout (capped at [`MAX_WAIT_MS`]) runs out; a timeout is an ordinary
 //! answer, never an error. Other requests are answered at once.
+//!
+//! # Agent state
+//! [`Request::Agent`] and [`Request::SetAgent`] read and replace one
+//! agent's [`AgentState`] (see [`crate::agent_state`]): the logger holds
+//! it for the router, which keeps none of its own across a restart, and
+//! writes it to `state.json` in the background.
 
 use std::io::{Read, Write};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
+use crate::agent_state::AgentState;
 use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.
@@ -73,6 +80,20 @@ pub enum Request {
     /// Opens an input region for a line about to be typed into a program;
     /// answered by [`Response::Regions`] holding it.
     OpenInput(InputSpec),
+    /// One agent's state in this session; answered by [`Response::Agent`].
+    Agent {
+        /// The agent.
+        actor: String,
+    },
+    /// Keeps one agent's state (unless the logger holds a newer version);
+    /// answered by [`Response::Stored`] once it is in memory, before it
+    /// reaches `state.json`.
+    SetAgent {
+        /// The agent.
+        actor: String,
+        /// Its whole state.
+        state: AgentState,
+    },
 }
 
 /// What the logger answers.
@@ -103,6 +124,10 @@ pub enum Response {
         /// The state at that moment.
         status: Status,
     },
+    /// An agent's state; `None` when the session does not know the agent.
+    Agent(Option<AgentState>),
+    /// A [`Request::SetAgent`] was taken.
+    Stored,
     /// The request could not be served.
     Error {
         /// What went wrong, for a person.
@@ -263,6 +288,16 @@ mod tests {
                 full_screen: true,
             }),
             Request::OpenInput(InputSpec { label: "(gdb) bt".into(), pid: 7, prompt_pattern: None, timeout_ms: 9 }),
+            Request::Agent { actor: "claude-code#2".into() },
+            Request::SetAgent {
+                actor: "alice".into(),
+                state: AgentState {
+                    version: 3,
+                    notes: ["running".into()].into(),
+                    running: vec![4],
+                    ..Default::default()
+                },
+            },
         ];
         let mut buf = Vec::new();
         for r in &reqs {

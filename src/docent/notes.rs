@@ -1,13 +1,15 @@
 //! Notes in replies: a short piece of advice given the first time a
 //! situation arises, once per agent per session. [`notes`] is a pure
 //! function from the facts of one reply ([`Situation`]) to the notes that
-//! apply; [`Given`] remembers which were given to whom, so a note is never
-//! repeated to the same agent in the same session.
+//! apply; [`fresh`] keeps those already given out, by the agent's state in
+//! the session (kept by the session's logger, see [`crate::agent_state`]),
+//! so a note is never repeated to the same agent in the same session.
 
-use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+use crate::agent_state::AgentState;
 
 /// The most notes one reply carries; the rest wait for the next reply in
 /// which they still apply.
@@ -301,50 +303,29 @@ fn habits(name: &str, command: &str) -> Vec<Note> {
     out
 }
 
-/// Which notes were given to whom: keyed by session, agent and note.
-#[derive(Debug, Default)]
-pub struct Given {
-    seen: std::sync::Mutex<HashSet<(String, String, String)>>,
-    /// Where each agent was last told each session is (a `moved:` key;
-    /// none yet means [`HOME`]). A place note is given when it differs,
-    /// so each move is told once, coming back included.
-    told_place: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
-    /// When each agent last got a reply in each session, seconds since the
-    /// epoch: a person's keys after it are news to that agent.
-    last_reply: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
-}
-
-impl Given {
-    /// Records that `actor` gets a reply in `session` now (`now_s`) and
-    /// returns when it got the one before, if it did.
-    pub fn replied(&self, session: &str, actor: &str, now_s: u64) -> Option<u64> {
-        let mut last = self.last_reply.lock().unwrap_or_else(|e| e.into_inner());
-        last.insert((session.to_string(), actor.to_string()), now_s)
-    }
-
-    /// The notes of `all` not yet given to `actor` in `session`, at most
-    /// [`MAX_PER_REPLY`]; those returned count as given.
-    pub fn fresh(&self, session: &str, actor: &str, all: Vec<Note>) -> Vec<Note> {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let mut told = self.told_place.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = Vec::new();
-        for n in all {
-            if out.len() == MAX_PER_REPLY {
-                break;
-            }
-            let fresh = match n.key.starts_with("moved:") {
-                true => {
-                    let last = told.entry((session.to_string(), actor.to_string())).or_insert_with(|| HOME.into());
-                    (*last != n.key).then(|| *last = n.key.clone()).is_some()
-                }
-                false => seen.insert((session.to_string(), actor.to_string(), n.key.clone())),
-            };
-            if fresh {
-                out.push(n);
-            }
+/// The notes of `all` not yet given to the agent whose state is `given`,
+/// at most [`MAX_PER_REPLY`]; those returned count as given. A place note
+/// (`moved:`) is given when the place differs from the one the agent was
+/// last told (none yet means [`HOME`]), so each move is told once, coming
+/// back included.
+pub fn fresh(given: &mut AgentState, all: Vec<Note>) -> Vec<Note> {
+    let mut out = Vec::new();
+    for n in all {
+        if out.len() == MAX_PER_REPLY {
+            break;
         }
-        out
+        let fresh = match n.key.starts_with("moved:") {
+            true => {
+                let last = given.place.as_deref().unwrap_or(HOME);
+                (last != n.key).then(|| given.place = Some(n.key.clone())).is_some()
+            }
+            false => given.notes.insert(n.key.clone()),
+        };
+        if fresh {
+            out.push(n);
+        }
     }
+    out
 }
 
 #[cfg(test)]
@@ -394,6 +375,17 @@ mod tests {
     fn situations_give_their_notes(#[case] s: Situation<'static>, #[case] keys: &[&str]) {
         let got: Vec<String> = notes(&s).into_iter().map(|n| n.key).collect();
         assert_eq!(got, keys);
+    }
+
+    /// Each (session, agent)'s state, as the logger keeps it.
+    #[derive(Default)]
+    struct Given(std::cell::RefCell<std::collections::HashMap<(String, String), AgentState>>);
+
+    impl Given {
+        fn fresh(&self, session: &str, actor: &str, all: Vec<Note>) -> Vec<Note> {
+            let mut held = self.0.borrow_mut();
+            fresh(held.entry((session.into(), actor.into())).or_default(), all)
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! directory travel as pane options (`@dtmcp_logger`, `@dtmcp_dir`) that tmux
 //! inserts shell-quoted (`#{q:...}`) and never expands again.
 
+mod agents;
 mod checkpoint;
 mod gap;
 mod input;
@@ -84,6 +85,7 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     };
     let result = pump.run_polled(std::io::stdin().lock(), &shared);
     shared.finish();
+    shared.agents.flush();
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);
     drop(server);

@@ -86,6 +86,11 @@ fn answer(request: Request, shared: &Shared) -> Response {
             Ok(region) => Response::Regions(vec![region]),
             Err(message) => Response::Error { message },
         },
+        Request::Agent { actor } => Response::Agent(shared.agents.get(&actor)),
+        Request::SetAgent { actor, state } => match shared.agents.set(&actor, state) {
+            Ok(()) => Response::Stored,
+            Err(e) => Response::Error { message: e.to_string() },
+        },
     }
 }
 

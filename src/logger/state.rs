@@ -78,6 +78,8 @@ pub struct Shared {
     changed: Condvar,
     /// The way to the pump, for requests it must serve itself.
     pub inbox: super::input::Inbox,
+    /// The agents' state kept for the router, saved in `state.json`.
+    pub agents: super::agents::Book,
 }
 
 impl Shared {
@@ -100,6 +102,7 @@ impl Shared {
             live: Mutex::new(live),
             changed: Condvar::new(),
             inbox: Default::default(),
+            agents: super::agents::Book::open(dir),
         })
     }
 

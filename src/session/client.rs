@@ -8,6 +8,7 @@ use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::agent_state::AgentState;
 use crate::protocol::{self, PROTOCOL_VERSION, Request, Response, Status, WaitReason, WaitSpec};
 use crate::region::Region;
 use crate::types::{LineNo, RegionId};
@@ -124,6 +125,22 @@ impl LoggerClient {
     pub async fn open_input(&mut self, spec: crate::region::InputSpec) -> Result<Region, ClientError> {
         match self.exchange(&Request::OpenInput(spec), EXCHANGE_TIMEOUT).await? {
             Response::Regions(r) => r.into_iter().next().ok_or(ClientError::Unexpected),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// One agent's state in the session, if the session knows it.
+    pub async fn agent(&mut self, actor: &str) -> Result<Option<AgentState>, ClientError> {
+        match self.exchange(&Request::Agent { actor: actor.to_string() }, EXCHANGE_TIMEOUT).await? {
+            Response::Agent(state) => Ok(state),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Has the logger keep `state` for `actor`.
+    pub async fn set_agent(&mut self, actor: &str, state: AgentState) -> Result<(), ClientError> {
+        match self.exchange(&Request::SetAgent { actor: actor.to_string(), state }, EXCHANGE_TIMEOUT).await? {
+            Response::Stored => Ok(()),
             _ => Err(ClientError::Unexpected),
         }
     }

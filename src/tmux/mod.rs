@@ -215,6 +215,19 @@ pub fn scope_unit(socket: &str) -> String {
     format!("docent-terminal-mcp-tmux-{safe}.scope")
 }
 
+/// The arguments of `systemd-run` that start `BIN -u ARGV` (a tmux command
+/// that starts the server on `socket`) in a transient scope of its own,
+/// removed once it ends, failed or not.
+pub fn scope_args(socket: &str, bin: &Path, argv: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = ["--user", "--scope", "--quiet", "--collect", "--unit"].map(str::to_string).to_vec();
+    args.push(scope_unit(socket));
+    args.push("--".into());
+    args.push(bin.display().to_string());
+    args.push("-u".into());
+    args.extend(argv.iter().cloned());
+    args
+}
+
 /// How long to spawn commands after a control client failed to start.
 const RESTART_PAUSE: Duration = Duration::from_secs(1);
 
@@ -401,9 +414,7 @@ impl Tmux {
     /// `systemd-run --user --scope`; `None` when systemd-run itself failed.
     async fn spawn_in_scope(&self, argv: &[String]) -> Option<Result<String, TmuxError>> {
         let mut command = tokio::process::Command::new("systemd-run");
-        let unit = scope_unit(&self.socket);
-        command.args(["--user", "--scope", "--quiet", "--collect", "--unit", &unit, "--"]);
-        command.arg(&self.bin).arg("-u").args(argv);
+        command.args(scope_args(&self.socket, &self.bin, argv));
         match self.finish_spawn(command, argv.to_vec()).await {
             Err(TmuxError::Command { stderr, .. }) if stderr.starts_with("Failed to") => None,
             Err(TmuxError::Spawn { .. }) => None,

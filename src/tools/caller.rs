@@ -48,10 +48,19 @@ impl Caller {
     }
 }
 
-/// One MCP connection's identity: the actor it was given at `initialize`.
+/// One MCP connection: the actor it was given at `initialize`, and its
+/// way to the client for messages the server starts.
 #[derive(Debug, Default)]
 pub struct Connection {
     actor: OnceLock<String>,
+    /// The client's side, set at `initialize`.
+    peer: OnceLock<rmcp::Peer<rmcp::RoleServer>>,
+    /// The least severe log level the client wants (`logging/setLevel`),
+    /// ranked 0 (debug) to 7 (emergency); `None`: whatever the server sends.
+    level: Mutex<Option<u8>>,
+    /// The commands watched for this connection (session, region), so
+    /// that each is watched once.
+    watched: Mutex<std::collections::HashSet<(String, u64)>>,
 }
 
 impl Connection {
@@ -63,6 +72,31 @@ impl Connection {
     /// Names this connection's actor (once; later calls change nothing).
     pub fn set_actor(&self, actor: String) {
         let _ = self.actor.set(actor);
+    }
+
+    /// Keeps the client's side of this connection (once).
+    pub fn set_peer(&self, peer: rmcp::Peer<rmcp::RoleServer>) {
+        let _ = self.peer.set(peer);
+    }
+
+    /// The client's side, once `initialize` has happened.
+    pub fn peer(&self) -> Option<rmcp::Peer<rmcp::RoleServer>> {
+        self.peer.get().cloned()
+    }
+
+    /// Sets the least severe level of log message the client wants.
+    pub fn set_level(&self, rank: u8) {
+        *self.level.lock().unwrap_or_else(|e| e.into_inner()) = Some(rank);
+    }
+
+    /// Whether the client wants log messages of `rank`.
+    pub fn wants(&self, rank: u8) -> bool {
+        self.level.lock().unwrap_or_else(|e| e.into_inner()).is_none_or(|least| rank >= least)
+    }
+
+    /// Marks region `id` of `session` as watched; `false` if it was already.
+    pub fn watch(&self, session: &str, id: u64) -> bool {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).insert((session.to_string(), id))
     }
 }
 

@@ -6,6 +6,7 @@
 //! results flagged as errors, with what to do next; malformed arguments are
 //! refused by the schema before anything is done.
 
+mod agents;
 pub mod caller;
 mod expect;
 mod guide;
@@ -25,6 +26,7 @@ mod send;
 mod session;
 mod shape;
 mod views;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -59,10 +61,8 @@ pub struct Inner {
     pub sessions: Sessions,
     /// The call log.
     pub calls: CallLog,
-    /// The last screen captured of each pane, for `screen="changes"`.
-    pub screens: views::ScreenMemory,
-    /// The notes given so far, per session and agent.
-    pub given: crate::docent::notes::Given,
+    /// Each agent's state in each session, as its logger keeps it.
+    pub agents: agents::AgentMemory,
     /// The actor names handed out, to make client names unique.
     pub actors: caller::Actors,
     /// Who holds each session while typing, and what agents typed last.
@@ -77,8 +77,7 @@ impl Terminal {
             inner: Arc::new(Inner {
                 sessions,
                 calls,
-                screens: views::ScreenMemory::default(),
-                given: Default::default(),
+                agents: Default::default(),
                 actors: caller::Actors::default(),
                 holds: holds::Holds::default(),
             }),
@@ -147,24 +146,41 @@ impl Terminal {
         F: Future<Output = Result<String, String>>,
     {
         let started = Instant::now();
+        let finished = self.finished_before(tool, session).await;
         let outcome = body.await;
-        self.finish_call(tool, session, started, outcome)
+        if let Some(name) = session.filter(|_| matches!(tool, "read" | "search" | "regions")) {
+            self.note_reply(name).await;
+        }
+        self.finish_call(tool, session, started, outcome, finished)
+    }
+
+    /// "Finished since your last call", for the tools that work in a live
+    /// session (see [`Terminal::finished_since`]).
+    async fn finished_before(&self, tool: &str, session: Option<&str>) -> Option<String> {
+        const IN_A_SESSION: [&str; 7] = ["run", "wait", "send", "expect", "read", "search", "regions"];
+        match session {
+            Some(name) if IN_A_SESSION.contains(&tool) => self.finished_since(name).await,
+            _ => None,
+        }
     }
 
     /// Records a call that began at `started` and turns its outcome into a
-    /// tool result, led by any note the session left for it.
+    /// tool result, led by what finished since the agent's last call and
+    /// any note the session left for it.
     fn finish_call(
         &self,
         tool: &str,
         session: Option<&str>,
         started: Instant,
         mut outcome: Result<String, String>,
+        finished: Option<String>,
     ) -> CallToolResult {
         let who = caller::Caller::current();
         self.inner.calls.record(tool, session, who.actor.as_deref(), started.elapsed(), outcome.is_ok());
-        if let Some(note) = session.and_then(|name| self.sessions().take_note(name)) {
+        let note = session.and_then(|name| self.sessions().take_note(name));
+        for lead in [finished, note].into_iter().flatten().rev() {
             let (Ok(text) | Err(text)) = &mut outcome;
-            text.insert_str(0, &note);
+            text.insert_str(0, &lead);
         }
         match outcome {
             Ok(text) => CallToolResult::success(vec![ContentBlock::text(clean(&text))]),
@@ -186,6 +202,7 @@ impl ServerHandler for Terminal {
             self.inner.actors.unique(&name)
         });
         self.conn.set_actor(actor);
+        self.conn.set_peer(context.peer.clone());
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
@@ -214,8 +231,19 @@ impl ServerHandler for Terminal {
         who.clone().scope(body).await
     }
 
+    #[allow(deprecated)] // MCP logging: see `watch`.
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.conn.set_level(watch::rank(request.level));
+        Ok(())
+    }
+
+    #[allow(deprecated)] // MCP logging: see `watch`.
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
             .with_server_info(Implementation::new("docent-terminal-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }

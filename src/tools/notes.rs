@@ -36,6 +36,7 @@ impl Terminal {
         F: Future<Output = Result<String, String>>,
     {
         let started = Instant::now();
+        let finished = self.finished_before(tool, Some(session)).await;
         let mut outcome = body.await;
         if let Ok(text) = &mut outcome {
             for note in self.notes_for(tool, session, command, text).await {
@@ -43,32 +44,64 @@ impl Terminal {
                 text.push('\n');
             }
         }
-        self.finish_call(tool, Some(session), started, outcome)
+        self.finish_call(tool, Some(session), started, outcome, finished)
     }
 
     /// The fresh notes for a reply `reply` of `tool` in session `name`.
+    /// The agent's state in the session records them as given, the time
+    /// of this reply, and the commands it leaves running.
     async fn notes_for(&self, tool: &str, name: &str, command: Option<&str>, reply: &str) -> Vec<String> {
-        let previous_reply = self.inner.given.replied(name, &self.actor(), crate::config::now_ms() / 1000);
+        let Some(before) = self.agent_state(name).await else { return Vec::new() };
+        let now_s = crate::config::now_ms() / 1000;
         // A command that finished leaves its shell at the prompt: what the
         // reply and the command line say is all there is to note, and the
         // fast path (`run` of `true`) pays for no look at tmux or /proc.
         if reply.starts_with("exit ") {
-            let situation = Situation {
-                session: name,
-                tool,
-                command,
-                clipped: is_clipped(reply),
-                region: region_of(reply),
-                ..Situation::default()
-            };
-            return self.fresh(name, &situation);
+            let region = region_of(reply);
+            let situation =
+                Situation { session: name, tool, command, clipped: is_clipped(reply), region, ..Situation::default() };
+            let all = notes::notes(&situation);
+            return self.given(name, now_s, all, |running| running.retain(|&id| Some(id) != region)).await;
         }
-        let Ok(s) = self.sessions().resolve_quiet(name).await else { return Vec::new() };
-        let Ok(mut logger) = s.logger().await else { return Vec::new() };
-        let Ok(status) = logger.status().await else { return Vec::new() };
-        if status.eof {
+        let Some((situation, open)) = self.look(name, before.last_reply_s).await else {
             return Vec::new();
+        };
+        let all = notes::notes(&situation.as_situation(name, tool, command, reply));
+        self.watch_running(name, &open);
+        self.given(name, now_s, all, |running| *running = open).await
+    }
+
+    /// Records the reply at `now_s` in the agent's state, with `running`
+    /// changed as the reply says, and returns the notes of `all` it was not
+    /// given before.
+    async fn given(
+        &self,
+        name: &str,
+        now_s: u64,
+        all: Vec<notes::Note>,
+        running: impl FnOnce(&mut Vec<u64>),
+    ) -> Vec<String> {
+        let fresh = self
+            .update_agent(name, |state| {
+                state.last_reply_s = now_s;
+                running(&mut state.running);
+                notes::fresh(state, all)
+            })
+            .await;
+        fresh.unwrap_or_default().into_iter().map(|n| n.text).collect()
+    }
+
+    /// What the session shows after a reply that did not end with a
+    /// finished command: the facts for its notes, and the regions running
+    /// now. `last_reply_s` is when the agent last got a reply (0: never).
+    async fn look(&self, name: &str, last_reply_s: u64) -> Option<(Looked, Vec<u64>)> {
+        let s = self.sessions().resolve_quiet(name).await.ok()?;
+        let mut logger = s.logger().await.ok()?;
+        let status = logger.status().await.ok()?;
+        if status.eof {
+            return None;
         }
+        let open = super::agents::running_regions(&status);
         let pane = procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
         let job = procs::job(pane).ok();
         let shown = self.sessions().tmux.display(s.pane.pane_id.as_str(), "#{alternate_on} #{session_attached}").await;
@@ -76,10 +109,7 @@ impl Terminal {
         let mut fields = shown.split_whitespace();
         let fullscreen = fields.next() == Some("1");
         let attached = fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-        let person_typed = match previous_reply {
-            Some(since) if attached > 0 => self.person_typed_since(name, since).await,
-            _ => false,
-        };
+        let person_typed = attached > 0 && last_reply_s > 0 && self.person_typed_since(name, last_reply_s).await;
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
         let is_shell = job.as_ref().is_some_and(|j| j.is_shell || SHELLS.contains(&j.comm.as_str()));
         let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
@@ -88,27 +118,23 @@ impl Terminal {
         // the process chain tells (an integrated shell on another host
         // reached by a hop the chain cannot see, or `su` there).
         let (marked_host, marked_user) = marked_place(&s.meta.host, &status.shell);
-        let situation = Situation {
-            session: name,
-            tool,
-            command,
+        let looked = Looked {
             region: status.last_region.as_ref().map(|r| r.id.0),
-            program: job.as_ref().filter(|_| !is_shell).map(|j| j.comm.as_str()),
+            program: job.as_ref().filter(|_| !is_shell).map(|j| j.comm.clone()),
             waiting,
             password: job.as_ref().is_some_and(|j| j.password),
-            prompt: Some(status.current_text.as_str()).filter(|_| waiting),
+            prompt: Some(status.current_text.clone()).filter(|_| waiting),
             running: !status.shell.open.is_empty() && !waiting,
             fullscreen,
             plain_shell: is_shell && waiting && !integrated_prompt,
-            host: place.and_then(|p| p.host.as_deref()).or(marked_host),
-            user: place.and_then(|p| p.user.as_deref()).or(marked_user),
-            carrier: place.and_then(|p| p.carrier.as_deref()),
+            host: place.and_then(|p| p.host.clone()).or(marked_host.map(str::to_string)),
+            user: place.and_then(|p| p.user.clone()).or(marked_user.map(str::to_string)),
+            carrier: place.and_then(|p| p.carrier.clone()),
             place_known: place.is_some(),
             attached,
             person_typed,
-            clipped: is_clipped(reply),
         };
-        self.fresh(name, &situation)
+        Some((looked, open))
     }
 
     /// Whether a client attached to session `name` pressed keys after
@@ -125,11 +151,55 @@ impl Terminal {
             active > created && active > since
         })
     }
+}
 
-    /// The notes of `situation` not yet given to this agent in session `name`.
-    fn fresh(&self, name: &str, situation: &Situation) -> Vec<String> {
-        let all = notes::notes(situation);
-        self.inner.given.fresh(name, &self.actor(), all).into_iter().map(|n| n.text).collect()
+/// The facts [`Terminal::look`] gathered, owned so that they outlive the
+/// connections they came from.
+struct Looked {
+    region: Option<u64>,
+    program: Option<String>,
+    waiting: bool,
+    password: bool,
+    prompt: Option<String>,
+    running: bool,
+    fullscreen: bool,
+    plain_shell: bool,
+    host: Option<String>,
+    carrier: Option<String>,
+    user: Option<String>,
+    place_known: bool,
+    attached: u32,
+    person_typed: bool,
+}
+
+impl Looked {
+    fn as_situation<'a>(
+        &'a self,
+        session: &'a str,
+        tool: &'a str,
+        command: Option<&'a str>,
+        reply: &str,
+    ) -> Situation<'a> {
+        Situation {
+            session,
+            tool,
+            command,
+            region: self.region,
+            program: self.program.as_deref(),
+            waiting: self.waiting,
+            password: self.password,
+            prompt: self.prompt.as_deref(),
+            running: self.running,
+            fullscreen: self.fullscreen,
+            plain_shell: self.plain_shell,
+            host: self.host.as_deref(),
+            carrier: self.carrier.as_deref(),
+            user: self.user.as_deref(),
+            place_known: self.place_known,
+            attached: self.attached,
+            person_typed: self.person_typed,
+            clipped: is_clipped(reply),
+        }
     }
 }
 

@@ -287,8 +287,7 @@ impl Terminal {
 
     /// The reply when a full-screen program took the screen: what it shows.
     async fn first_screen(&self, s: &Session) -> Result<String, String> {
-        let tmux = &self.sessions().tmux;
-        let screen = super::views::screen(tmux, &self.inner.screens, s, super::views::ScreenMode::Full).await?;
+        let screen = self.screen(s, super::views::ScreenMode::Full).await?;
         let who = program::job(s).map(|j| format!(" (`{}`)", j.comm)).unwrap_or_default();
         Ok(format!(
             "a full-screen program{who} holds the screen; it keeps running. Its first screen:\n{screen}Press its keys with send (e.g. keys=[\"q\"], or [\"escape\", \":\", \"q\", \"enter\"] in vi) and look again with read view=\"screen\".\n"

@@ -195,7 +195,7 @@ impl Terminal {
         if after.eof {
             let _ = writeln!(out, "the session {} ended (its pane closed)", s.name);
         } else if let Some(mode) = req.screen {
-            out.push_str(&views::screen(tmux, &self.inner.screens, &s, mode).await?);
+            out.push_str(&self.screen(&s, mode).await?);
         } else {
             out.push_str(&appeared(&s, &mut logger, &before, &after).await?);
         }

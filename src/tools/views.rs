@@ -6,15 +6,14 @@
 //! The rendering and spelling-out are pure functions tested on captured
 //! text; the async functions around them only ask tmux or read `raw.log`.
 
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::Path;
-use std::sync::Mutex;
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::Terminal;
 use super::output::digits;
+use crate::agent_state::{SeenScreen, row_hash};
 use crate::session::{Session, validate_name};
 use crate::store::files;
 use crate::tmux::Tmux;
@@ -114,7 +113,7 @@ fn is_control(c: char) -> bool {
 pub enum ScreenMode {
     /// Every row.
     Full,
-    /// The rows that differ from the previous capture this server made.
+    /// The rows that differ from the agent's previous look.
     Changes,
     /// The cursor's row only.
     Cursor,
@@ -132,39 +131,25 @@ impl ScreenMode {
     }
 }
 
-/// The last screen this server captured of each pane, so that
-/// `screen="changes"` can say what changed. It lives in the router's memory
-/// for now and is lost on restart (the first look after one shows the whole
-/// screen); it belongs with the pane's logger, which sees every change.
-#[derive(Debug, Default)]
-pub struct ScreenMemory {
-    /// Keyed by session name, tmux server pid and pane id, so that a new
-    /// pane that reuses an old id is never compared with the old one.
-    last: Mutex<HashMap<String, Screen>>,
-}
-
-impl ScreenMemory {
-    /// Stores `screen` as the last one of `key`, returning the one before.
-    pub fn swap(&self, key: String, screen: Screen) -> Option<Screen> {
-        let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        last.insert(key, screen)
+impl Terminal {
+    /// Captures the screen of `s` and renders it as `mode` asks; the
+    /// calling agent's last look (kept with the session, so it survives a
+    /// restart) is what `screen="changes"` compares with.
+    pub(super) async fn screen(&self, s: &Session, mode: ScreenMode) -> Result<String, String> {
+        let tmux = &self.sessions().tmux;
+        let pane = s.pane.pane_id.as_str();
+        let capture = tmux.capture_screen(pane).await.map_err(|e| e.to_string())?;
+        let state = pane_state(tmux, pane).await?;
+        let screen = Screen { rows: screen_rows(&capture, state.rows), state };
+        let seen = SeenScreen::of(screen.state.cols, &screen.rows);
+        let previous = self.update_agent(&s.name, |agent| agent.screen.replace(seen)).await.flatten();
+        Ok(render(&screen, mode, previous.as_ref()))
     }
-}
-
-/// Captures the screen of `s`, remembers it, and renders it as `mode` asks.
-pub async fn screen(tmux: &Tmux, memory: &ScreenMemory, s: &Session, mode: ScreenMode) -> Result<String, String> {
-    let pane = s.pane.pane_id.as_str();
-    let capture = tmux.capture_screen(pane).await.map_err(|e| e.to_string())?;
-    let state = pane_state(tmux, pane).await?;
-    let screen = Screen { rows: screen_rows(&capture, state.rows), state };
-    let key = format!("{}/{}/{}", s.name, s.meta.tmux_pid, pane);
-    let previous = memory.swap(key, screen.clone());
-    Ok(render(&screen, mode, previous.as_ref()))
 }
 
 /// Renders a screen: a headline with size, cursor and modes, then rows
 /// numbered from 1 as `mode` selects.
-pub fn render(screen: &Screen, mode: ScreenMode, previous: Option<&Screen>) -> String {
+pub fn render(screen: &Screen, mode: ScreenMode, previous: Option<&SeenScreen>) -> String {
     let mut out = headline(&screen.state);
     let width = digits(screen.rows.len() as u64);
     let numbered = |out: &mut String, i: usize| {
@@ -177,8 +162,9 @@ pub fn render(screen: &Screen, mode: ScreenMode, previous: Option<&Screen>) -> S
                 numbered(&mut out, row);
             }
         }
-        (ScreenMode::Changes, Some(prev)) if prev.rows.len() == screen.rows.len() => {
-            let changed: Vec<usize> = (0..screen.rows.len()).filter(|&i| prev.rows[i] != screen.rows[i]).collect();
+        (ScreenMode::Changes, Some(prev)) if prev.rows.len() == screen.rows.len() && prev.cols == screen.state.cols => {
+            let changed: Vec<usize> =
+                (0..screen.rows.len()).filter(|&i| prev.rows[i] != row_hash(&screen.rows[i])).collect();
             match changed.len() {
                 0 => out.push_str("no row changed since the last look\n"),
                 n => {
@@ -314,7 +300,7 @@ impl Terminal {
     /// `read view="screen"`: the whole screen of a live session.
     pub(super) async fn screen_view(&self, session: &str) -> Result<String, String> {
         let s = self.sessions().resolve(session).await.map_err(|e| e.to_string())?;
-        screen(&self.sessions().tmux, &self.inner.screens, &s, ScreenMode::Full).await
+        self.screen(&s, ScreenMode::Full).await
     }
 
     /// `read view="raw"`: bytes of a session's `raw.log`, open or closed.
@@ -439,18 +425,12 @@ mod tests {
     fn changes_are_rows_that_differ_from_the_last_look() {
         let before = screen(&["a", "b", "c"], (0, 0));
         let after = screen(&["a", "B", "c"], (0, 0));
-        let text = render(&after, ScreenMode::Changes, Some(&before));
+        let seen = |s: &Screen| SeenScreen::of(s.state.cols, &s.rows);
+        let text = render(&after, ScreenMode::Changes, Some(&seen(&before)));
         assert!(text.ends_with("1 row changed since the last look:\n2  B\n"), "{text}");
-        let same = render(&after, ScreenMode::Changes, Some(&after));
+        let same = render(&after, ScreenMode::Changes, Some(&seen(&after)));
         assert!(same.ends_with("no row changed since the last look\n"), "{same}");
         let first = render(&after, ScreenMode::Changes, None);
         assert!(first.contains("no earlier screen") && first.contains("3  c"), "{first}");
-    }
-
-    #[test]
-    fn memory_hands_back_the_previous_capture() {
-        let m = ScreenMemory::default();
-        assert_eq!(m.swap("k".into(), screen(&["a"], (0, 0))), None);
-        assert_eq!(m.swap("k".into(), screen(&["b"], (0, 0))).map(|s| s.rows), Some(vec!["a".to_string()]));
     }
 }

@@ -51,31 +51,40 @@ async fn clients_without_an_actor_get_unique_names() {
     assert_has!(calls, r#""actor":"dtmcp-test-client#2""#);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_in_flight_survives_a_server_restart_and_is_typed_once() {
-    let world = World::new();
-    let serve = Serve::start(&world, &[]);
-    let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "r1"})).await.expect("create");
-    let command = "sleep 2; echo done-$((40+2))";
-    let call = agent.call("run", json!({"session": "r1", "command": command, "timeout": 20}));
+/// A `run` of `command` in a new session `name`, by agent alice over a
+/// bridge, with the server killed `kill_after` into it and started again
+/// `down_for` later: the reply, the bridge and the new server.
+async fn run_across_a_restart(
+    world: &World,
+    name: &str,
+    command: &str,
+    kill_after: Duration,
+    down_for: Duration,
+) -> (dtmcp::mcp_client::Reply, dtmcp::mcp_client::McpChild, Serve) {
+    let serve = Serve::start(world, &[]);
+    let agent = bridge(world, "alice").await;
+    agent.call("session_create", json!({"name": name})).await.expect("create");
+    let call = agent.call("run", json!({"session": name, "command": command, "timeout": 20}));
     let restart = async {
-        // Let the command be typed, then crash the server under it.
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(kill_after).await;
         let pid = serve.pid();
         serve.kill();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(down_for).await;
         // Blocking here is fine: the call in flight waits on another process.
-        (pid, Serve::start(&world, &[]))
+        let again = Serve::start(world, &[]);
+        assert_ne!(again.pid(), pid);
+        again
     };
-    let (reply, (old_pid, new_serve)) = tokio::join!(call, restart);
+    let (reply, again) = tokio::join!(call, restart);
     let reply = reply.expect("the bridge answers the call in flight");
     assert!(!reply.is_error, "{}", reply.text);
-    assert_has!(reply.text, "done-42");
-    assert_has!(reply.text, "typed once already");
-    assert_ne!(new_serve.pid(), old_pid);
-    // Typed once: one region for it (the file has its open and close records).
-    let regions = std::fs::read_to_string(world.session_dir("r1").join("regions.jsonl")).expect("regions");
+    (reply, agent, again)
+}
+
+/// The ids of the regions of session `name` that ran `command` (the file
+/// has an open and a close record for each).
+fn regions_running(world: &World, name: &str, command: &str) -> Vec<u64> {
+    let regions = std::fs::read_to_string(world.session_dir(name).join("regions.jsonl")).expect("regions");
     let mut ids: Vec<u64> = regions
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -83,7 +92,19 @@ async fn a_run_in_flight_survives_a_server_restart_and_is_typed_once() {
         .filter_map(|r| r["id"].as_u64())
         .collect();
     ids.dedup();
-    assert_eq!(ids, vec![1], "{regions}");
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_flight_survives_a_server_restart_and_is_typed_once() {
+    let world = World::new();
+    let command = "sleep 2; echo done-$((40+2))";
+    // Let the command be typed, then crash the server under it.
+    let (reply, agent, _serve) =
+        run_across_a_restart(&world, "r1", command, Duration::from_millis(700), Duration::from_millis(300)).await;
+    assert_has!(reply.text, "done-42");
+    assert_has!(reply.text, "typed once already");
+    assert_eq!(regions_running(&world, "r1", command), vec![1], "typed once");
     // The bridge keeps working with the new server.
     let after = agent.call("run", json!({"session": "r1", "command": "echo still-$((1+1))"})).await.expect("run");
     assert_has!(after.text, "still-2");
@@ -151,30 +172,113 @@ async fn a_bridge_exits_when_its_input_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_finished_while_no_server_ran_is_read_back_not_retyped() {
     let world = World::new();
-    let serve = Serve::start(&world, &[]);
-    let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "r2"})).await.expect("create");
     let command = "sleep 1; echo over-$((5*5))";
-    let call = agent.call("run", json!({"session": "r2", "command": command, "timeout": 20}));
-    let restart = async {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        serve.kill();
-        // The command ends while no server runs.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        Serve::start(&world, &[])
-    };
-    let (reply, _again) = tokio::join!(call, restart);
-    let reply = reply.expect("answered");
-    assert!(!reply.is_error, "{}", reply.text);
+    // The command ends while no server runs.
+    let (reply, _agent, _serve) =
+        run_across_a_restart(&world, "r2", command, Duration::from_millis(400), Duration::from_millis(1500)).await;
     assert_has!(reply.text, "finished with exit 0");
     assert_has!(reply.text, "over-25");
-    let regions = std::fs::read_to_string(world.session_dir("r2").join("regions.jsonl")).expect("regions");
-    let mut ids: Vec<u64> = regions
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| r["command"] == command)
-        .filter_map(|r| r["id"].as_u64())
-        .collect();
-    ids.dedup();
-    assert_eq!(ids, vec![1], "{regions}");
+    assert_eq!(regions_running(&world, "r2", command), vec![1], "typed once");
+}
+
+/// A `connect` bridge driven with raw JSON-RPC lines, so that what the
+/// server sends unasked can be seen.
+struct RawBridge {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    /// Messages read that were not the answer waited for.
+    unasked: Vec<Value>,
+    next_id: u64,
+}
+
+impl RawBridge {
+    /// A bridge for agent `actor`, initialized.
+    async fn start(world: &World, actor: &str) -> RawBridge {
+        let mut child = tokio::process::Command::new(SERVER)
+            .args(["connect", "--actor", actor])
+            .envs(world.env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("bridge");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut raw = RawBridge { child, stdin, stdout, unasked: Vec::new(), next_id: 1 };
+        let params =
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}});
+        raw.request("initialize", params).await;
+        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        raw
+    }
+
+    async fn send(&mut self, msg: Value) {
+        self.stdin.write_all(format!("{msg}\n").as_bytes()).await.expect("write");
+    }
+
+    /// The next message on stdout, within `limit`.
+    async fn read(&mut self, limit: Duration) -> Option<Value> {
+        let line = tokio::time::timeout(limit, self.stdout.next_line()).await.ok()?.expect("read")?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|_| panic!("stdout carries JSON-RPC only: {line}")))
+    }
+
+    /// Sends a request and returns its result; other messages are kept.
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        loop {
+            let msg = self.read(Duration::from_secs(30)).await.expect("an answer within 30 s");
+            if msg["id"] == id && msg.get("method").is_none() {
+                return msg["result"].clone();
+            }
+            self.unasked.push(msg);
+        }
+    }
+
+    /// The text of a tool call's reply.
+    async fn call(&mut self, tool: &str, args: Value) -> String {
+        let result = self.request("tools/call", json!({"name": tool, "arguments": args})).await;
+        assert_ne!(result["isError"], true, "{result}");
+        result["content"][0]["text"].as_str().expect("text").to_string()
+    }
+
+    /// Waits (at most `limit`) for a log message holding `needle`.
+    async fn log_message(&mut self, needle: &str, limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let found = self.unasked.iter().position(|m| {
+                m["method"] == "notifications/message"
+                    && m["params"]["data"].as_str().is_some_and(|d| d.contains(needle))
+            });
+            if let Some(at) = found {
+                return self.unasked.remove(at);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let msg =
+                self.read(left).await.unwrap_or_else(|| panic!("no log message with {needle:?}: {:?}", self.unasked));
+            self.unasked.push(msg);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_server_tells_unasked_reaches_the_client_on_its_event_stream() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let mut raw = RawBridge::start(&world, "alice").await;
+    raw.call("session_create", json!({"name": "ev1"})).await;
+    let left = raw.call("run", json!({"session": "ev1", "command": "sleep 1; echo a", "timeout": 0.2})).await;
+    assert_has!(left, "still running");
+    let told = raw.log_message("`sleep 1; echo a` (region 1) finished · exit 0", Duration::from_secs(15)).await;
+    assert_eq!(told["params"]["level"], "info", "{told}");
+    assert_eq!(told["params"]["logger"], "docent-terminal-mcp", "{told}");
+    // Told once, though the agent looks again.
+    raw.call("read", json!({"session": "ev1"})).await;
+    let again = raw.unasked.iter().filter(|m| m.to_string().contains("echo a` (region 1) finished")).count();
+    assert_eq!(again, 0, "told twice: {:?}", raw.unasked);
+    drop(raw.stdin);
+    let status = tokio::time::timeout(Duration::from_secs(5), raw.child.wait()).await.expect("exits on EOF");
+    assert!(status.expect("status").success());
 }

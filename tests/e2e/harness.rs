@@ -156,6 +156,31 @@ impl Server {
     }
 }
 
+/// The pid of the pane logger serving session directory `dir`.
+pub fn logger_pid(dir: &Path) -> Option<i32> {
+    let want = dir.display().to_string();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let ours = args.first().is_some_and(|a| a.ends_with(b"dtmcp-pane-logger"));
+        (ours && args.get(1).is_some_and(|a| *a == want.as_bytes())).then_some(pid)
+    })
+}
+
+/// Kills the logger of session directory `dir` (a process this test's
+/// session started) with SIGKILL and returns its pid.
+pub fn kill_logger(dir: &Path) -> i32 {
+    let pid = logger_pid(dir).expect("the logger runs");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill");
+    pid
+}
+
+/// The cooked log of session directory `dir`.
+pub fn session_text(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("session.txt")).expect("session.txt")
+}
+
 /// Whether `program` is on PATH.
 pub fn installed(program: &str) -> bool {
     std::process::Command::new("sh")

@@ -3,36 +3,12 @@
 //! status; a logger that cannot write keeps draining the pane and records
 //! the gap.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::World;
+use crate::harness::{World, kill_logger, logger_pid, session_text};
 use crate::{assert_has, needs};
-
-/// The pid of the logger serving session directory `dir`.
-fn logger_pid(dir: &Path) -> Option<i32> {
-    let want = dir.display().to_string();
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let ours = args.first().is_some_and(|a| a.ends_with(b"dtmcp-pane-logger"));
-        (ours && args.get(1).is_some_and(|a| *a == want.as_bytes())).then_some(pid)
-    })
-}
-
-/// Kills the logger of `dir` (a process this test's session started).
-fn kill_logger(dir: &Path) -> i32 {
-    let pid = logger_pid(dir).expect("the logger runs");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill");
-    pid
-}
-
-fn session_text(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("session.txt")).expect("session.txt")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_outliving_its_killed_logger_still_ends_with_its_status() {

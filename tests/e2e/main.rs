@@ -1,6 +1,7 @@
 //! End-to-end tests: the real server binary, driven by a real MCP client,
 //! with real tmux and bash on private sockets.
 
+mod agents;
 mod bridge;
 mod docent;
 mod expect;

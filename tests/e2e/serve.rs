@@ -424,6 +424,33 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_user_systemd_the_tmux_server_runs_in_a_scope_of_its_own() {
+    let manager = Command::new("systemctl").args(["--user", "show-environment"]).output();
+    if !manager.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = manager.map_or_else(|e| e.to_string(), |o| String::from_utf8_lossy(&o.stderr).trim().to_string());
+        eprintln!("skipped: no user systemd manager answers `systemctl --user` here ({why})");
+        return;
+    }
+    let world = World::new();
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("serve").envs(world.env()).env("INVOCATION_ID", "0123456789abcdef").stdin(Stdio::null());
+    let mut child = cmd.spawn().expect("serve");
+    let started = Instant::now();
+    while unix_get(&socket_of(&world), "/health").0 != 200 {
+        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let agent = bridge(&world, "alice").await;
+    let made = agent.call("session_create", json!({"name": "sc1"})).await.expect("create");
+    assert!(!made.is_error, "{}", made.text);
+    let pid = String::from_utf8_lossy(&world.tmux(&["display", "-p", "#{pid}"]).stdout).trim().to_string();
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_has!(cgroup, dtmcp::tmux::scope_unit(&world.socket));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn systemd_hears_ready_watchdog_and_stopping_and_panes_see_none_of_it() {
     let world = World::new();
     let notify_path = world.tmp.path().join("notify.sock");

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{SERVER, World};
+use crate::harness::{SERVER, World, kill_logger, logger_pid, session_text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_named_listed_attached_and_closed() {
@@ -130,18 +130,6 @@ async fn closing_the_last_session_lets_the_tmux_server_exit() {
     assert!(gone, "the hidden control session kept tmux alive");
 }
 
-/// The pid of the logger serving session directory `dir`.
-fn logger_pid(dir: &std::path::Path) -> Option<i32> {
-    let want = dir.display().to_string();
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let ours = args.first().is_some_and(|a| a.ends_with(b"dtmcp-pane-logger"));
-        (ours && args.get(1).is_some_and(|a| *a == want.as_bytes())).then_some(pid)
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_logger_is_replaced_and_the_gap_is_recorded_not_skipped() {
     let w = World::new();
@@ -149,9 +137,7 @@ async fn a_killed_logger_is_replaced_and_the_gap_is_recorded_not_skipped() {
     s.create("t1").await;
     s.run("t1", "echo before").await;
     let dir = w.session_dir("t1");
-    let pid = logger_pid(&dir).expect("the logger runs");
-    // Killing a process this test's session started, by its pid.
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill");
+    let pid = kill_logger(&dir);
     // Typed straight into tmux while no logger runs: this output is lost.
     w.tmux(&["send-keys", "-t", "=t1:", "-l", "echo during-the-gap"]);
     w.tmux(&["send-keys", "-t", "=t1:", "Enter"]);
@@ -160,7 +146,7 @@ async fn a_killed_logger_is_replaced_and_the_gap_is_recorded_not_skipped() {
     assert_has!(r, "after");
     let new_pid = logger_pid(&dir).expect("a new logger runs");
     assert_ne!(new_pid, pid);
-    let text = std::fs::read_to_string(dir.join("session.txt")).expect("session.txt");
+    let text = session_text(&dir);
     assert_has!(text, "[log gap: output between");
     assert_has!(text, "[end of log gap]");
     assert!(dir.join("gaps.jsonl").exists());

@@ -310,3 +310,34 @@ fn median(times: &mut [Duration]) -> Duration {
     times.sort();
     times[times.len() / 2]
 }
+
+#[test]
+fn the_scope_command_names_a_unit_per_socket_and_runs_tmux_unchanged() {
+    let argv = ["-L", "my sock", "new-session", "-d"].map(str::to_string);
+    let args = super::scope_args("my sock", std::path::Path::new("/usr/bin/tmux"), &argv);
+    assert_eq!(
+        args,
+        [
+            "--user",
+            "--scope",
+            "--quiet",
+            "--collect",
+            "--unit",
+            "docent-terminal-mcp-tmux-my_sock.scope",
+            "--",
+            "/usr/bin/tmux",
+            "-u",
+            "-L",
+            "my sock",
+            "new-session",
+            "-d"
+        ]
+    );
+}
+
+#[test]
+fn systemd_plumbing_and_an_outer_tmux_never_reach_a_pane() {
+    for name in ["NOTIFY_SOCKET", "INVOCATION_ID", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "TMUX"] {
+        assert!(super::SCRUBBED_ENV.contains(&name), "{name} is not scrubbed");
+    }
+}

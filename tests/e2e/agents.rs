@@ -1,0 +1,121 @@
+//! Per-agent state lives with the session: notes already given, commands
+//! that finished since an agent's last call, and screen diffs carry over a
+//! server restart (kept by the session's logger) and a logger restart too
+//! (kept in `state.json`), and stay apart per agent.
+
+use std::time::{Duration, Instant};
+
+use dtmcp::mcp_client::McpChild;
+use serde_json::{Value, json};
+
+use crate::assert_has;
+use crate::harness::{World, kill_logger};
+use crate::serve::{Serve, bridge};
+
+/// The note a `| tail` earns.
+const TAIL_NOTE: &str = "`| tail` is unnecessary";
+/// What opens a reply that tells of commands finished meanwhile.
+const FINISHED: &str = "finished since your last call";
+
+async fn text(agent: &McpChild, tool: &str, args: Value) -> String {
+    let r = agent.call(tool, args).await.unwrap_or_else(|e| panic!("{tool}: {e:#}"));
+    assert!(!r.is_error, "{tool} failed: {}", r.text);
+    r.text
+}
+
+/// Waits (bounded) until the session's `state.json` holds `needle`.
+fn wait_for_state(world: &World, session: &str, needle: &str) -> Value {
+    let path = world.session_dir(session).join("state.json");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let body = std::fs::read_to_string(&path).unwrap_or_default();
+        if body.contains(needle) {
+            return serde_json::from_str(&body).expect("state.json is whole JSON");
+        }
+        assert!(Instant::now() < deadline, "state.json never held {needle:?}: {body}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_given_before_a_restart_is_not_given_again() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    text(&alice, "session_create", json!({"name": "n1"})).await;
+    let first = text(&alice, "run", json!({"session": "n1", "command": "seq 1 100 | tail -3"})).await;
+    assert_has!(first, TAIL_NOTE);
+    serve.kill();
+    let serve = Serve::start(&world, &[]);
+    let again = text(&alice, "run", json!({"session": "n1", "command": "seq 1 50 | tail -2"})).await;
+    assert_has!(again, "50");
+    assert!(!again.contains(TAIL_NOTE), "the note came again after a server restart:\n{again}");
+    // Kept per agent: another agent is told.
+    let bob = bridge(&world, "bob").await;
+    let bobs = text(&bob, "run", json!({"session": "n1", "command": "seq 1 9 | tail -1"})).await;
+    assert_has!(bobs, TAIL_NOTE);
+    // The logger wrote it down; a new logger and a new server read it back.
+    let state = wait_for_state(&world, "n1", "bob");
+    assert!(state["agents"]["alice"]["notes"].as_array().is_some_and(|n| n.contains(&json!("pipe-tail-head"))));
+    serve.kill();
+    kill_logger(&world.session_dir("n1"));
+    let _serve = Serve::start(&world, &[]);
+    let third = text(&alice, "run", json!({"session": "n1", "command": "seq 1 7 | tail -1"})).await;
+    assert_has!(third, "7");
+    assert!(!third.contains(TAIL_NOTE), "the note came again after a logger restart:\n{third}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_ends_while_no_server_runs_is_told_on_the_next_call() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    let bob = bridge(&world, "bob").await;
+    text(&alice, "session_create", json!({"name": "f1"})).await;
+    let command = "sleep 1.5; echo slept-$((3*3))";
+    let left = text(&alice, "run", json!({"session": "f1", "command": command, "timeout": 0.3})).await;
+    assert_has!(left, "still running");
+    // Bob looks while it runs, and leaves before it ends too.
+    text(&bob, "read", json!({"session": "f1"})).await;
+    serve.kill();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let serve = Serve::start(&world, &[]);
+    let next = text(&alice, "run", json!({"session": "f1", "command": "echo next-$((1+1))"})).await;
+    assert_has!(next, format!("{FINISHED}: `{command}` (region 1) · exit 0"));
+    assert_has!(next, "next-2");
+    // Told once.
+    let after = text(&alice, "read", json!({"session": "f1"})).await;
+    assert!(!after.contains(FINISHED), "{after}");
+    // A command that ends while the agent waits on another is told too,
+    // and one it saw end in a reply of its own is not.
+    serve.stop();
+    let _serve = Serve::start(&world, &[]);
+    let bobs = text(&bob, "regions", json!({"session": "f1"})).await;
+    assert_has!(bobs, format!("{FINISHED}: `{command}`"));
+    text(&alice, "run", json!({"session": "f1", "command": "sleep 2", "timeout": 0.1})).await;
+    let waited = text(&alice, "wait", json!({"session": "f1"})).await;
+    assert_has!(waited, "exit 0");
+    let last = text(&alice, "read", json!({"session": "f1"})).await;
+    assert!(!last.contains(FINISHED), "the wait reply told it already:\n{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screen_diffs_carry_on_across_a_restart_and_stay_apart_per_agent() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    text(&alice, "session_create", json!({"name": "sc1"})).await;
+    let look = |t: &str| json!({"session": "sc1", "text": t, "keys": ["enter"], "screen": "changes", "wait": 0.5});
+    let first = text(&alice, "send", look("echo alpha-one")).await;
+    assert_has!(first, "no earlier screen");
+    serve.kill();
+    let _serve = Serve::start(&world, &[]);
+    let second = text(&alice, "send", look("echo alpha-two")).await;
+    assert!(!second.contains("no earlier screen"), "the last look was forgotten:\n{second}");
+    assert_has!(second, "changed since the last look");
+    assert_has!(second, "alpha-two");
+    assert!(!second.contains("alpha-one"), "an unchanged row was shown as changed:\n{second}");
+    let bob = bridge(&world, "bob").await;
+    let bobs = text(&bob, "send", look("echo three")).await;
+    assert_has!(bobs, "no earlier screen");
+}
