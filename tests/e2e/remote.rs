@@ -185,7 +185,7 @@ async fn ssh_with_the_bootstrap_gives_statuses_and_tags_regions_and_leaves_nothi
     assert_has!(r, "on 127.0.0.1");
     let host = dtmcp::config::hostname();
     let r = s.run("t1", "false").await;
-    assert_has!(r, &format!("exit 1 · "));
+    assert_has!(r, "exit 1 · ");
     assert_has!(r, &format!(" · on {host}"));
     let r = s.run("t1", "echo \"$HOME|$ADJUTANT_EDITOR|$DOCENT_TERMINAL_MCP_SSH_ENV\"; (exit 3) | true").await;
     assert_has!(r, &format!("{}|zed it's|ADJUTANT_EDITOR", sshd.home().display()));
