@@ -83,7 +83,7 @@ pub enum SessionError {
     #[error(transparent)]
     Store(#[from] store::StoreError),
     /// Some other I/O failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", store::describe_io(source))]
     Io {
         /// What was being done.
         what: String,
@@ -176,6 +176,7 @@ impl Sessions {
             .mode(0o700)
             .create(cfg.sessions_dir())
             .map_err(io(format!("creating {}", cfg.sessions_dir().display())))?;
+        store::check_private_dir(&cfg.home).map_err(io("the state home"))?;
         let shell_dir = crate::shell::install(&cfg.home).map_err(io("writing the shell integration"))?;
         Ok(Sessions { cfg, tmux, shell_dir, notes: Default::default(), repairing: Default::default() })
     }

@@ -137,9 +137,7 @@ fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, body)?;
-    std::fs::rename(&tmp, path)
+    crate::store::write_atomic(path, body)
 }
 
 /// Removes request records older than a day.
