@@ -12,7 +12,7 @@ use crate::harness::World;
 use crate::{assert_has, needs};
 
 /// The pid of the logger serving session directory `dir`.
-fn logger_pid(dir: &Path) -> Option<i32> {
+pub fn logger_pid(dir: &Path) -> Option<i32> {
     let want = dir.display().to_string();
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: i32 = e.file_name().to_str()?.parse().ok()?;

@@ -4,6 +4,7 @@
 mod bridge;
 mod docent;
 mod expect;
+mod faults;
 mod harness;
 mod logger;
 mod procs;
@@ -11,6 +12,7 @@ mod programs;
 mod retention;
 mod run;
 mod search;
+mod security;
 mod send;
 mod serve;
 mod sessions;
