@@ -66,6 +66,8 @@ pub mod files {
     pub const PID: &str = "logger.pid";
     /// Left by a logger that found its logs deleted and exited.
     pub const GONE: &str = "logger.gone";
+    /// How the session ended, when not by its program exiting.
+    pub const ENDED: &str = "ended";
 }
 
 /// How many region files a session directory keeps.
@@ -465,6 +467,11 @@ pub fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Creates `dir` and its missing parents, mode 0700 whatever the umask.
+pub fn private_dir_all(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// Makes sure the existing directory `dir` is this user's and that no one

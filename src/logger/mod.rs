@@ -68,6 +68,9 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     let _ =
         unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGXFSZ, nix::sys::signal::SigHandler::SigIgn) };
     pump::widen_stdin_pipe();
+    // The logger is a child of the tmux server: if it is no longer, tmux
+    // died rather than the pane's program ending.
+    let tmux = nix::unistd::getppid();
     let secret_text = std::fs::read_to_string(dir.join(files::SECRET)).ok();
     let secret = secret_text.as_deref().and_then(Secret::from_nonce);
     // Kept to put back should the directory be deleted under us.
@@ -92,6 +95,10 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);
     drop(server);
+    if pump.deleted.is_none() && nix::unistd::getppid() != tmux {
+        let why = "ended because its tmux server died (not by its program exiting)";
+        let _ = store::write_atomic(&dir.join(files::ENDED), why.as_bytes());
+    }
     if let Some(raw_len) = pump.deleted {
         drop(pump);
         leave_word_of_deletion(dir, raw_len, secret_text.as_deref(), meta.as_deref());
@@ -120,7 +127,11 @@ fn leave_word_of_deletion(dir: &Path, raw_len: u64, secret: Option<&str>, meta: 
         at_ms: crate::config::now_ms(),
     };
     let _ = store::write_atomic(&dir.join(files::GONE), &serde_json::to_vec(&gone).unwrap_or_default());
-    eprintln!("dtmcp-pane-logger: {} in {}; exiting so that nothing is written to unlinked space", gone.reason, dir.display());
+    eprintln!(
+        "dtmcp-pane-logger: {} in {}; exiting so that nothing is written to unlinked space",
+        gone.reason,
+        dir.display()
+    );
 }
 
 /// What a logger that found its logs deleted leaves in [`files::GONE`].

@@ -59,6 +59,8 @@ pub const RETRY_MS: u64 = 500;
 /// How often, while output comes, `raw.log` is checked for having been
 /// deleted (one `fstat`).
 const DELETED_CHECK_MS: u64 = 500;
+/// The longest a quiet pump sleeps before it checks the same.
+const IDLE_CHECK_MS: u64 = 1000;
 
 /// The pump's own state: the writers and the pure cores.
 pub struct Pump {
@@ -182,12 +184,10 @@ impl Pump {
         let io_err = |source| StoreError::Io { path: "stdin".into(), source };
         let mailbox = shared.inbox.connect().map_err(io_err)?;
         loop {
-            let timeout = match self.tracker.next_tick_ms() {
-                None => PollTimeout::NONE,
-                Some(due) => {
-                    PollTimeout::try_from(due.saturating_sub(now_ms()).min(60_000)).unwrap_or(PollTimeout::MAX)
-                }
-            };
+            // Wakes at least every second, to notice deleted logs while the
+            // pane is quiet.
+            let wait_ms = self.tracker.next_tick_ms().map_or(IDLE_CHECK_MS, |due| due.saturating_sub(now_ms()));
+            let timeout = PollTimeout::try_from(wait_ms.min(IDLE_CHECK_MS)).unwrap_or(PollTimeout::MAX);
             let mut fds =
                 [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, timeout) {
@@ -213,6 +213,10 @@ impl Pump {
                     Err(e) => return Err(io_err(e).into()),
                 }
             } else if !mail {
+                if self.raw_deleted() {
+                    self.deleted = Some(self.raw_len);
+                    return Ok(());
+                }
                 self.tick(shared)?;
             }
         }
@@ -327,8 +331,7 @@ impl Pump {
         }
         if now.saturating_sub(self.checked_ms) >= DELETED_CHECK_MS {
             self.checked_ms = now;
-            use std::os::unix::fs::MetadataExt;
-            if self.raw.metadata().is_ok_and(|m| m.nlink() == 0) {
+            if self.raw_deleted() {
                 self.deleted = Some(self.raw_len);
                 return;
             }
@@ -353,6 +356,13 @@ impl Pump {
             self.drop_output(0, &e.to_string(), now);
         }
         self.publish(now, shared);
+    }
+
+    /// Whether `raw.log` has lost its name (deleted, alone or with its
+    /// directory).
+    fn raw_deleted(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.raw.metadata().is_ok_and(|m| m.nlink() == 0)
     }
 
     /// Notes `lost` bytes that could not be stored, starting a gap if none

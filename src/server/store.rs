@@ -56,7 +56,7 @@ impl SessionStore for FileSessions {
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
         let path = self.path(id)?;
-        std::fs::create_dir_all(&self.dir)?;
+        crate::store::private_dir_all(&self.dir)?;
         crate::store::write_atomic(&path, &serde_json::to_vec(state)?)?;
         Ok(())
     }

@@ -219,7 +219,15 @@ impl Sessions {
             return Err(SessionError::NotFound { name: name.to_string(), known });
         };
         let dir = self.cfg.session_dir(name);
-        let meta = store::read_meta(&dir)?;
+        let meta = match store::read_meta(&dir) {
+            Err(store::StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SessionError::BadInput(format!(
+                    "the logs of session {name} were deleted while it ran ({} is gone); its logger notices within                      a second and logging starts again in fresh files: call again",
+                    dir.join(files::META).display()
+                )));
+            }
+            other => other?,
+        };
         Ok(Session { name: name.to_string(), dir, pane, meta })
     }
 
@@ -291,7 +299,12 @@ impl Sessions {
             version: env!("CARGO_PKG_VERSION").to_string(),
             prompt_pattern: opts.prompt_pattern.clone(),
         };
-        store::write_meta(&dir, &meta)?;
+        if let Err(e) = store::write_meta(&dir, &meta) {
+            // Undone whole (a full disk, say): no pane without its record.
+            let _ = self.tmux.run(&["kill-session", "-t", &format!("={name}")]).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e.into());
+        }
         let session = Session { name, dir, pane: pane.info, meta };
         let status = match self.attach_logger(&session, &pane.channel).await {
             Ok(()) => self.first_prompt(&session, integrated).await?,
@@ -346,6 +359,9 @@ impl Sessions {
         let mut env = opts.env.clone();
         env.insert("__DTMCP_NONCE".into(), secret.to_nonce());
         env.insert("DOCENT_TERMINAL_MCP_SESSION".into(), name.to_string());
+        // The session's shell keeps its history with its logs, so the
+        // commands agents type stay out of the person's ~/.bash_history.
+        env.insert("__DTMCP_HISTFILE".into(), dir.join("history").display().to_string());
         for (k, v) in &env {
             args.extend(["-e".to_string(), format!("{k}={v}")]);
         }

@@ -30,9 +30,8 @@ async fn server_on_small_tmpfs(w: &World, kb: u64) -> Option<RawClient> {
         return None;
     }
     std::fs::create_dir_all(w.home()).expect("home");
-    let script = format!(
-        "mount -t tmpfs -o size={kb}k,mode=0700 dtmcp-full \"$DOCENT_TERMINAL_MCP_HOME\" && exec '{SERVER}'"
-    );
+    let script =
+        format!("mount -t tmpfs -o size={kb}k,mode=0700 dtmcp-full \"$DOCENT_TERMINAL_MCP_HOME\" && exec '{SERVER}'");
     let mut env = w.env();
     env.push(("DTMCP_UNSHARE_SCRIPT".into(), script.clone()));
     // `unshare` runs the server as its own child's exec, so the client
@@ -65,7 +64,9 @@ async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
     assert_has!(r, "before-full");
     fill(&home.join("filler"));
     // The pane keeps flowing although nothing can be logged.
-    let (r, err) = c.call("run", json!({"session": "full1", "command": "seq 1 100000; echo end-while-full", "timeout": 3}), t).await;
+    let (r, err) = c
+        .call("run", json!({"session": "full1", "command": "seq 1 100000; echo end-while-full", "timeout": 3}), t)
+        .await;
     assert!(!r.contains("end-while-full") || !err, "{r}");
     let mut shown = false;
     for _ in 0..100 {
@@ -89,8 +90,9 @@ async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
             assert!(!name.ends_with(".tmp"), "a temporary file is left: {}", f.path().display());
             if name.ends_with(".json") {
                 let body = std::fs::read(f.path()).expect("read");
-                serde_json::from_slice::<Value>(&body)
-                    .unwrap_or_else(|e| panic!("{} is torn ({e}): {}", f.path().display(), String::from_utf8_lossy(&body)));
+                serde_json::from_slice::<Value>(&body).unwrap_or_else(|e| {
+                    panic!("{} is torn ({e}): {}", f.path().display(), String::from_utf8_lossy(&body))
+                });
             }
         }
     }
@@ -211,7 +213,9 @@ async fn item10_save_to_outside_symlink_existing_fifo_and_state_home_are_refused
     assert!(memchr::memmem::find(&raw_after, b"saved-maybe").is_none(), "a refused run was typed");
     // And a good path works.
     let good = base.join("good.txt");
-    let r = s.ok("run", json!({"session": "p1", "command": "echo saved-here", "save_to": good.display().to_string()})).await;
+    let r = s
+        .ok("run", json!({"session": "p1", "command": "echo saved-here", "save_to": good.display().to_string()}))
+        .await;
     assert_has!(r, "saved-here");
     assert_has!(std::fs::read_to_string(&good).expect("saved"), "saved-here");
 }
@@ -219,8 +223,9 @@ async fn item10_save_to_outside_symlink_existing_fifo_and_state_home_are_refused
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item10_a_state_home_path_full_of_tmux_and_shell_syntax_is_used_literally() {
     let w = World::new();
-    let pwn = w.tmp.path().join("pwned");
-    let odd = w.tmp.path().join(format!("st %d #{{pane_id}} #(touch {}) 'q\" $(id) `id`", pwn.display()));
+    // Short enough for a socket path inside it (108 bytes at most).
+    let pwn = PathBuf::from(format!("/tmp/pw{}", std::process::id()));
+    let odd = w.tmp.path().join(format!("s %d #{{q}} #(touch {}) 'q\" $(id)", pwn.display()));
     std::fs::create_dir_all(&odd).expect("odd home");
     let home = odd.display().to_string();
     let s = w.server_with(&[("DOCENT_TERMINAL_MCP_HOME", &home)]).await;
@@ -229,6 +234,7 @@ async fn item10_a_state_home_path_full_of_tmux_and_shell_syntax_is_used_literall
     let dir = odd.join("sessions").join("o1");
     assert!(std::fs::read(dir.join("raw.log")).is_ok_and(|r| memchr::memmem::find(&r, b"odd-12").is_some()));
     assert!(!pwn.exists(), "the state home's path ran a command");
+    let _ = std::fs::remove_file(&pwn);
     assert_has!(s.ok("search", json!({"session": "o1", "pattern": "odd-12"})).await, "odd-12");
 }
 
@@ -292,7 +298,10 @@ fn item11_token_none_wrong_prefix_length_url_and_loose_file() {
     assert_ne!(fresh, token, "a token that was readable by others is still in use");
     let host2 = format!("127.0.0.1:{port2}");
     let status = |t: &str| {
-        tcp_status(port2, &request("GET", "/api/sessions", &[("host", &host2), ("authorization", &format!("Bearer {t}"))], ""))
+        tcp_status(
+            port2,
+            &request("GET", "/api/sessions", &[("host", &host2), ("authorization", &format!("Bearer {t}"))], ""),
+        )
     };
     assert_eq!(status(&token), 401);
     assert_eq!(status(&fresh), 200);
@@ -306,9 +315,12 @@ fn item11_token_mismatch_timing_first_vs_last_byte_is_indistinguishable() {
     let token = std::fs::read_to_string(world.home().join("token")).expect("token").trim().to_string();
     let host = format!("127.0.0.1:{port}");
     let swap = |c: char| if c == '0' { '1' } else { '0' };
-    let first: String = std::iter::once(swap(token.chars().next().unwrap_or('0'))).chain(token.chars().skip(1)).collect();
-    let last: String = token.chars().take(token.len() - 1).chain(std::iter::once(swap(token.chars().last().unwrap_or('0')))).collect();
-    let req = |t: &str| request("GET", "/api/sessions", &[("host", &host), ("authorization", &format!("Bearer {t}"))], "");
+    let first: String =
+        std::iter::once(swap(token.chars().next().unwrap_or('0'))).chain(token.chars().skip(1)).collect();
+    let last: String =
+        token.chars().take(token.len() - 1).chain(std::iter::once(swap(token.chars().last().unwrap_or('0')))).collect();
+    let req =
+        |t: &str| request("GET", "/api/sessions", &[("host", &host), ("authorization", &format!("Bearer {t}"))], "");
     let (rf, rl) = (req(&first), req(&last));
     let rounds = if slow() { 2000 } else { 300 };
     let (mut tf, mut tl) = (Vec::new(), Vec::new());
@@ -369,7 +381,9 @@ fn proxy_one(mut client: std::net::TcpStream, port: u16, token: &str) {
         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
         let length = head
             .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+            .find_map(|l| {
+                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0))
+            })
             .unwrap_or(0);
         while buf.len() < end + length {
             match client.read(&mut chunk) {
@@ -397,7 +411,11 @@ fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
     let token = std::fs::read_to_string(world.home().join("token")).expect("token").trim().to_string();
     let auth = format!("Bearer {token}");
     let routes: [(&str, &str, &str); 8] = [
-        ("POST", "/mcp", r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"r","version":"0"}}}"#),
+        (
+            "POST",
+            "/mcp",
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"r","version":"0"}}}"#,
+        ),
         ("GET", "/mcp", ""),
         ("DELETE", "/mcp", ""),
         ("GET", "/health", ""),
@@ -415,14 +433,26 @@ fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
             ("127.0.0.1.evil.example", None),
             ("localhost.", None),
         ] {
-            let mut h = vec![("host", host), ("authorization", auth.as_str()), ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream")];
+            let mut h = vec![
+                ("host", host),
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ];
             if let Some(o) = origin {
                 h.push(("origin", o));
             }
-            assert_eq!(tcp_status(port, &request(method, path, &h, body)), 403, "{method} {path} Host {host} Origin {origin:?}");
+            assert_eq!(
+                tcp_status(port, &request(method, path, &h, body)),
+                403,
+                "{method} {path} Host {host} Origin {origin:?}"
+            );
         }
-        let on_socket = unix_http(&serve.socket, &request(method, path, &[("host", "x"), ("origin", "http://evil.example.com")], body)).0;
+        let on_socket = unix_http(
+            &serve.socket,
+            &request(method, path, &[("host", "x"), ("origin", "http://evil.example.com")], body),
+        )
+        .0;
         assert_eq!(on_socket, 403, "{method} {path} on the socket with a foreign Origin");
     }
     // The official conformance scenario, through a proxy that adds the token.
@@ -446,8 +476,14 @@ fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
         }
     };
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    if said.contains("ENOTFOUND") || said.contains("EAI_AGAIN") || said.contains("ECONNREFUSED registry") || said.contains("network") && !out.status.success() && !said.contains("DNSRebinding") {
-        eprintln!("item 12: the conformance package could not be fetched (no network?); our own requests passed:\n{said}");
+    if said.contains("ENOTFOUND")
+        || said.contains("EAI_AGAIN")
+        || said.contains("ECONNREFUSED registry")
+        || said.contains("network") && !out.status.success() && !said.contains("DNSRebinding")
+    {
+        eprintln!(
+            "item 12: the conformance package could not be fetched (no network?); our own requests passed:\n{said}"
+        );
         return;
     }
     eprintln!("item 12: conformance said:\n{said}");
@@ -462,7 +498,8 @@ fn item13_modes_stay_private_under_umask_000() {
     let world = World::new();
     let port = free_port().to_string();
     let script = format!("umask 000; exec '{SERVER}' serve --tcp {port}");
-    let mut child = Command::new("sh").args(["-c", &script]).envs(world.env()).stdin(Stdio::null()).spawn().expect("serve");
+    let mut child =
+        Command::new("sh").args(["-c", &script]).envs(world.env()).stdin(Stdio::null()).spawn().expect("serve");
     let socket = socket_of(&world);
     let started = Instant::now();
     while unix_get(&socket, "/health").0 != 200 {
@@ -595,7 +632,9 @@ fn item14_two_servers_at_once_one_wins_and_a_kill9_leaves_no_cleanup() {
 fn item19_dependencies_have_no_known_advisories() {
     let have = Command::new("cargo").args(["audit", "--version"]).output().is_ok_and(|o| o.status.success());
     if !have {
-        eprintln!("skipped: cargo-audit is not installed (.ci/run installs it and runs `cargo audit` before the tests)");
+        eprintln!(
+            "skipped: cargo-audit is not installed (.ci/run installs it and runs `cargo audit` before the tests)"
+        );
         return;
     }
     let out = Command::new("cargo")
