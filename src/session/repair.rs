@@ -201,9 +201,7 @@ fn logger_gaps_since_last_look(dir: &std::path::Path) -> Vec<Gap> {
 fn stopped_logger(dir: &std::path::Path) -> Option<u32> {
     let pid: u32 = std::fs::read_to_string(dir.join(files::PID)).ok()?.trim().parse().ok()?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    if memchr::memmem::find(&cmdline, b"dtmcp-pane-logger").is_none() {
-        return None;
-    }
+    memchr::memmem::find(&cmdline, b"dtmcp-pane-logger")?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let state = stat.rsplit_once(") ")?.1.chars().next()?;
     matches!(state, 'T' | 't').then_some(pid)

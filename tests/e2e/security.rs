@@ -392,9 +392,9 @@ fn proxy_one(mut client: std::net::TcpStream, port: u16, token: &str) {
             }
         }
         let first_line_end = head.find("\r\n").unwrap_or(0) + 2;
-        let mut out = head[..first_line_end].as_bytes().to_vec();
+        let mut out = head.as_bytes()[..first_line_end].to_vec();
         out.extend_from_slice(format!("authorization: Bearer {token}\r\n").as_bytes());
-        out.extend_from_slice(head[first_line_end..].as_bytes());
+        out.extend_from_slice(&head.as_bytes()[first_line_end..]);
         out.extend_from_slice(&buf[end..end + length]);
         if server.write_all(&out).is_err() {
             return;
