@@ -54,7 +54,9 @@ impl CallLog {
         let Ok(mut line) = serde_json::to_vec(&entry) else { return };
         line.push(b'\n');
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path);
+        let file =
+            std::os::unix::fs::OpenOptionsExt::mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
+                .open(&self.path);
         if let Ok(mut f) = file {
             let _ = f.write_all(&line);
         }

@@ -155,6 +155,7 @@ pub enum LogsCommand {
 /// The whole program: parses the arguments, runs, and turns an error chain
 /// into one message and a failing exit code.
 pub fn entry() -> std::process::ExitCode {
+    survive_file_size_limit();
     match main(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -162,6 +163,20 @@ pub fn entry() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// A write past the file size limit (`ulimit -f`) sends SIGXFSZ, which
+/// kills by default; the server must instead get the write's error and say
+/// so in a reply. A handler that does nothing (rather than ignoring the
+/// signal) is reset by `exec`, so tmux and the programs in its panes still
+/// get the default.
+fn survive_file_size_limit() {
+    extern "C" fn nothing(_: nix::libc::c_int) {}
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let action = SigAction::new(SigHandler::Handler(nothing), SaFlags::SA_RESTART, SigSet::empty());
+    // SAFETY: the handler touches nothing (async-signal-safe by being
+    // empty), and no other code of this process handles SIGXFSZ.
+    let _ = unsafe { sigaction(Signal::SIGXFSZ, &action) };
 }
 
 /// Runs the command line.

@@ -42,9 +42,13 @@ pub enum LockError {
 pub fn acquire(home: &Path) -> Result<ServerLock, LockError> {
     let path = home.join("server.lock");
     let err = |source| LockError::Io { path: path.display().to_string(), source };
-    std::fs::create_dir_all(home).map_err(err)?;
-    let file =
-        std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(err)?;
+    crate::store::private_dir_all(home).map_err(err)?;
+    let file = std::os::unix::fs::OpenOptionsExt::mode(
+        std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true),
+        0o600,
+    )
+    .open(&path)
+    .map_err(err)?;
     let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(f) => f,
         Err((mut f, _)) => {

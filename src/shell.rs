@@ -69,7 +69,10 @@ pub fn dir(home: &Path) -> PathBuf {
 /// a shell starting meanwhile never reads half a script.
 pub fn install(home: &Path) -> std::io::Result<PathBuf> {
     let dir = dir(home);
-    std::fs::create_dir_all(&dir)?;
+    // Readable by others (a shell of another user may read the scripts),
+    // writable by no one else, whatever the umask.
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(&dir)?;
     for (name, body) in FILES {
         let path = dir.join(name);
         if std::fs::read(&path).is_ok_and(|old| old == body.as_bytes()) {
@@ -79,7 +82,10 @@ pub fn install(home: &Path) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(parent)?;
         let base = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = parent.join(format!(".{base}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, body)?;
+        std::io::Write::write_all(
+            &mut std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o644).open(&tmp)?,
+            body.as_bytes(),
+        )?;
         std::fs::rename(&tmp, &path)?;
     }
     Ok(dir)

@@ -62,6 +62,12 @@ pub mod files {
     pub const REGION_DIR: &str = "regions";
     /// The logger's last checkpoint (see `logger::checkpoint`).
     pub const CHECKPOINT: &str = "checkpoint.json";
+    /// The running logger's process id.
+    pub const PID: &str = "logger.pid";
+    /// Left by a logger that found its logs deleted and exited.
+    pub const GONE: &str = "logger.gone";
+    /// How the session ended, when not by its program exiting.
+    pub const ENDED: &str = "ended";
 }
 
 /// How many region files a session directory keeps.
@@ -110,7 +116,7 @@ pub struct Meta {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{}: {}", path.display(), describe_io(source))]
     Io {
         /// Which file.
         path: PathBuf,
@@ -434,13 +440,89 @@ pub fn read_meta(dir: &Path) -> Result<Meta, StoreError> {
     serde_json::from_slice(&text).map_err(|source| StoreError::Json { path, source })
 }
 
-/// Writes `meta.json` of `dir` atomically (a temporary file renamed).
+/// Writes `meta.json` of `dir` atomically (see [`write_atomic`]).
 pub fn write_meta(dir: &Path, meta: &Meta) -> Result<(), StoreError> {
     let path = dir.join(files::META);
-    let tmp = dir.join(".meta.json.tmp");
     let body = serde_json::to_vec_pretty(meta).map_err(|source| StoreError::Json { path: path.clone(), source })?;
-    std::fs::write(&tmp, body).map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+    write_atomic(&path, &body).map_err(io_err(&path))
+}
+
+/// Replaces the file at `path` with `body` so that a reader, or the next
+/// process after a crash or power loss, finds the old file or the new one
+/// whole, never a truncated mix: the bytes go to a temporary file of a name
+/// no other writer uses (mode 0600), which is synced, renamed over `path`,
+/// and the directory synced. On failure (a full disk, say) the temporary
+/// file is removed and `path` is left as it was.
+pub fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{serial}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = OpenOptions::new().create_new(true).write(true).mode(0o600).open(&tmp)?;
+        f.write_all(body)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    // The rename is durable once the directory is; a failure here loses
+    // nothing a reader would see now.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents, mode 0700 whatever the umask.
+pub fn private_dir_all(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Makes sure the existing directory `dir` is this user's and that no one
+/// else can write into it: another owner is refused (they could replace
+/// what we put there), and group or other write (or any access) bits are
+/// taken away.
+pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "{} is owned by uid {}, not by this user (uid {me}); remove it or point the server elsewhere",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if !meta.is_dir() {
+        return Err(std::io::Error::other(format!("{} is not a directory", dir.display())));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Whether `e` means the file system holding the state home is full: no
+/// space, no quota left, or a file size limit (`ulimit -f`) reached.
+pub fn is_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded | std::io::ErrorKind::FileTooLarge
+    )
+}
+
+/// An I/O error as said in a reply: a full state directory is named as
+/// such, with what to do about it.
+pub fn describe_io(e: &std::io::Error) -> String {
+    if is_full(e) {
+        format!("the state directory is full ({e}); free space there (or raise the file size limit) and try again")
+    } else {
+        e.to_string()
+    }
 }
 
 /// Reads `markers.state` of `dir`; a missing or torn file reads as empty.

@@ -53,10 +53,8 @@ pub fn load(dir: &Path) -> Option<Checkpoint> {
 /// Writes `cp` as the checkpoint of `dir`, atomically.
 pub fn save(dir: &Path, cp: &Checkpoint) -> Result<(), StoreError> {
     let path = dir.join(files::CHECKPOINT);
-    let tmp = dir.join(".checkpoint.json.tmp");
     let body = serde_json::to_vec(cp).map_err(|source| StoreError::Json { path: path.clone(), source })?;
-    std::fs::write(&tmp, body).map_err(|source| StoreError::Io { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, &path).map_err(|source| StoreError::Io { path, source })
+    crate::store::write_atomic(&path, &body).map_err(|source| StoreError::Io { path, source })
 }
 
 #[cfg(test)]

@@ -69,7 +69,14 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     let _ =
         unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGXFSZ, nix::sys::signal::SigHandler::SigIgn) };
     pump::widen_stdin_pipe();
-    let secret = std::fs::read_to_string(dir.join(files::SECRET)).ok().and_then(|s| Secret::from_nonce(&s));
+    // The logger is a child of the tmux server: if it is no longer, tmux
+    // died rather than the pane's program ending.
+    let tmux = nix::unistd::getppid();
+    let secret_text = std::fs::read_to_string(dir.join(files::SECRET)).ok();
+    let secret = secret_text.as_deref().and_then(Secret::from_nonce);
+    // Kept to put back should the directory be deleted under us.
+    let meta = std::fs::read(dir.join(files::META)).ok();
+    let _ = store::write_atomic(&dir.join(files::PID), std::process::id().to_string().as_bytes());
     let shared = Arc::new(Shared::open(dir, secret)?);
     // Carry on from the files before answering anyone: a router asking
     // too early would see the state before the replay.
@@ -83,11 +90,57 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
             .spawn(move || server::serve(listener, shared))
             .map_err(|source| LoggerError::Socket { path: socket_path.clone(), source })?
     };
+    let mut pump = pump;
     let result = pump.run_polled(std::io::stdin().lock(), &shared);
     shared.finish();
     shared.agents.flush();
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);
     drop(server);
+    if pump.deleted.is_none() && nix::unistd::getppid() != tmux {
+        let why = "ended because its tmux server died (not by its program exiting)";
+        let _ = store::write_atomic(&dir.join(files::ENDED), why.as_bytes());
+    }
+    if let Some(raw_len) = pump.deleted {
+        drop(pump);
+        leave_word_of_deletion(dir, raw_len, secret_text.as_deref(), meta.as_deref());
+    }
     result
+}
+
+/// After `raw.log` was deleted: puts back what the next logger and the
+/// router need (the directory, the secret the session's shells prove
+/// their markers with, `meta.json`), and leaves [`files::GONE`] saying
+/// what happened, for the router to report. The logger then exits with
+/// every descriptor closed.
+fn leave_word_of_deletion(dir: &Path, raw_len: u64, secret: Option<&str>, meta: Option<&[u8]>) {
+    use std::os::unix::fs::DirBuilderExt;
+    let whole = !dir.exists();
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    if let Some(s) = secret.filter(|_| !dir.join(files::SECRET).exists()) {
+        let _ = store::write_atomic(&dir.join(files::SECRET), s.as_bytes());
+    }
+    if let Some(m) = meta.filter(|_| !dir.join(files::META).exists()) {
+        let _ = store::write_atomic(&dir.join(files::META), m);
+    }
+    let what = if whole { "the session's log directory was deleted" } else { "raw.log was deleted" };
+    let gone = Gone {
+        reason: format!("{what} while the session ran ({raw_len} bytes logged before it are gone)"),
+        at_ms: crate::config::now_ms(),
+    };
+    let _ = store::write_atomic(&dir.join(files::GONE), &serde_json::to_vec(&gone).unwrap_or_default());
+    eprintln!(
+        "dtmcp-pane-logger: {} in {}; exiting so that nothing is written to unlinked space",
+        gone.reason,
+        dir.display()
+    );
+}
+
+/// What a logger that found its logs deleted leaves in [`files::GONE`].
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Gone {
+    /// What happened, for the reply.
+    pub reason: String,
+    /// When the logger noticed, ms since the epoch.
+    pub at_ms: u64,
 }

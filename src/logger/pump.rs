@@ -17,6 +17,15 @@
 //! bound. It drops what it cannot store, counts it, tries again every
 //! [`RETRY_MS`], and when a write succeeds marks the gap in the log and
 //! in `gaps.jsonl` (bounds and reason) and cooks on with a fresh cooker.
+//!
+//! # Deleted logs
+//!
+//! Writing on into a `raw.log` someone deleted (alone or with its whole
+//! directory) would fill the disk with space nobody can see or free. So
+//! while output comes the pump checks, twice a second, that `raw.log`
+//! still has a name; when it has none the pump stops and the logger exits
+//! (see `logger::run_in`), and the router attaches a new one that starts
+//! fresh files and marks the gap.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -47,6 +56,11 @@ const FEED_BYTES: usize = 1 << 14;
 const PIPE_BYTES: i32 = 1 << 20;
 /// How often a pump that cannot store output tries again.
 pub const RETRY_MS: u64 = 500;
+/// How often, while output comes, `raw.log` is checked for having been
+/// deleted (one `fstat`).
+const DELETED_CHECK_MS: u64 = 500;
+/// The longest a quiet pump sleeps before it checks the same.
+const IDLE_CHECK_MS: u64 = 1000;
 
 /// The pump's own state: the writers and the pure cores.
 pub struct Pump {
@@ -72,6 +86,11 @@ pub struct Pump {
     /// Output that could not be stored, since when; `None` while all is
     /// stored.
     dropping: Option<Dropping>,
+    /// When `raw.log` was last checked for having been deleted.
+    checked_ms: u64,
+    /// `raw.log` was found deleted (alone or with the whole directory):
+    /// the pump stops, so that no descriptor keeps filling unlinked space.
+    pub deleted: Option<u64>,
 }
 
 /// A stretch of output the pump could not store.
@@ -128,6 +147,8 @@ impl Pump {
             checkpoint_raw: raw_len,
             checkpoint_ms: now_ms(),
             dropping: None,
+            checked_ms: now_ms(),
+            deleted: None,
         };
         p.replay(start, shared)?;
         Ok(p)
@@ -158,17 +179,15 @@ impl Pump {
     /// Reads `input` until it ends, logging and publishing as it goes; also
     /// opens the input regions asked for through the shared inbox, and ends
     /// them when their time is up even while no output comes.
-    pub fn run_polled(mut self, mut input: impl Read + AsFd, shared: &Shared) -> Result<(), LoggerError> {
+    pub fn run_polled(&mut self, mut input: impl Read + AsFd, shared: &Shared) -> Result<(), LoggerError> {
         let mut buf = vec![0u8; READ_BYTES];
         let io_err = |source| StoreError::Io { path: "stdin".into(), source };
         let mailbox = shared.inbox.connect().map_err(io_err)?;
         loop {
-            let timeout = match self.tracker.next_tick_ms() {
-                None => PollTimeout::NONE,
-                Some(due) => {
-                    PollTimeout::try_from(due.saturating_sub(now_ms()).min(60_000)).unwrap_or(PollTimeout::MAX)
-                }
-            };
+            // Wakes at least every second, to notice deleted logs while the
+            // pane is quiet.
+            let wait_ms = self.tracker.next_tick_ms().map_or(IDLE_CHECK_MS, |due| due.saturating_sub(now_ms()));
+            let timeout = PollTimeout::try_from(wait_ms.min(IDLE_CHECK_MS)).unwrap_or(PollTimeout::MAX);
             let mut fds =
                 [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, timeout) {
@@ -184,11 +203,20 @@ impl Pump {
             if output {
                 match input.read(&mut buf) {
                     Ok(0) => break,
-                    Ok(n) => self.chunk(&buf[..n], shared),
+                    Ok(n) => {
+                        self.chunk(&buf[..n], shared);
+                        if self.deleted.is_some() {
+                            return Ok(());
+                        }
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(io_err(e).into()),
                 }
             } else if !mail {
+                if self.raw_deleted() {
+                    self.deleted = Some(self.raw_len);
+                    return Ok(());
+                }
                 self.tick(shared)?;
             }
         }
@@ -301,6 +329,13 @@ impl Pump {
             d.bytes += bytes.len() as u64;
             return;
         }
+        if now.saturating_sub(self.checked_ms) >= DELETED_CHECK_MS {
+            self.checked_ms = now;
+            if self.raw_deleted() {
+                self.deleted = Some(self.raw_len);
+                return;
+            }
+        }
         // The raw log comes first and unbuffered: whatever happens next,
         // these bytes are on disk.
         let written = write_counted(&mut self.raw, bytes);
@@ -321,6 +356,13 @@ impl Pump {
             self.drop_output(0, &e.to_string(), now);
         }
         self.publish(now, shared);
+    }
+
+    /// Whether `raw.log` has lost its name (deleted, alone or with its
+    /// directory).
+    fn raw_deleted(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.raw.metadata().is_ok_and(|m| m.nlink() == 0)
     }
 
     /// Notes `lost` bytes that could not be stored, starting a gap if none

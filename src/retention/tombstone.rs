@@ -60,9 +60,7 @@ pub fn prune(home: &Path, now_ms: u64) -> std::io::Result<()> {
         body.push_str(&serde_json::to_string(t).map_err(std::io::Error::other)?);
         body.push('\n');
     }
-    let tmp = home.join(format!("{FILE}.tmp"));
-    std::fs::write(&tmp, body)?;
-    std::fs::rename(&tmp, path(home))
+    crate::store::write_atomic(&path(home), body.as_bytes())
 }
 
 /// "on <UTC time>, because <why>", for a reply.

@@ -110,7 +110,8 @@ pub fn bind(path: &Path) -> Result<BoundSocket, SocketError> {
 }
 
 /// Creates `dir` (and its parents) 0700 when missing. An existing directory
-/// named after us is made 0700 too; any other existing directory (say
+/// named after us is made 0700 too, and refused if another user owns it;
+/// any other existing directory (say
 /// `/tmp` for a socket put there on purpose) is left as it is.
 fn make_private_dir(dir: &Path) -> Result<(), SocketError> {
     if !dir.exists() {
@@ -121,8 +122,7 @@ fn make_private_dir(dir: &Path) -> Result<(), SocketError> {
             .map_err(io(format!("creating {}", dir.display())));
     }
     if dir.file_name().is_some_and(|n| n == "docent-terminal-mcp") {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(io(format!("making {} private", dir.display())))?;
+        crate::store::check_private_dir(dir).map_err(io(format!("making {} private", dir.display())))?;
     }
     Ok(())
 }

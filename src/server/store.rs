@@ -4,7 +4,6 @@
 //! from the stored `initialize` parameters). One file per session,
 //! `$DOCENT_TERMINAL_MCP_HOME/http-sessions/ID.json`, mode 0600.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use rmcp::transport::streamable_http_server::session::store::{SessionState, SessionStore, SessionStoreError};
@@ -56,13 +55,9 @@ impl SessionStore for FileSessions {
     }
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        use std::io::Write;
         let path = self.path(id)?;
-        std::fs::create_dir_all(&self.dir)?;
-        let tmp = path.with_extension("tmp");
-        let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp)?;
-        f.write_all(&serde_json::to_vec(state)?)?;
-        std::fs::rename(&tmp, &path)?;
+        crate::store::private_dir_all(&self.dir)?;
+        crate::store::write_atomic(&path, &serde_json::to_vec(state)?)?;
         Ok(())
     }
 

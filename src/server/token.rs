@@ -20,22 +20,28 @@ impl std::fmt::Debug for Token {
 
 impl Token {
     /// Reads the token at `path`, making one first if there is none. A file
-    /// whose mode lets others read it is made 0600 again.
+    /// whose mode let others read it holds a token others may know: it is
+    /// replaced by a new one (0600), and the old token stops working.
     pub fn load_or_create(path: &Path) -> std::io::Result<Token> {
         match std::fs::read_to_string(path) {
             Ok(text) if !text.trim().is_empty() => {
                 let mode = std::fs::metadata(path)?.permissions().mode();
-                if mode & 0o077 != 0 {
-                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+                if mode & 0o077 == 0 {
+                    return Ok(Token(text.trim().to_string()));
                 }
-                return Ok(Token(text.trim().to_string()));
+                eprintln!(
+                    "docent-terminal-mcp: {} was readable by others (mode {:o}); it now holds a new token",
+                    path.display(),
+                    mode & 0o777
+                );
+                std::fs::remove_file(path)?;
             }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::store::private_dir_all(dir)?;
         }
         let mut bytes = [0u8; 32];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;

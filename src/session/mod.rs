@@ -85,7 +85,7 @@ pub enum SessionError {
     #[error(transparent)]
     Store(#[from] store::StoreError),
     /// Some other I/O failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", store::describe_io(source))]
     Io {
         /// What was being done.
         what: String,
@@ -186,6 +186,7 @@ impl Sessions {
             .mode(0o700)
             .create(cfg.sessions_dir())
             .map_err(io(format!("creating {}", cfg.sessions_dir().display())))?;
+        store::check_private_dir(&cfg.home).map_err(io("the state home"))?;
         let shell_dir = crate::shell::install(&cfg.home).map_err(io("writing the shell integration"))?;
         let bin_dir = crate::remote::install_shim(&cfg.home).map_err(io("linking the command into the state home"))?;
         Ok(Sessions {
@@ -234,7 +235,15 @@ impl Sessions {
             return Err(SessionError::NotFound { name: name.to_string(), known });
         };
         let dir = self.cfg.session_dir(name);
-        let meta = store::read_meta(&dir)?;
+        let meta = match store::read_meta(&dir) {
+            Err(store::StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SessionError::BadInput(format!(
+                    "the logs of session {name} were deleted while it ran ({} is gone); its logger notices within                      a second and logging starts again in fresh files: call again",
+                    dir.join(files::META).display()
+                )));
+            }
+            other => other?,
+        };
         Ok(Session { name: name.to_string(), dir, pane, meta })
     }
 
@@ -347,7 +356,12 @@ impl Sessions {
             adopted: false,
             parent,
         };
-        store::write_meta(&dir, &meta)?;
+        if let Err(e) = store::write_meta(&dir, &meta) {
+            // Undone whole (a full disk, say): no pane without its record.
+            let _ = self.tmux.run(&undo(&pane.pane_id).each_ref().map(String::as_str)).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e.into());
+        }
         let mut info = pane.info;
         info.session_name.clone_from(&name);
         info.dtmcp_name.clone_from(&name);
@@ -436,6 +450,9 @@ impl Sessions {
         // whatever -e says), and again by an integrated shell after the
         // profile files (Debian's /etc/profile sets PATH afresh).
         env.insert("__DTMCP_BIN".into(), self.bin_dir.display().to_string());
+        // The session's shell keeps its history with its logs, so the
+        // commands agents type stay out of the person's ~/.bash_history.
+        env.insert("__DTMCP_HISTFILE".into(), dir.join("history").display().to_string());
         for (k, v) in &env {
             args.extend(["-e".to_string(), format!("{k}={v}")]);
         }

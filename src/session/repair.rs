@@ -50,14 +50,24 @@ impl Sessions {
     /// Checks that `s`'s logger answers; if not, attaches a new one, and
     /// returns a note for the next reply about the gap.
     pub async fn ensure_logger(&self, s: &Session) -> Result<Option<String>, SessionError> {
+        // A stopped logger (SIGSTOP, a debugger) is alive: a second one
+        // would write the same files. The pane's output waits in tmux.
+        if let Some(pid) = stopped_logger(&s.dir) {
+            return Err(SessionError::BadInput(format!(
+                "the logger of session {} (pid {pid}) is stopped, so nothing is logged or answered for now; \
+                 the pane's output waits in tmux and nothing is lost: `kill -CONT {pid}` lets it go on, then call again",
+                s.name
+            )));
+        }
         if s.logger().await.is_ok() {
             self.note_logger_gaps(s);
             return Ok(None);
         }
         // A killed logger leaves its socket file behind; a session still
-        // being made has none yet, and gets time to start its logger.
+        // being made has none yet, and gets time to start its logger. One
+        // that found its logs deleted says so.
         let young = now_ms().saturating_sub(s.meta.created_ms) < YOUNG_MS;
-        if young && !s.dir.join(files::SOCKET).exists() {
+        if young && !s.dir.join(files::SOCKET).exists() && !s.dir.join(files::GONE).exists() {
             return Ok(None);
         }
         // One repair at a time (the watchdog and a call may both notice);
@@ -66,6 +76,10 @@ impl Sessions {
         if s.logger().await.is_ok() {
             return Ok(None);
         }
+        let gone = std::fs::read(s.dir.join(files::GONE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::logger::Gone>(&b).ok());
+        let _ = std::fs::remove_file(s.dir.join(files::GONE));
         let gap = self.record_gap(s).await?;
         let pane = s.pane.pane_id.as_str();
         // `pipe-pane -o` only toggles; stop whatever pipe is left, then start.
@@ -73,7 +87,13 @@ impl Sessions {
         self.tmux.run(&["pipe-pane", "-O", "-t", pane, PIPE_COMMAND]).await?;
         for _ in 0..500 {
             if s.logger().await.is_ok() {
-                let note = gap_note(&s.name, &gap);
+                let note = match &gone {
+                    Some(g) => format!(
+                        "log gap in {}: {}; logging started again in fresh files, and the log marks the place.\n",
+                        s.name, g.reason
+                    ),
+                    None => gap_note(&s.name, &gap),
+                };
                 self.notes.lock().unwrap_or_else(|e| e.into_inner()).insert(s.name.clone(), note.clone());
                 return Ok(Some(note));
             }
@@ -101,9 +121,7 @@ impl Sessions {
         let gap =
             Gap { from_ms, to_ms: now_ms(), raw_offset: raw.map_or(0, |m| m.len()), screen: rows, ..Gap::default() };
         let body = serde_json::to_vec(&gap).map_err(|e| SessionError::BadInput(e.to_string()))?;
-        let tmp = s.dir.join(".gap.pending.tmp");
-        std::fs::write(&tmp, body).map_err(super::io("recording the log gap"))?;
-        std::fs::rename(&tmp, s.dir.join(GAP_PENDING)).map_err(super::io("recording the log gap"))?;
+        crate::store::write_atomic(&s.dir.join(GAP_PENDING), &body).map_err(super::io("recording the log gap"))?;
         Ok(gap)
     }
 
@@ -176,6 +194,17 @@ fn logger_gaps_since_last_look(dir: &std::path::Path) -> Vec<Gap> {
         .filter_map(|line| serde_json::from_str::<Gap>(line).ok())
         .filter(|gap| !gap.reason.is_empty() && gap.to_ms >= since)
         .collect()
+}
+
+/// The pid of `dir`'s logger if it is alive but stopped (state `T` or
+/// `t` in `/proc/PID/stat`).
+fn stopped_logger(dir: &std::path::Path) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(dir.join(files::PID)).ok()?.trim().parse().ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    memchr::memmem::find(&cmdline, b"dtmcp-pane-logger")?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+    matches!(state, 'T' | 't').then_some(pid)
 }
 
 fn gap_note(name: &str, gap: &Gap) -> String {

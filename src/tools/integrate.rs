@@ -390,6 +390,7 @@ mod tests {
                 host: host.map(str::to_string),
                 user: user.map(str::to_string),
                 via: Vec::new(),
+                carrier: None,
             },
         };
         assert_eq!(host_key(&job(Some("box"), Some("ann"))), "ann@box");

@@ -12,6 +12,7 @@ use std::fmt::Write;
 use super::Terminal;
 use crate::retention::tombstone::utc;
 use crate::retention::{Action, expires_ms};
+use crate::store::files;
 
 /// What to do with a session's logs.
 #[derive(Clone, Copy, Debug, Deserialize, schemars::JsonSchema)]
@@ -95,7 +96,10 @@ impl Terminal {
                 None => "kept for good".to_string(),
                 Some(ms) => format!("kept until {}", utc(ms)),
             };
-            let _ = writeln!(out, "  {}, logs {until}", f.name);
+            let ended = std::fs::read_to_string(self.sessions().cfg.session_dir(&f.name).join(files::ENDED))
+                .map(|why| format!(", {}", why.trim()))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  {}{ended}, logs {until}", f.name);
         }
         if closed.len() > MAX_CLOSED_LINES {
             let _ = writeln!(out, "  … and {} more", closed.len() - MAX_CLOSED_LINES);

@@ -267,8 +267,15 @@ pub fn clean(text: &str) -> String {
     text.chars().map(|c| if is_unwanted(c) { '\u{fffd}' } else { c }).collect()
 }
 
+/// Control characters (but newline and tab), C1 controls, and the
+/// bidirectional embeddings, overrides and isolates, which can make a
+/// reply read differently from what it holds ("Trojan Source").
 fn is_unwanted(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+    (c.is_control() && c != '\n' && c != '\t')
+        || ('\u{80}'..='\u{9f}').contains(&c)
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+        || c == '\u{61c}'
 }
 
 #[cfg(test)]
@@ -279,6 +286,7 @@ mod tests {
     fn replies_lose_escapes_and_c1_but_keep_newlines_and_tabs() {
         assert_eq!(clean("a\tb\nc"), "a\tb\nc");
         assert_eq!(clean("a\u{1b}[0mb\u{9b}c\u{f}"), "a\u{fffd}[0mb\u{fffd}c\u{fffd}");
+        assert_eq!(clean("x\u{202e}y\u{2066}z"), "x\u{fffd}y\u{fffd}z");
     }
 
     use crate::docent::texts::CLIENT_BUDGET;

@@ -128,18 +128,18 @@ pub fn agents_typed(home: &Path, session: &str) -> std::collections::BTreeMap<St
 
 fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::store::private_dir_all(dir)?;
     }
-    std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(line)
+    std::os::unix::fs::OpenOptionsExt::mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
+        .open(path)?
+        .write_all(line)
 }
 
 fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::store::private_dir_all(dir)?;
     }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, body)?;
-    std::fs::rename(&tmp, path)
+    crate::store::write_atomic(path, body)
 }
 
 /// Removes request records older than a day.

@@ -201,6 +201,14 @@ fn check_save_path(path: &str, overwrite: bool) -> Result<PathBuf, String> {
     if !p.parent().is_some_and(Path::is_dir) {
         return Err(format!("save_to: the directory of {path:?} does not exist"));
     }
+    if let Some(home) = crate::config::Config::from_env().ok().map(|c| c.home)
+        && within(&p, &home)
+    {
+        return Err(format!(
+            "save_to: {path:?} is inside the server's state directory {}, which only the server writes; pick a path outside it",
+            home.display()
+        ));
+    }
     match std::fs::symlink_metadata(&p) {
         Ok(m) if m.file_type().is_symlink() => {
             Err(format!("save_to: {path:?} is a symlink; symlinks are not followed"))
@@ -209,6 +217,13 @@ fn check_save_path(path: &str, overwrite: bool) -> Result<PathBuf, String> {
         Ok(_) if !overwrite => Err(format!("save_to: {path:?} exists; pass overwrite=true to replace it")),
         _ => Ok(p),
     }
+}
+
+/// Whether `path` (its directory's links resolved) lies inside `root`.
+fn within(path: &Path, root: &Path) -> bool {
+    let Some(parent) = path.parent().and_then(|d| d.canonicalize().ok()) else { return false };
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    parent.starts_with(&root)
 }
 
 /// Opens the target without following a symlink planted meanwhile.

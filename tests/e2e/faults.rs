@@ -1,0 +1,969 @@
+//! The fault-injection suite (issue 10): the real binaries, tmux and
+//! clients, broken on purpose. Each test is named after the item it
+//! proves (`item01_...`). The slow sizes (2,000,000 lines under ten
+//! kills, a 2 GB flood for 60 s, 1,000 calls over ten restarts, 100
+//! connect/kill cycles, a 31 s outage) run with `DTMCP_SLOW=1`; without it
+//! the same tests run smaller and say so.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::assert_has;
+use crate::harness::{SERVER, World};
+use crate::harness::logger_pid;
+use crate::serve::Serve;
+
+/// Whether the slow, full-size variants run (`DTMCP_SLOW=1`).
+pub fn slow() -> bool {
+    std::env::var("DTMCP_SLOW").is_ok_and(|v| v == "1")
+}
+
+/// `full` with `DTMCP_SLOW=1`, else `short`, saying which on stderr.
+pub fn size<T: std::fmt::Display>(what: &str, short: T, full: T) -> T {
+    if slow() {
+        full
+    } else {
+        eprintln!("{what}: {short} (the full {full} runs with DTMCP_SLOW=1)");
+        short
+    }
+}
+
+/// A pseudo-random number from the clock, for kill moments; printed so a
+/// failure can be told apart from another.
+fn jitter(max_ms: u64) -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.subsec_nanos());
+    u64::from(nanos.wrapping_mul(2_654_435_761)) % max_ms.max(1)
+}
+
+/// An MCP client speaking raw JSON-RPC lines over a child's stdio, so that
+/// every message the server sends can be checked and counted.
+pub struct RawClient {
+    /// The child (a `connect` bridge or a stdio server).
+    pub child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Every message received, in order.
+    pub received: Vec<Value>,
+}
+
+impl RawClient {
+    /// Starts `SERVER args` with `env` and initializes MCP.
+    pub async fn start(args: &[&str], env: &[(String, String)]) -> RawClient {
+        RawClient::start_program(SERVER, args, env).await
+    }
+
+    /// Starts `program args` (which runs the server) and initializes MCP.
+    pub async fn start_program(program: &str, args: &[&str], env: &[(String, String)]) -> RawClient {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut c = RawClient { child, stdin, lines, next_id: 1, received: Vec::new() };
+        let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw-faults", "version": "0"}});
+        let r = c.request("initialize", init, Duration::from_secs(20)).await;
+        assert!(r.get("result").is_some(), "initialize: {r}");
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        c
+    }
+
+    async fn send(&mut self, msg: Value) {
+        self.stdin.write_all(format!("{msg}\n").as_bytes()).await.expect("write");
+    }
+
+    /// Sends a request and returns its id without waiting.
+    pub async fn post(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    /// Sends a tool call and returns its id.
+    pub async fn post_call(&mut self, tool: &str, args: Value) -> u64 {
+        self.post("tools/call", json!({"name": tool, "arguments": args})).await
+    }
+
+    /// Reads messages until the answer to `id`; every line must be one
+    /// valid JSON-RPC message without raw control bytes.
+    pub async fn answer(&mut self, id: u64, limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = tokio::time::timeout(left, self.lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to request {id} within {limit:?}"))
+                .expect("read")
+                .unwrap_or_else(|| panic!("the output ended before the answer to {id}"));
+            let msg = checked_message(&line);
+            self.received.push(msg.clone());
+            if msg["id"] == id {
+                return msg;
+            }
+        }
+    }
+
+    /// A request answered within `limit`.
+    pub async fn request(&mut self, method: &str, params: Value, limit: Duration) -> Value {
+        let id = self.post(method, params).await;
+        self.answer(id, limit).await
+    }
+
+    /// A tool call's text and error flag.
+    pub async fn call(&mut self, tool: &str, args: Value, limit: Duration) -> (String, bool) {
+        let id = self.post_call(tool, args).await;
+        tool_text(&self.answer(id, limit).await)
+    }
+
+    /// Messages that arrive within `quiet` (none expected, say).
+    pub async fn drain(&mut self, quiet: Duration) -> Vec<Value> {
+        let mut got = Vec::new();
+        while let Ok(Ok(Some(line))) = tokio::time::timeout(quiet, self.lines.next_line()).await {
+            let msg = checked_message(&line);
+            self.received.push(msg.clone());
+            got.push(msg);
+        }
+        got
+    }
+
+    /// Closes the client's end of stdin.
+    pub async fn close(self) -> Child {
+        let RawClient { child, stdin, .. } = self;
+        drop(stdin);
+        child
+    }
+}
+
+/// Parses one line from the server; it must be JSON-RPC 2.0 and carry no
+/// raw control byte (JSON escapes them, so none may appear as such).
+pub fn checked_message(line: &str) -> Value {
+    assert!(!line.chars().any(|c| c.is_control()), "a control character in a message: {line:?}");
+    let msg: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    assert_eq!(msg["jsonrpc"], "2.0", "{line}");
+    msg
+}
+
+/// The text and error flag of a tool call's answer.
+pub fn tool_text(answer: &Value) -> (String, bool) {
+    let result = answer.get("result").unwrap_or_else(|| panic!("not a result: {answer}"));
+    let text = result["content"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default();
+    (text, result["isError"].as_bool().unwrap_or(false))
+}
+
+/// Asserts that `text` holds no ESC, no other C0 control but tab and
+/// newline, and no C1 control.
+pub fn assert_clean(what: &str, text: &str) {
+    let bad = text.chars().find(|&c| (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c));
+    assert!(bad.is_none(), "{what} holds control character {bad:?}:\n{text:?}");
+}
+
+/// The bytes `seq 1 n` prints through a terminal (which turns `\n` into
+/// `\r\n`).
+fn seq_bytes(n: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(n as usize * 9);
+    for i in 1..=n {
+        v.extend_from_slice(format!("{i}\r\n").as_bytes());
+    }
+    v
+}
+
+/// Whether `raw.log` of `dir` holds `want` as one contiguous slice.
+fn raw_holds(dir: &Path, want: &[u8]) -> bool {
+    let raw = std::fs::read(dir.join("raw.log")).expect("raw.log");
+    memchr::memmem::find(&raw, want).is_some()
+}
+
+/// The ids of the regions whose command is `command`.
+fn regions_of(dir: &Path, command: &str) -> Vec<u64> {
+    let text = std::fs::read_to_string(dir.join("regions.jsonl")).unwrap_or_default();
+    let mut ids: Vec<u64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["command"] == command)
+        .filter_map(|r| r["id"].as_u64())
+        .collect();
+    ids.dedup();
+    ids
+}
+
+fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+}
+
+/// Every process whose environment names this world's tmux socket.
+fn processes_of(w: &World) -> Vec<(i32, String)> {
+    let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={}\0", w.socket);
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        if memchr::memmem::find(&env, needle.as_bytes()).is_some() {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            if state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')) {
+                continue;
+            }
+            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+async fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ok() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ---------------------------------------------------------------- item 1
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item01_router_kill9_during_seq_raw_log_byte_exact_answered_once_typed_once() {
+    let n: u64 = size("item 1: lines of seq", 300_000, 2_000_000);
+    let kills: u32 = size("item 1: router kills", 2, 6);
+    let world = World::new();
+    let mut serve = Some(Serve::start(&world, &[]));
+    let mut bridge = RawClient::start(&["connect", "--actor", "k9"], &world.env()).await;
+    let (made, err) = bridge.call("session_create", json!({"name": "k1"}), Duration::from_secs(20)).await;
+    assert!(!err, "{made}");
+    let command = format!("seq 1 {n}; echo seq-done-$((6*7))");
+    let id = bridge.post_call("run", json!({"session": "k1", "command": command, "timeout": 300})).await;
+    let answer = {
+        let answer = bridge.answer(id, Duration::from_secs(600));
+        tokio::pin!(answer);
+        let mut killed = 0;
+        loop {
+            tokio::select! {
+                a = &mut answer => break a,
+                _ = tokio::time::sleep(Duration::from_millis(150 + jitter(900))), if killed < kills => {
+                    if let Some(s) = serve.take() {
+                        eprintln!("item 1: kill -9 of the router {}", s.pid());
+                        s.kill();
+                    }
+                    tokio::time::sleep(Duration::from_millis(jitter(400))).await;
+                    serve = Some(tokio::task::block_in_place(|| Serve::start(&world, &[])));
+                    killed += 1;
+                }
+            }
+        }
+    };
+    let (text, err) = tool_text(&answer);
+    assert!(!err, "{text}");
+    assert_has!(text, "exit 0");
+    // Exactly once: no second answer to the same id comes later.
+    let later = bridge.drain(Duration::from_millis(1500)).await;
+    assert!(later.iter().all(|m| m["id"] != id), "a second answer to {id}: {later:?}");
+    let dir = world.session_dir("k1");
+    assert_eq!(regions_of(&dir, &command), vec![1], "the command was typed once");
+    assert_has!(std::fs::read_to_string(dir.join("session.txt")).expect("text"), "seq-done-42");
+    assert!(raw_holds(&dir, &seq_bytes(n)), "raw.log does not hold seq 1 {n} byte for byte");
+    // The router answers after it all.
+    let (text, err) =
+        bridge.call("run", json!({"session": "k1", "command": "echo after"}), Duration::from_secs(20)).await;
+    assert!(!err, "{text}");
+}
+
+// ---------------------------------------------------------------- item 2
+
+/// Starts a flood of `mb` MB of base64 lines in session `name`, the run
+/// returning at once; returns the command.
+async fn start_flood(s: &crate::harness::Server, name: &str, mb: u64, file: &Path) -> String {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c {} /dev/urandom | base64 -w 100 > '{}'", mb * 750_000, file.display()))
+        .status()
+        .expect("make the flood file");
+    assert!(status.success());
+    let command = format!("cat '{}'; echo flood-end-$((3*3))", file.display());
+    let r = s.ok("run", json!({"session": name, "command": command, "timeout": 0.3})).await;
+    assert_has!(r, "still running");
+    command
+}
+
+/// The flood file as a terminal prints it.
+fn through_terminal(file: &Path) -> Vec<u8> {
+    let body = std::fs::read(file).expect("flood file");
+    let mut v = Vec::with_capacity(body.len() + body.len() / 50);
+    for &b in &body {
+        if b == b'\n' {
+            v.push(b'\r');
+        }
+        v.push(b);
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item02_logger_killed_mid_flood_is_a_gap_with_bounds() {
+    let mb: u64 = size("item 2: MB printed", 8, 50);
+    let w = World::new();
+    let s = w.server().await;
+    s.create("g1").await;
+    let dir = w.session_dir("g1");
+    start_flood(&s, "g1", mb, &w.tmp.path().join("flood.txt")).await;
+    let pid = logger_pid(&dir).expect("the logger runs");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+    // The flood's end may fall into the gap; the wait returns either way.
+    let r = s.ok("wait", json!({"session": "g1", "timeout": 15})).await;
+    let mut replies = r;
+    for _ in 0..5 {
+        if replies.contains("log gap in g1") {
+            break;
+        }
+        replies.push_str(&s.run("g1", "echo next").await);
+    }
+    assert_has!(replies, "log gap in g1");
+    assert_has!(replies, "its logger had died");
+    let gaps = std::fs::read_to_string(dir.join("gaps.jsonl")).expect("gaps.jsonl");
+    let gap: Value = serde_json::from_str(gaps.lines().last().expect("a gap")).expect("json");
+    let (from, to) = (gap["from_ms"].as_u64().expect("from"), gap["to_ms"].as_u64().expect("to"));
+    assert!(from > 0 && from <= to, "the gap's bounds: {gap}");
+    assert!(gap["raw_offset"].as_u64().is_some_and(|o| o > 0), "{gap}");
+    assert_has!(std::fs::read_to_string(dir.join("session.txt")).expect("text"), "[log gap:");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item02_logger_stopped_mid_flood_stall_reported_then_nothing_lost() {
+    let mb: u64 = size("item 2: MB printed", 8, 50);
+    let w = World::new();
+    let s = w.server().await;
+    s.create("g2").await;
+    let dir = w.session_dir("g2");
+    let file = w.tmp.path().join("flood.txt");
+    let pid = logger_pid(&dir).expect("the logger runs");
+    signal(pid, nix::sys::signal::Signal::SIGSTOP);
+    let command = format!("cat '{}'; echo flood-end-$((3*3))", file.display());
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c {} /dev/urandom | base64 -w 100 > '{}'", mb * 750_000, file.display()))
+        .status()
+        .expect("make the flood file");
+    assert!(status.success());
+    // While it is stopped, replies say so, promptly, and nothing repairs
+    // it behind its back (a second logger would write the same files).
+    let started = Instant::now();
+    let r = s.call("run", json!({"session": "g2", "command": command, "timeout": 2})).await;
+    assert!(started.elapsed() < Duration::from_secs(8), "the reply took {:?}", started.elapsed());
+    assert_has!(r.text, "stopped");
+    let again = s.call("read", json!({"session": "g2"})).await;
+    assert_has!(again.text, "stopped");
+    assert_eq!(logger_pid(&dir), Some(pid), "the stopped logger was replaced while it lived");
+    signal(pid, nix::sys::signal::Signal::SIGCONT);
+    // The command was not typed while the logger was stopped, or it was:
+    // either way, after the stall the session works and nothing is lost.
+    let typed = !r.is_error;
+    if !typed {
+        let r = s.ok("run", json!({"session": "g2", "command": command, "timeout": 120})).await;
+        assert_has!(r, "flood-end-9");
+    } else {
+        let r = s.ok("wait", json!({"session": "g2", "timeout": 120})).await;
+        assert_has!(r, "flood-end-9");
+    }
+    assert_eq!(logger_pid(&dir), Some(pid), "the same logger carries on");
+    assert!(raw_holds(&dir, &through_terminal(&file)), "raw.log lost bytes of the flood");
+    assert!(
+        !dir.join("gaps.jsonl").exists()
+            || std::fs::read_to_string(dir.join("gaps.jsonl")).unwrap_or_default().is_empty()
+    );
+}
+
+// ---------------------------------------------------------------- item 3
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item03_tmux_server_killed_with_five_sessions() {
+    let w = World::new();
+    let s = w.server().await;
+    let names = ["d1", "d2", "d3", "d4", "d5"];
+    for n in names {
+        s.create(n).await;
+    }
+    s.run("d1", "echo before-the-kill").await;
+    let pid = String::from_utf8_lossy(&w.tmux(&["display", "-p", "#{pid}"]).stdout).trim().parse::<i32>().expect("pid");
+    let loggers: Vec<i32> = names.iter().map(|n| logger_pid(&w.session_dir(n)).expect("logger")).collect();
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+    // Loggers see their input end and exit; nothing of the sessions stays.
+    wait_for("the loggers exit", Duration::from_secs(10), || {
+        loggers.iter().all(|&p| !Path::new(&format!("/proc/{p}")).exists() || is_zombie(p))
+    })
+    .await;
+    let server_pid = s.pid() as i32;
+    wait_for("no orphan processes", Duration::from_secs(10), || processes_of(&w).iter().all(|(p, _)| *p == server_pid))
+        .await;
+    let list = s.ok("session_list", json!({})).await;
+    for n in names {
+        assert_has!(list, n);
+    }
+    assert_has!(list, "tmux");
+    for n in names {
+        let r = s.call("read", json!({"session": n})).await;
+        assert!(!r.text.contains("exit 0"), "{n} reads as if it exited 0: {}", r.text);
+        let regions = std::fs::read_to_string(w.session_dir(n).join("regions.jsonl")).unwrap_or_default();
+        assert!(!regions.contains("\"exit\":0,\"ended_by\":\"tmux"), "{regions}");
+    }
+    assert_has!(list, "ended because its tmux server died");
+    // The router carries on and makes a new session on a new tmux server.
+    s.create("d6").await;
+    assert_has!(s.run("d6", "echo alive-$((2*3))").await, "alive-6");
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
+        .unwrap_or(true)
+}
+
+// ---------------------------------------------------------------- item 5
+
+/// Links in `/proc/PID/fd` that point at deleted files.
+fn deleted_fds(pid: i32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|p| p.display().to_string())
+        .filter(|p| p.ends_with("(deleted)"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item05_raw_log_deleted_while_logging_is_detected_and_reported() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("u1").await;
+    let dir = w.session_dir("u1");
+    s.run("u1", "echo first").await;
+    std::fs::remove_file(dir.join("raw.log")).expect("rm raw.log");
+    let mut replies = String::new();
+    for i in 0..10 {
+        replies
+            .push_str(&s.ok("run", json!({"session": "u1", "command": format!("seq 1 2000; echo again-{i}")})).await);
+        if replies.contains("deleted") && dir.join("raw.log").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_has!(replies, "raw.log was deleted");
+    assert!(dir.join("raw.log").exists(), "logging did not start again");
+    let pid = logger_pid(&dir).expect("a logger runs");
+    assert_eq!(deleted_fds(pid), Vec::<String>::new(), "the logger writes to deleted files");
+    let r = s.run("u1", "echo logged-again").await;
+    assert_has!(r, "logged-again");
+    assert!(std::fs::read(dir.join("raw.log")).is_ok_and(|raw| memchr::memmem::find(&raw, b"logged-again").is_some()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item05_session_directory_deleted_while_logging_is_detected_and_reported() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("u2").await;
+    let dir = w.session_dir("u2");
+    s.run("u2", "echo first").await;
+    std::fs::remove_dir_all(&dir).expect("rm -r");
+    // Output after the deletion: the logger must notice it.
+    w.tmux(&["send-keys", "-t", "=u2:", "-l", "seq 1 3000"]);
+    w.tmux(&["send-keys", "-t", "=u2:", "Enter"]);
+    let mut replies = String::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(20) {
+        let r = s.call("run", json!({"session": "u2", "command": "echo probe", "timeout": 5})).await;
+        replies.push_str(&r.text);
+        if replies.contains("deleted") && dir.join("raw.log").exists() && !r.is_error {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_has!(replies, "deleted");
+    assert!(dir.join("raw.log").exists(), "logging did not start again");
+    for p in processes_of(&w) {
+        assert_eq!(deleted_fds(p.0), Vec::<String>::new(), "{} holds deleted files", p.1);
+    }
+    assert_has!(s.run("u2", "echo back-$((1+1))").await, "back-2");
+}
+
+// ---------------------------------------------------------------- item 6
+
+/// A person: a real tmux client on a pseudo-terminal of its own.
+fn attach_person(w: &World, name: &str) -> std::process::Child {
+    let attach = format!("tmux -L {} attach -t {name}", w.socket);
+    std::process::Command::new("script")
+        .args(["-qfc", &attach, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("script")
+}
+
+fn vm_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item06_flood_with_a_person_attached_byte_exact_rss_bounded_ctrl_c_quick() {
+    crate::needs!("script");
+    let mb: u64 = size("item 6: MB of the byte-exact flood", 20, 2000);
+    let secs: u64 = size("item 6: seconds of yes", 3, 60);
+    let w = World::new();
+    let s = w.server().await;
+    s.create("f1").await;
+    let dir = w.session_dir("f1");
+    let mut person = attach_person(&w, "f1");
+    wait_for("the person attaches", Duration::from_secs(10), || {
+        String::from_utf8_lossy(&w.tmux(&["display", "-p", "-t", "=f1:", "#{session_attached}"]).stdout).trim() == "1"
+    })
+    .await;
+    // Byte-exact: a known file through the pane, found whole in raw.log.
+    let file = w.tmp.path().join("flood.txt");
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c {} /dev/urandom | base64 -w 76 > '{}'", mb * 750_000, file.display()))
+        .status()
+        .expect("flood file");
+    assert!(made.success());
+    let r = s.ok("run", json!({"session": "f1", "command": format!("cat '{}'", file.display()), "timeout": 600})).await;
+    assert_has!(r, "exit 0");
+    assert!(raw_holds(&dir, &through_terminal(&file)), "raw.log is not byte-exact");
+    // A flood that does not end: ctrl+c must get through quickly.
+    let r = s.ok("run", json!({"session": "f1", "command": "yes flood-line", "timeout": secs as f64})).await;
+    assert_has!(r, "still running");
+    let started = Instant::now();
+    let r = s.ok("send", json!({"session": "f1", "keys": ["ctrl+c"]})).await;
+    let w8 = s.ok("wait", json!({"session": "f1", "timeout": 10})).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "ctrl+c took {took:?}: {r}\n{w8}");
+    assert_has!(s.run("f1", "echo after-flood").await, "after-flood");
+    let rss = vm_kb(s.pid(), "VmHWM:");
+    eprintln!("item 6: router peak RSS {rss} kB after {mb} MB and {secs} s of yes");
+    assert!(rss < 64 * 1024, "router peak RSS {rss} kB");
+    let _ = person.kill();
+    let _ = person.wait();
+}
+
+// ---------------------------------------------------------------- item 7
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item07_binary_garbage_split_utf8_nul_c1_and_a_huge_osc_are_survived() {
+    let w = World::new();
+    let mut c = RawClient::start(&[], &w.env()).await;
+    let t = Duration::from_secs(60);
+    let (r, err) = c.call("session_create", json!({"name": "b1"}), t).await;
+    assert!(!err, "{r}");
+    let lines = [
+        "head -c 300000 /dev/urandom; echo",
+        "printf '\\xe6\\x97'; sleep 0.2; printf '\\xa5\\xe6\\x9c\\xac split\\n'",
+        "printf 'nul:\\0:\\0\\0:end\\n'",
+        "printf 'c1:\\x9b31m:\\xc2\\x9b:\\x85:bad\\xff\\xfeutf8\\n'",
+        "printf '\\033]0;'; head -c 1048576 /dev/zero | tr '\\0' a; echo; echo osc-survived",
+    ];
+    for l in lines {
+        let (text, err) = c.call("run", json!({"session": "b1", "command": l, "timeout": 60}), t).await;
+        assert!(!err, "{l}: {text}");
+        assert_clean(l, &text);
+    }
+    let (text, _) = c.call("run", json!({"session": "b1", "command": "echo still-$((2+2))"}), t).await;
+    assert_has!(text, "still-4");
+    let (cooked, err) = c.call("read", json!({"session": "b1", "view": "cooked"}), t).await;
+    assert!(!err, "{cooked}");
+    assert_clean("cooked", &cooked);
+    assert_has!(cooked, "日本 split");
+    assert_has!(cooked, "\u{fffd}");
+    for view in ["screen", "raw"] {
+        let (text, err) = c.call("read", json!({"session": "b1", "view": view}), t).await;
+        assert!(!err, "{view}: {text}");
+        assert_clean(view, &text);
+    }
+    let (found, _) = c.call("search", json!({"session": "b1", "pattern": "utf8"}), t).await;
+    assert_clean("search", &found);
+    let dir = w.session_dir("b1");
+    assert!(logger_pid(&dir).is_some(), "the logger died");
+    let text = std::fs::read_to_string(dir.join("session.txt")).expect("session.txt is UTF-8");
+    assert_has!(text, "osc-survived");
+    assert!(c.received.iter().all(|m| m.get("error").is_none()), "a protocol error");
+}
+
+// ---------------------------------------------------------------- item 8
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item08_escape_injection_never_reaches_a_reply_or_the_server_log() {
+    let w = World::new();
+    let log = w.tmp.path().join("server.log");
+    let mut child = std::process::Command::new(SERVER)
+        .arg("serve")
+        .envs(w.env())
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("serve");
+    let socket = crate::serve::socket_of(&w);
+    wait_for("serve answers", Duration::from_secs(10), || crate::serve::unix_get(&socket, "/health").0 == 200).await;
+    let mut c = RawClient::start(&["connect", "--actor", "esc\u{1b}[31mred"], &w.env()).await;
+    let t = Duration::from_secs(30);
+    let (r, err) = c.call("session_create", json!({"name": "e1"}), t).await;
+    assert!(!err, "{r}");
+    let attacks = [
+        "printf '\\033]52;c;ZWNobyBwd25lZA==\\a'; echo osc52",
+        "printf '\\033]8;;http://evil.example/\\033\\\\link\\033]8;;\\033\\\\\\n'",
+        "printf '\\033]0;title\\a\\033[21t\\033[20t\\033[>c\\033[6n'; echo reports",
+        "printf '\\033P$q\"p\\033\\\\\\033P+q544e\\033\\\\'; echo decrqss",
+        "printf 'bidi:\\xe2\\x80\\xaeevil\\xe2\\x80\\xac:\\xe2\\x81\\xa6x\\xe2\\x81\\xa9\\n'",
+        "printf '\\x9b2J\\x9d0;c1title\\x07\\n'",
+    ];
+    let mut replies = Vec::new();
+    for a in attacks {
+        let (text, _) = c.call("run", json!({"session": "e1", "command": a, "timeout": 10}), t).await;
+        replies.push(text);
+    }
+    for view in ["cooked", "screen", "raw"] {
+        replies.push(c.call("read", json!({"session": "e1", "view": view}), t).await.0);
+    }
+    replies.push(c.call("search", json!({"session": "e1", "pattern": "evil|title|bidi"}), t).await.0);
+    replies.push(c.call("regions", json!({"session": "e1"}), t).await.0);
+    for bad in ["x\u{1b}]0;pwn\u{7}", "a\u{9b}b", "\u{1b}[2J"] {
+        let (text, err) = c.call("session_create", json!({"name": bad}), t).await;
+        assert!(err, "a session named {bad:?} was made");
+        replies.push(text);
+    }
+    replies.push(c.call("read", json!({"session": "\u{1b}[31m"}), t).await.0);
+    replies.push(c.call("session_list", json!({}), t).await.0);
+    for r in &replies {
+        assert_clean("a reply", r);
+        assert!(!r.contains('\u{202e}') && !r.contains('\u{2066}'), "a bidi override in a reply: {r:?}");
+    }
+    let (_, body) = crate::serve::unix_get(&socket, "/api/sessions");
+    assert_clean("/api/sessions", &body);
+    signal(child.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    let _ = child.wait();
+    let text = String::from_utf8_lossy(&std::fs::read(&log).expect("log")).into_owned();
+    assert_clean("the server log", &text);
+}
+
+// ---------------------------------------------------------------- item 9
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item09_forged_and_replayed_markers_make_no_region_or_status() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("m1").await;
+    let dir = w.session_dir("m1");
+    assert_has!(s.run("m1", "echo genuine; (exit 3)").await, "exit 3");
+    let before = std::fs::read_to_string(dir.join("regions.jsonl")).expect("regions").lines().count();
+    let count_regions = || {
+        let text = std::fs::read_to_string(dir.join("regions.jsonl")).expect("regions");
+        let mut ids: Vec<u64> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|r| r["id"].as_u64())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    };
+    let regions_before = count_regions();
+    // Without the secret: markers with a made-up proof, sequence numbers
+    // far ahead, and the shell's own pid.
+    let forged = "p=$$; for k in A B C; do printf '\\033]133;%s;dtmcp=%s.99999999999999.12345\\a' $k $p; done; \
+                  printf '\\033]133;D;77;dtmcp=%s.99999999999999.54321;ps=77\\a' $p; echo forged-done";
+    let r = s.run("m1", forged).await;
+    assert_has!(r, "exit 0");
+    assert!(!r.contains("exit 77"), "{r}");
+    // Replayed with it: the log itself catted (its markers carry the
+    // secret's proofs, with used sequence numbers) and a child that reads
+    // the secret from its environment and prints an old marker again.
+    let r = s
+        .run(
+            "m1",
+            &format!(
+                "cat '{}' >/dev/null; cat '{}' | head -c 20000; echo",
+                dir.join("raw.log").display(),
+                dir.join("raw.log").display()
+            ),
+        )
+        .await;
+    assert_has!(r, "exit 0");
+    let replay = "python3 -c 'import os,re,sys; raw=open(sys.argv[1],\"rb\").read(); \
+                  m=re.findall(rb\"\\x1b]133;D;[^\\x07]*\\x07\", raw); sys.stdout.buffer.write(m[0] if m else b\"\"); \
+                  print(\"nonce-len\", len(os.environ.get(\"__DTMCP_NONCE\",\"\")))' ";
+    let r = s.run("m1", &format!("{replay}'{}'", dir.join("raw.log").display())).await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "nonce-len");
+    // Each command above is one region; nothing phantom appeared.
+    assert_eq!(
+        count_regions(),
+        regions_before + 3,
+        "{}",
+        std::fs::read_to_string(dir.join("regions.jsonl")).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(dir.join("regions.jsonl")).expect("regions");
+    assert!(!text.contains("\"exit\":77"), "a forged status was believed: {text}");
+    assert!(text.lines().count() > before);
+    assert_has!(s.run("m1", "(exit 5)").await, "exit 5");
+}
+
+// ---------------------------------------------------------------- item 16
+
+/// Descriptors, threads and children of process `pid`.
+fn footprint(pid: u32) -> (usize, usize, usize) {
+    let count = |p: String| std::fs::read_dir(p).map_or(0, |d| d.count());
+    let fds = count(format!("/proc/{pid}/fd"));
+    let threads = count(format!("/proc/{pid}/task"));
+    let children = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .map(|t| {
+                    std::fs::read_to_string(t.path().join("children")).unwrap_or_default().split_whitespace().count()
+                })
+                .sum()
+        })
+        .unwrap_or(0);
+    (fds, threads, children)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item16_bridge_calls_across_server_restarts_each_answered_once() {
+    let calls: u64 = size("item 16: calls", 120, 1000);
+    let restarts: u64 = size("item 16: server restarts", 3, 10);
+    let world = World::new();
+    let mut serve = Some(Serve::start(&world, &[]));
+    let mut bridge = RawClient::start(&["connect", "--actor", "many"], &world.env()).await;
+    let (r, err) = bridge.call("session_create", json!({"name": "c1"}), Duration::from_secs(20)).await;
+    assert!(!err, "{r}");
+    let every = calls / (restarts + 1);
+    let mut restarted = 0;
+    for i in 0..calls {
+        let tool = if i % 3 == 0 {
+            ("run", json!({"session": "c1", "command": format!("echo call-{i}")}))
+        } else {
+            ("session_list", json!({}))
+        };
+        let id = bridge.post_call(tool.0, tool.1).await;
+        if i > 0 && i % every == 0 && restarted < restarts {
+            // Restart under the call in flight.
+            if let Some(s) = serve.take() {
+                s.kill();
+            }
+            serve = Some(Serve::start(&world, &[]));
+            restarted += 1;
+        }
+        let answer = bridge.answer(id, Duration::from_secs(60)).await;
+        let (text, err) = tool_text(&answer);
+        assert!(!err, "call {i} ({}): {text}", tool.0);
+        if tool.0 == "run" {
+            assert_has!(text, format!("call-{i}"));
+        }
+    }
+    let later = bridge.drain(Duration::from_millis(800)).await;
+    assert!(later.is_empty(), "answers nobody asked for: {later:?}");
+    let ids: Vec<&Value> = bridge.received.iter().filter_map(|m| m.get("id")).collect();
+    let mut sorted: Vec<u64> = ids.iter().filter_map(|v| v.as_u64()).collect();
+    let total = sorted.len();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), total, "some call was answered twice");
+    // Each `run` was typed once.
+    for i in (0..calls).step_by(3) {
+        assert_eq!(regions_of(&world.session_dir("c1"), &format!("echo call-{i}")).len(), 1, "call-{i}");
+    }
+    drop(serve);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item16_bridge_connect_kill_cycles_leave_the_server_flat() {
+    let cycles: u32 = size("item 16: connect/kill cycles", 20, 100);
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let mut first = RawClient::start(&["connect", "--actor", "warm"], &world.env()).await;
+    let (r, err) = first.call("session_create", json!({"name": "h1"}), Duration::from_secs(20)).await;
+    assert!(!err, "{r}");
+    first.call("run", json!({"session": "h1", "command": "echo warm"}), Duration::from_secs(20)).await;
+    drop(first.close().await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = footprint(serve.pid());
+    for i in 0..cycles {
+        let mut c = RawClient::start(&["connect", "--actor", "cycler"], &world.env()).await;
+        if i % 2 == 0 {
+            c.call("run", json!({"session": "h1", "command": format!("echo cycle-{i}")}), Duration::from_secs(20))
+                .await;
+        } else {
+            // Killed with a call in flight.
+            c.post_call("run", json!({"session": "h1", "command": "sleep 0.2", "timeout": 5})).await;
+        }
+        let mut child = c.close().await;
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+    let mut after = footprint(serve.pid());
+    for _ in 0..40 {
+        if after.0 <= before.0 + 2 && after.1 <= before.1 + 1 && after.2 <= before.2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        after = footprint(serve.pid());
+    }
+    eprintln!("item 16: server fds/threads/children before {before:?}, after {cycles} cycles {after:?}");
+    assert!(after.0 <= before.0 + 2, "descriptors grew: {before:?} -> {after:?}");
+    assert!(after.1 <= before.1 + 1, "threads grew: {before:?} -> {after:?}");
+    assert!(after.2 <= before.2, "children grew: {before:?} -> {after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item16_bridge_outage_of_31_seconds() {
+    if !slow() {
+        eprintln!(
+            "skipped: item 16's 31 s outage runs with DTMCP_SLOW=1 (a 30 s one is bridge::a_bridge_without_a_server_gives_up_after_30_seconds)"
+        );
+        return;
+    }
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let mut c = RawClient::start(&["connect", "--actor", "out"], &world.env()).await;
+    serve.kill();
+    let started = Instant::now();
+    let id = c.post_call("session_list", json!({})).await;
+    let back = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(31)).await;
+    });
+    let answer = c.answer(id, Duration::from_secs(45)).await;
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(started.elapsed() >= Duration::from_secs(29));
+    back.await.expect("join");
+    let _again = Serve::start(&world, &[]);
+    let mut fresh = RawClient::start(&["connect", "--actor", "out"], &world.env()).await;
+    let (_, err) = fresh.call("session_list", json!({}), Duration::from_secs(20)).await;
+    assert!(!err);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item16_bridge_stdin_closed_with_a_call_in_flight_exits() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let mut c = RawClient::start(&["connect", "--actor", "eof"], &world.env()).await;
+    c.call("session_create", json!({"name": "s1"}), Duration::from_secs(20)).await;
+    c.post_call("run", json!({"session": "s1", "command": "sleep 1; echo late", "timeout": 5})).await;
+    let mut child = c.close().await;
+    let status =
+        tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("the bridge exits").expect("status");
+    assert!(status.code().is_some(), "{status:?}");
+}
+
+// ---------------------------------------------------------------- item 17
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item17_retention_racing_reads_and_a_symlink_to_home_leave_the_target_alone() {
+    let w = World::new();
+    let fake_home = w.tmp.path().join("home");
+    std::fs::create_dir_all(fake_home.join("work")).expect("home");
+    std::fs::write(fake_home.join("work/precious.txt"), "keep me").expect("precious");
+    let s = w.server().await;
+    for n in ["r1", "r2", "r3"] {
+        s.create(n).await;
+        s.run(n, &format!("echo output-of-{n}")).await;
+    }
+    s.ok("session_close", json!({"session": "r1"})).await;
+    s.ok("session_close", json!({"session": "r2"})).await;
+    std::os::unix::fs::symlink(&fake_home, w.session_dir("r1").join("home-link")).expect("symlink");
+    std::os::unix::fs::symlink(&fake_home, w.session_dir("r3").join("home-link")).expect("symlink");
+    // A session directory that is itself a link to the home.
+    std::os::unix::fs::symlink(&fake_home, w.home().join("sessions").join("evil")).expect("symlink");
+    s.ok("session_logs", json!({"session": "r1", "action": "delete_on_close"})).await;
+    // Reads of r1 race the sweep that deletes it.
+    let reader = async {
+        let mut outcomes = (0, 0);
+        for _ in 0..30 {
+            let r = s.call("read", json!({"session": "r1"})).await;
+            if r.is_error {
+                outcomes.1 += 1;
+                assert!(r.text.contains("deleted") || r.text.contains("no logs"), "{}", r.text);
+            } else {
+                outcomes.0 += 1;
+            }
+        }
+        outcomes
+    };
+    let sweeper = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let out =
+            tokio::process::Command::new(SERVER).args(["logs", "sweep"]).envs(w.env()).output().await.expect("sweep");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let (outcomes, ()) = tokio::join!(reader, sweeper);
+    eprintln!("item 17: reads before/after the sweep: {outcomes:?}");
+    assert!(!w.session_dir("r1").exists(), "the eligible directory stayed");
+    assert!(w.session_dir("r2").exists(), "r2 was not due");
+    assert!(w.session_dir("r3").join("raw.log").exists(), "a live session lost its logs");
+    assert_eq!(std::fs::read_to_string(fake_home.join("work/precious.txt")).expect("the target"), "keep me");
+    assert!(w.home().join("sessions").join("evil").symlink_metadata().is_ok() || fake_home.join("work").exists());
+    assert_has!(s.err("read", json!({"session": "r1"})).await, "deleted");
+    assert_has!(s.run("r3", "echo r3-alive").await, "r3-alive");
+}
+
+// ---------------------------------------------------------------- item 18
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item18_no_secret_in_a_pane_no_io_in_calls_log_no_agent_history() {
+    let w = World::new();
+    let home = w.tmp.path().join("userhome");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(home.join(".bash_history"), "ls # the person's own\n").expect("history");
+    let home_s = home.display().to_string();
+    let port = crate::serve::free_port().to_string();
+    let mut cmd = std::process::Command::new(SERVER);
+    cmd.args(["serve", "--tcp", &port]).envs(w.env()).env("HOME", &home_s).stdin(Stdio::null());
+    cmd.env("NOTIFY_SOCKET", w.tmp.path().join("no-notify")).env("INVOCATION_ID", "feedfacefeedface");
+    cmd.env("WATCHDOG_USEC", "0").env("JOURNAL_STREAM", "8:1234");
+    let mut serve = cmd.spawn().expect("serve");
+    let socket = crate::serve::socket_of(&w);
+    wait_for("serve answers", Duration::from_secs(10), || crate::serve::unix_get(&socket, "/health").0 == 200).await;
+    let token = std::fs::read_to_string(w.home().join("token")).expect("token").trim().to_string();
+    let mut env = w.env();
+    env.push(("HOME".into(), home_s.clone()));
+    let mut c = RawClient::start(&["connect", "--actor", "sec"], &env).await;
+    let t = Duration::from_secs(30);
+    c.call("session_create", json!({"name": "v1"}), t).await;
+    let (text, _) = c
+        .call("run", json!({"session": "v1", "command": "env; tr '\\0' '\\n' < /proc/$PPID/environ; echo env-done"}), t)
+        .await;
+    assert_has!(text, "env-done");
+    let (all, _) = c.call("read", json!({"session": "v1"}), t).await;
+    for secret in [&token[..], "NOTIFY_SOCKET", "INVOCATION_ID", "feedface", "JOURNAL_STREAM", "WATCHDOG_"] {
+        assert!(!all.contains(secret), "{secret} is visible in the pane:\n{all}");
+    }
+    let raw = std::fs::read(w.session_dir("v1").join("raw.log")).expect("raw");
+    assert!(memchr::memmem::find(&raw, token.as_bytes()).is_none(), "the token is in raw.log");
+    let marker = "unique-input-7d1f";
+    c.call("run", json!({"session": "v1", "command": format!("echo {marker}-out")}), t).await;
+    let calls = std::fs::read_to_string(w.home().join("calls.log")).expect("calls.log");
+    assert!(!calls.contains(marker), "calls.log holds input or output: {calls}");
+    assert!(!calls.contains("env-done"), "calls.log holds a command: {calls}");
+    // The agent's commands stay out of the person's history, even after
+    // the shell exits and writes it.
+    c.call("session_close", json!({"session": "v1"}), t).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let history = std::fs::read_to_string(home.join(".bash_history")).unwrap_or_default();
+    assert!(!history.contains(marker), "an agent's command is in ~/.bash_history: {history}");
+    assert_has!(history, "the person's own");
+    signal(serve.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    let _ = serve.wait();
+}
