@@ -23,7 +23,7 @@ pub const SEP: char = '\x1f';
 pub const PANE_FORMAT: &str = concat!(
     "#{pane_id}\x1f#{session_name}\x1f#{window_index}\x1f#{pane_index}\x1f",
     "#{pane_pid}\x1f#{pane_tty}\x1f#{pane_dead}\x1f#{pane_width}\x1f#{pane_height}\x1f",
-    "#{pane_active}\x1f#{window_id}\x1f#{session_attached}\x1f#{@dtmcp_name}\x1f",
+    "#{pane_active}\x1f#{window_id}\x1f#{session_attached}\x1f#{s/[^A-Za-z0-9_+-]//:@dtmcp_name}\x1f",
     "#{n:pane_current_command}\x1f#{n:pane_current_path}\x1f",
     "#{pane_current_command}\x1f#{pane_current_path}",
 );
@@ -66,8 +66,10 @@ pub struct PaneInfo {
     pub window_id: String,
     /// How many clients are attached to its tmux session.
     pub session_attached: u32,
-    /// The session name we gave the pane (the pane option `@dtmcp_name`);
-    /// empty for a pane we did not name.
+    /// The session name we gave the pane (the pane option `@dtmcp_name`,
+    /// which anyone may set: tmux leaves out every character a session name
+    /// cannot hold, so it never breaks a record); empty for a pane we did
+    /// not name.
     pub dtmcp_name: String,
 }
 

@@ -49,6 +49,12 @@ fn answer_of<'a>(out: &'a str, pane: &PaneId) -> Option<&'a str> {
     out.split_once(' ').filter(|(id, _)| pane == id).map(|(_, rest)| rest)
 }
 
+/// Whether tmux said it holds no session at all (a server whose last
+/// session just closed answers `list-panes -a` so while it exits).
+fn no_session(e: &TmuxError) -> bool {
+    matches!(e, TmuxError::Command { stderr, .. } if stderr.contains("no current target"))
+}
+
 impl Tmux {
     /// Every pane of every session, except the hidden control session's.
     /// With no server running, the list is empty.
@@ -56,7 +62,7 @@ impl Tmux {
         let args = ["list-panes", "-a", "-F", PANE_FORMAT];
         let text = match self.run(&args).await {
             Ok(text) => text,
-            Err(e) if e.is_no_server() => return Ok(Vec::new()),
+            Err(e) if e.is_no_server() || no_session(&e) => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
         let panes =

@@ -115,7 +115,7 @@ impl Terminal {
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
             let target = program::target(&s, &before).await?;
             if matches!(target, Target::Shell) {
-                let last = self.inner.holds.last_typed(&s.name);
+                let last = self.inner.holds.last_typed(s.pane.pane_id.as_str());
                 if let Some(why) =
                     super::holds::refusal(&s.name, &before, last.as_ref(), &actor, s.pane.session_attached)
                 {
@@ -123,7 +123,7 @@ impl Terminal {
                 }
             }
             self.type_line(&s, &mut logger, (&before, Some(target)), line).await?;
-            self.inner.holds.note_typed(&s.name, &actor, line, true, before.mark.prompts);
+            self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, before.mark.prompts);
         }
         drop(hold);
         let deadline = Instant::now() + Duration::from_millis(timeout);

@@ -103,7 +103,8 @@ impl Holds {
         self.holders.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned()
     }
 
-    /// Notes that `actor` typed `text` into `session` at its prompt number
+    /// Notes that `actor` typed `text` into the pane `session` (its id: a
+    /// new session of an old name is another pane) at its prompt number
     /// `prompts`, pressing Enter after it or not.
     pub fn note_typed(&self, session: &str, actor: &str, text: &str, submitted: bool, prompts: u64) {
         let typed = Typed { actor: actor.into(), text: text.into(), submitted, prompts, at: Instant::now() };
@@ -115,7 +116,7 @@ impl Holds {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned()
     }
 
-    /// Forgets `session` (it closed).
+    /// Forgets what was typed into the pane `session` (it closed).
     pub fn forget(&self, session: &str) {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
     }

@@ -52,6 +52,11 @@ impl Terminal {
         if !force && let Some(why) = self.presence(name).await?.refusal(name, actor) {
             return Err(why);
         }
+        // Pane ids start again at %0 with a new tmux server: what was typed
+        // into this pane must not be taken for the next one's.
+        if let Ok(s) = self.sessions().resolve(name).await {
+            self.inner.holds.forget(s.pane.pane_id.as_str());
+        }
         let dir = self.sessions().close(name).await.map_err(|e| e.to_string())?;
         if !dir.exists() {
             return Ok(format!("session {name} closed; its logs were deleted, as it was marked"));
@@ -206,8 +211,8 @@ impl Terminal {
     pub async fn close_window(&self, name: &str, force: bool, actor: Option<&str>) -> Result<String, String> {
         let s = self.sessions().resolve(name).await.map_err(|e| e.to_string())?;
         let panes = self.sessions().panes().await.map_err(|e| e.to_string())?;
-        let window: Vec<String> =
-            panes.into_iter().filter(|p| p.window_id == s.pane.window_id).map(|p| p.session_name).collect();
+        let in_window: Vec<PaneInfo> = panes.into_iter().filter(|p| p.window_id == s.pane.window_id).collect();
+        let window: Vec<String> = in_window.iter().map(|p| p.session_name.clone()).collect();
         if !force {
             for other in &window {
                 if let Some(why) = self.presence(other).await?.refusal(other, actor) {
@@ -215,10 +220,12 @@ impl Terminal {
                 }
             }
         }
+        for p in &in_window {
+            self.inner.holds.forget(p.pane_id.as_str());
+        }
         let gone = self.sessions().close_window(name).await.map_err(|e| e.to_string())?;
         let mut out = format!("closed the window of {name}: {} session(s)\n", gone.len());
         for (n, dir) in gone {
-            self.inner.holds.forget(&n);
             let _ = writeln!(out, "  {n}: log stays in {}", dir.display());
         }
         Ok(out)

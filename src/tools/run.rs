@@ -191,7 +191,7 @@ impl Terminal {
                 Err(e) => return Err(format!("{e}{}", self.started_by(&s, &status))),
             };
             if matches!(target, Target::Shell) {
-                let last = self.inner.holds.last_typed(&s.name);
+                let last = self.inner.holds.last_typed(s.pane.pane_id.as_str());
                 if let Some(why) =
                     super::holds::refusal(&s.name, &status, last.as_ref(), &actor, s.pane.session_attached)
                 {
@@ -245,12 +245,12 @@ impl Terminal {
                 && s.pane.session_attached > 0
                 && let Err(why) = typed_alone(logger, line).await
             {
-                self.inner.holds.note_typed(&s.name, &actor, line, false, before.mark.prompts);
+                self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, false, before.mark.prompts);
                 return Err(format!("{why} (in {})", s.name));
             }
             tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
         }
-        self.inner.holds.note_typed(&s.name, &actor, line, true, before.mark.prompts);
+        self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, before.mark.prompts);
         drop(hold);
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         let (mut reason, mut status) = wait_line(s, logger, opts.spec(before.mark, left.max(1))).await?;
