@@ -19,7 +19,8 @@
 # prompts unless PROMPT_SUBST is set, and that is the user's choice).
 # A prompt drawn again (a window resize, a completion list) repeats its
 # markers with the same number, and the logger believes only the first.
-# Nothing here forks.
+# Nothing here forks. One thing a person sees changes: PROMPT_SP and
+# PROMPT_CR are turned off (see __dtmcp_take_sp).
 #
 # Read from the environment:
 #   __DTMCP_NONCE  the session secret; without it no marker is printed
@@ -115,10 +116,25 @@ __dtmcp_precmd() {
     __DTMCP_RAN=0
     # Someone added hooks after ours: ours go back to the ends, from the
     # next prompt on.
-    if [[ $precmd_functions[1] != __dtmcp_precmd || $precmd_functions[-1] != __dtmcp_prompt ]]; then
+    if [[ $precmd_functions[1] != __dtmcp_precmd || $precmd_functions[-1] != __dtmcp_take_sp ]]; then
         __dtmcp_order
     fi
     __dtmcp_ret $__dtmcp_s
+}
+
+# zsh marks output left without a newline (PROMPT_SP: a `%`, spaces up
+# to the margin so the terminal wraps, a carriage return) before any hook
+# runs. The mark would land inside the command's region ahead of the D
+# marker, and the log, which keeps lines unwrapped, would see the next
+# prompt written over the output (PROMPT_CR's carriage return). With
+# markers on, both are turned off: as in bash, a prompt after such output
+# follows it on the same line. Run at load and as the last hook (not under
+# `emulate -L`, whose LOCAL_OPTIONS would undo it), so they are turned off
+# again if set later.
+__dtmcp_take_sp() {
+    if [[ $__DTMCP_ON == 1 ]] && [[ -o prompt_sp || -o prompt_cr ]]; then
+        unsetopt prompt_sp prompt_cr
+    fi
 }
 
 # Takes our markers out of PS1 and PS2 (where a theme may have copied
@@ -186,7 +202,7 @@ __dtmcp_preexec() {
 __dtmcp_order() {
     emulate -L zsh
     typeset -ga precmd_functions preexec_functions
-    precmd_functions=(__dtmcp_precmd ${precmd_functions:#__dtmcp_(precmd|prompt)} __dtmcp_prompt)
+    precmd_functions=(__dtmcp_precmd ${precmd_functions:#__dtmcp_(precmd|prompt|take_sp)} __dtmcp_prompt __dtmcp_take_sp)
     preexec_functions=(${preexec_functions:#__dtmcp_preexec} __dtmcp_preexec)
 }
 
@@ -210,6 +226,7 @@ __dtmcp_export() {
 
 __dtmcp_export
 __dtmcp_order
+__dtmcp_take_sp
 if [[ -z ${__DTMCP_LOADED-} ]]; then
     typeset -g __DTMCP_LOADED=1
     if autoload -Uz add-zle-hook-widget 2>/dev/null; then

@@ -713,7 +713,21 @@ fn check_options(opts: &CreateOptions) -> Result<(), SessionError> {
     if opts.command.as_deref().is_some_and(|c| c.contains('\0')) {
         return Err(SessionError::BadInput("command contains a NUL byte".into()));
     }
+    if opts.command.as_deref().map(str::trim) == Some("zsh") && !on_path("zsh") {
+        return Err(SessionError::BadInput(
+            "zsh is not installed on the server's host (install it, e.g. apt-get install zsh), or leave command out for bash"
+                .into(),
+        ));
+    }
     Ok(())
+}
+
+/// Whether an executable named `name` is in a directory of `$PATH`.
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .any(|d| std::fs::metadata(d.join(name)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
 fn write_private(path: &Path, body: &str) -> Result<(), SessionError> {

@@ -51,6 +51,11 @@ async fn zsh_sessions_are_integrated_and_read_the_users_files() {
     s.run("z", "precmd_functions+=(retheme); retheme() { PS1='new%# ' }").await;
     assert_has!(s.run("z", "(exit 5)").await, "exit 5");
     assert_has!(s.run("z", "echo again").await, "exit 0");
+    // Output without a newline stays in its region (zsh's end-of-line
+    // mark comes after the command's end).
+    let r = s.run("z", "printf 'no newline'").await;
+    assert_has!(r, "no newline");
+    assert!(!r.contains("no newline%") && !r.contains("no newline#"), "no end-of-line mark: {r}");
     // A continuation prompt is no prompt: the heredoc runs as one command.
     let r = s.ok("run", json!({"session": "z", "command": "cat <<'X'\nline one\nX"})).await;
     assert_has!(r, "exit 0");
