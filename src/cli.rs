@@ -119,9 +119,26 @@ pub enum LogsCommand {
     Sweep,
 }
 
+/// Keeps every thread's allocations in glibc's one main arena. By default
+/// each thread that allocates gets an arena of its own, whose freed memory
+/// no other thread reuses; the router's runtime threads and the logger's
+/// socket threads allocate little, so the extra arenas cost resident
+/// memory and buy nothing. Call it before any thread starts.
+pub fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only sets a malloc parameter (glibc takes its own
+        // lock for that); a failure leaves the default, which is harmless.
+        unsafe {
+            nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
+        }
+    }
+}
+
 /// The whole program: parses the arguments, runs, and turns an error chain
 /// into one message and a failing exit code.
 pub fn entry() -> std::process::ExitCode {
+    one_malloc_arena();
     match main(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

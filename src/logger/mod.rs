@@ -61,6 +61,7 @@ pub fn run(args: &[String]) -> Result<(), LoggerError> {
 /// Runs the logger for session directory `dir`, reading the pane's output
 /// from stdin.
 pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
+    crate::cli::one_malloc_arena();
     // A file grown past the size limit must fail the write, which the pump
     // survives (see `pump`), not kill the logger.
     // SAFETY: ignoring a signal installs no handler code; nothing else in

@@ -10,6 +10,18 @@
 //! old logger did not, then writes a gap the router left, closes regions
 //! whose shell is gone, and only then reads the pane.
 //!
+//! # Bursts
+//!
+//! tmux hands a pane's output over in pieces of at most 4 KiB, each one
+//! write on the pipe. Read one by one, a `cat` of a big file costs the
+//! logger a wake-up, a poll, a read, three writes and a publication per
+//! 4 KiB, and as much CPU in that as in cooking. So after a piece of
+//! [`BURST_BYTES`] or more (more is likely on its way) the pump naps
+//! [`BURST_NAP`] before it reads again, and then takes all that came at
+//! once. A small piece, such as a prompt with its markers, is never
+//! delayed: the nap only follows a big one, and the pipe
+//! ([`PIPE_BYTES`]) holds far more than tmux can write meanwhile.
+//!
 //! # A full disk
 //!
 //! When `raw.log` or the cooked files cannot be written, the pump does not
@@ -45,6 +57,11 @@ const FEED_BYTES: usize = 1 << 14;
 /// The pipe size asked of the kernel, so that tmux can hand over a burst
 /// without waiting for the logger.
 const PIPE_BYTES: i32 = 1 << 20;
+/// A read at least this big means a burst of output (see the module
+/// documentation).
+const BURST_BYTES: usize = 2048;
+/// How long the pump lets a burst gather in the pipe before reading on.
+const BURST_NAP: std::time::Duration = std::time::Duration::from_millis(1);
 /// How often a pump that cannot store output tries again.
 pub const RETRY_MS: u64 = 500;
 
@@ -184,7 +201,12 @@ impl Pump {
             if output {
                 match input.read(&mut buf) {
                     Ok(0) => break,
-                    Ok(n) => self.chunk(&buf[..n], shared),
+                    Ok(n) => {
+                        self.chunk(&buf[..n], shared);
+                        if n >= BURST_BYTES {
+                            std::thread::sleep(BURST_NAP);
+                        }
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(io_err(e).into()),
                 }
