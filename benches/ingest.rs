@@ -351,11 +351,6 @@ async fn measure(
     let logger_kb = logger.map_or(0, peak_kb);
     let logger_cpu = logger.map_or(Duration::ZERO, cpu);
     let tmux_cpu = cpu(tmux_pid).saturating_sub(tmux_before);
-    for i in 1..=round_count {
-        for name in [format!("floor{i}"), format!("ours{i}")] {
-            server.call("session_create", json!({"name": name})).await?;
-        }
-    }
     server.kill().await?;
     let started = Instant::now();
     let server = McpChild::start(exe, &[], env).await?;
@@ -367,6 +362,12 @@ async fn measure(
     // Without a checkpoint the new logger cooks all of raw.log.
     std::fs::remove_file(dir.join("checkpoint.json"))?;
     let logger_recover = replace_logger(&server, &dir).await?;
+    // The rounds' panes, made after the restart was timed on one session.
+    for i in 1..=round_count {
+        for name in [format!("floor{i}"), format!("ours{i}")] {
+            server.call("session_create", json!({"name": name})).await?;
+        }
+    }
     server.stop().await?;
     let tmp = home.parent().unwrap_or(home);
     let rounds = rounds(home, tmp, socket, big, bytes, round_count)?;

@@ -585,6 +585,35 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_read_in_naps_loses_and_reorders_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let pump = Pump::open(&shared).expect("pump");
+        let want: Vec<String> = (0..20_000).map(|i| format!("{i:07} ok")).collect();
+        let stream: Vec<u8> = want.iter().flat_map(|l| l.bytes().chain(*b"\r\n")).collect();
+        let (rx, tx) = nix::unistd::pipe().expect("pipe");
+        // Pieces as tmux writes them, some big enough to make the pump nap
+        // and some small, with pauses so that reads see both.
+        let writer = std::thread::spawn(move || {
+            let mut tx = File::from(tx);
+            for (i, piece) in stream.chunks(4095).enumerate() {
+                let (big, small) = piece.split_at(if i % 3 == 0 { 100 } else { piece.len() });
+                tx.write_all(big).expect("write");
+                tx.write_all(small).expect("write");
+                if i % 7 == 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(300));
+                }
+            }
+        });
+        pump.run_polled(File::from(rx), &shared).expect("run");
+        writer.join().expect("writer");
+        let got = LineReader::open(dir.path()).expect("reader").read(LineNo(1), 30_000).expect("read");
+        assert_eq!(got, want);
+        let raw = std::fs::metadata(dir.path().join(files::RAW)).expect("raw").len();
+        assert_eq!(raw, want.iter().map(|l| l.len() as u64 + 2).sum::<u64>());
+    }
+
+    #[test]
     fn a_placeholder_names_the_program_of_the_running_region() {
         let dir = tempfile::tempdir().expect("tempdir");
         let shared = Shared::open(dir.path(), None).expect("shared");
