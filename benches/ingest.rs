@@ -282,6 +282,14 @@ fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// The input's lines and bytes, and how many rounds to run.
+#[derive(Clone, Copy)]
+struct Size {
+    lines: u64,
+    bytes: u64,
+    rounds: usize,
+}
+
 struct Ours {
     rounds: Vec<Round>,
     ingest: Duration,
@@ -309,7 +317,7 @@ async fn through_server(tmp: &Path, big: &Path, lines: u64, bytes: u64, rounds: 
         ("HOME", user_s.as_str()),
     ];
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_docent-terminal-mcp"));
-    let result = measure(&exe, &env, &home, big, lines, &socket, bytes, rounds).await;
+    let result = measure(&exe, &env, &home, big, &socket, Size { lines, bytes, rounds }).await;
     dtmcp::tmux::kill_server_now(&socket);
     result
 }
@@ -319,11 +327,10 @@ async fn measure(
     env: &[(&str, &str)],
     home: &Path,
     big: &Path,
-    lines: u64,
     socket: &str,
-    bytes: u64,
-    round_count: usize,
+    size: Size,
 ) -> anyhow::Result<Ours> {
+    let Size { lines, bytes, rounds: round_count } = size;
     let server = McpChild::start(exe, &[], env).await?;
     server.call("session_create", json!({"name": "big"})).await?;
     let tmux_pid = std::process::Command::new("tmux").args(["-L", socket, "display", "-p", "#{pid}"]).output()?;
