@@ -10,6 +10,18 @@
 //! old logger did not, then writes a gap the router left, closes regions
 //! whose shell is gone, and only then reads the pane.
 //!
+//! # Bursts
+//!
+//! tmux hands a pane's output over in pieces of at most 4 KiB, each one
+//! write on the pipe. Read one by one, a `cat` of a big file costs the
+//! logger a wake-up, a poll, a read, three writes and a publication per
+//! 4 KiB, and as much CPU in that as in cooking. So after a piece of
+//! [`BURST_BYTES`] or more (more is likely on its way) the pump naps
+//! [`BURST_NAP`] before it reads again, and then takes all that came at
+//! once. A small piece, such as a prompt with its markers, is never
+//! delayed: the nap only follows a big one, and the pipe
+//! ([`PIPE_BYTES`]) holds far more than tmux can write meanwhile.
+//!
 //! # A full disk
 //!
 //! When `raw.log` or the cooked files cannot be written, the pump does not
@@ -54,6 +66,11 @@ const FEED_BYTES: usize = 1 << 14;
 /// The pipe size asked of the kernel, so that tmux can hand over a burst
 /// without waiting for the logger.
 const PIPE_BYTES: i32 = 1 << 20;
+/// A read at least this big means a burst of output (see the module
+/// documentation).
+const BURST_BYTES: usize = 2048;
+/// How long the pump lets a burst gather in the pipe before reading on.
+const BURST_NAP: std::time::Duration = std::time::Duration::from_millis(1);
 /// How often a pump that cannot store output tries again.
 pub const RETRY_MS: u64 = 500;
 /// How often, while output comes, `raw.log` is checked for having been
@@ -207,6 +224,9 @@ impl Pump {
                         self.chunk(&buf[..n], shared);
                         if self.deleted.is_some() {
                             return Ok(());
+                        }
+                        if n >= BURST_BYTES {
+                            std::thread::sleep(BURST_NAP);
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -604,6 +624,35 @@ mod tests {
         let cp = checkpoint::load(dir.path()).expect("checkpoint");
         assert_eq!(cp.next_line, 5);
         assert_eq!(cp.raw, std::fs::metadata(dir.path().join(files::RAW)).expect("raw").len());
+    }
+
+    #[test]
+    fn a_burst_read_in_naps_loses_and_reorders_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = Shared::open(dir.path(), None).expect("shared");
+        let mut pump = Pump::open(&shared).expect("pump");
+        let want: Vec<String> = (0..20_000).map(|i| format!("{i:07} ok")).collect();
+        let stream: Vec<u8> = want.iter().flat_map(|l| l.bytes().chain(*b"\r\n")).collect();
+        let (rx, tx) = nix::unistd::pipe().expect("pipe");
+        // Pieces as tmux writes them, some big enough to make the pump nap
+        // and some small, with pauses so that reads see both.
+        let writer = std::thread::spawn(move || {
+            let mut tx = File::from(tx);
+            for (i, piece) in stream.chunks(4095).enumerate() {
+                let (big, small) = piece.split_at(if i % 3 == 0 { 100 } else { piece.len() });
+                tx.write_all(big).expect("write");
+                tx.write_all(small).expect("write");
+                if i % 7 == 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(300));
+                }
+            }
+        });
+        pump.run_polled(File::from(rx), &shared).expect("run");
+        writer.join().expect("writer");
+        let got = LineReader::open(dir.path()).expect("reader").read(LineNo(1), 30_000).expect("read");
+        assert_eq!(got, want);
+        let raw = std::fs::metadata(dir.path().join(files::RAW)).expect("raw").len();
+        assert_eq!(raw, want.iter().map(|l| l.len() as u64 + 2).sum::<u64>());
     }
 
     #[test]
