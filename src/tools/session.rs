@@ -182,7 +182,7 @@ impl Terminal {
             let command = s.meta.command.last().map(String::as_str).unwrap_or("");
             let _ = write!(out, ": {command}");
             // What the pane runs now (the command may have exec'd a shell).
-            let comm = super::program::job(&s).map(|j| j.comm).unwrap_or_default();
+            let comm = super::program::job(s).map(|j| j.comm).unwrap_or_default();
             if let Some(shell) = Some(comm.as_str()).filter(|c| super::notes::is_shell_name(c)) {
                 let _ = write!(
                     out,

@@ -14,8 +14,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::assert_has;
-use crate::harness::{SERVER, World};
 use crate::harness::logger_pid;
+use crate::harness::{SERVER, World};
 use crate::serve::Serve;
 
 /// Whether the slow, full-size variants run (`DTMCP_SLOW=1`).
