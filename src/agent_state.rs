@@ -15,8 +15,6 @@
 //! directory); what they hold steers notes and diffs, never what is typed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -142,21 +140,9 @@ pub fn load(dir: &Path) -> Agents {
 /// synced, so that a crash at any moment leaves one whole file.
 pub fn save(dir: &Path, agents: &Agents) -> Result<(), StoreError> {
     let path = dir.join(FILE);
-    let tmp = dir.join(format!(".{FILE}.tmp"));
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| StoreError::Io { path, source }
-    };
     let body = serde_json::to_vec(&Agents { format: 1, ..agents.clone() })
         .map_err(|source| StoreError::Json { path: path.clone(), source })?;
-    let mut file =
-        std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&tmp).map_err(io(&tmp))?;
-    file.write_all(&body).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    drop(file);
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    // The rename itself is durable once the directory is synced.
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+    crate::store::write_atomic(&path, &body).map_err(|source| StoreError::Io { path, source })
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ pub fn install(home: &Path) -> std::io::Result<PathBuf> {
             continue;
         }
         let parent = path.parent().unwrap_or(&dir);
-        std::fs::create_dir_all(parent)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
         let base = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = parent.join(format!(".{base}.{}.tmp", std::process::id()));
         std::io::Write::write_all(

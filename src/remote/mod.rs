@@ -142,7 +142,7 @@ pub fn into(command: &[String], print: bool) -> anyhow::Result<()> {
 /// pointed again, after an upgrade moved the binary) atomically.
 pub fn install_shim(home: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
     let bin = home.join("bin");
-    std::fs::create_dir_all(&bin)?;
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(&bin)?;
     let target = crate::config::sibling_binary("docent-terminal-mcp").map_err(std::io::Error::other)?;
     let link = bin.join("docent-terminal-mcp");
     if std::fs::read_link(&link).is_ok_and(|t| t == target) {

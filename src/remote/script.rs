@@ -300,7 +300,7 @@ mod tests {
         let mut files: Vec<(&str, &str)> = crate::shell::FILES.to_vec();
         // A name with a directory and bodies without a final newline or
         // holding the delimiter line travel too.
-        files.push(("zsh/.zshrc", "no final newline"));
+        files.push(("zsh/no-newline", "no final newline"));
         let odd = format!("x\n{EOF}\ny\n");
         files.push(("sub/dir/odd", &odd));
         let dir = tempfile::tempdir().expect("tempdir");

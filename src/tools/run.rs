@@ -190,7 +190,10 @@ impl Terminal {
                 Ok(target) => target,
                 Err(e) => return Err(format!("{e}{}", self.started_by(&s, &status))),
             };
-            if matches!(target, Target::Shell) {
+            // At a continuation prompt the text typed so far is this
+            // command's own earlier lines, not someone else's.
+            let ours = i > 0 && status.typed.trim_start().starts_with(lines[0].trim());
+            if matches!(target, Target::Shell) && !ours {
                 let last = self.inner.holds.last_typed(s.pane.pane_id.as_str());
                 if let Some(why) =
                     super::holds::refusal(&s.name, &status, last.as_ref(), &actor, s.pane.session_attached)

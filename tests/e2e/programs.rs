@@ -161,7 +161,7 @@ async fn the_sessions_prompt_pattern_ends_input_regions() {
     s.ok("session_create", args).await;
     let started = std::time::Instant::now();
     let r = line(&s, "echo custom-prompt").await;
-    assert_has!(r, "at the program's prompt `ready~` again");
+    assert_has!(r, "back at the shell's prompt `ready~` · exit status unknown");
     assert!(started.elapsed().as_millis() < 1_400, "ended by the pattern, not by settling: {:?}", started.elapsed());
 }
 
