@@ -460,30 +460,23 @@ mod tests {
         (Kind::Prompt, 8229, 1_796_205_436_437_189),
     ];
 
-    /// Bash computes the same proofs with the integration's own expression.
-    #[test]
-    fn bash_and_rust_agree_on_proofs() {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/shell/integration.bash");
-        let script = if std::path::Path::new(script).exists() {
-            script.to_string()
-        } else {
-            // The scratch crate that develops this module lives elsewhere.
-            "/work/main/shell/integration.bash".to_string()
-        };
+    /// Runs `argv` with `-c` on `prelude` plus `case`'s line for each of
+    /// [`PROOF_CASES`] and checks it prints the proofs Rust computes, for
+    /// several secrets; `missing` says why it is skipped without the shell.
+    fn shell_agrees_on_proofs(argv: &[&str], prelude: &str, case: impl Fn(Kind, u32, u64) -> String, missing: &str) {
         let secrets = [SECRET, Secret { keys: [2_147_483_646; 4] }, Secret { keys: [1; 4] }];
         for secret in secrets {
-            let mut cmd = format!(". {script}; __dtmcp_start; ");
+            let mut cmd = prelude.to_string();
             for (kind, pid, seq) in PROOF_CASES {
-                let code = kind.code();
-                cmd += &format!("__DTMCP_KIND={code} __DTMCP_PID={pid} __DTMCP_SEQ={seq}; ");
-                cmd += "echo $((__DTMCP_PF)); ";
+                cmd += &case(kind, pid, seq);
             }
-            let out = std::process::Command::new("bash")
-                .args(["--norc", "--noprofile", "-c", &cmd])
+            let out = std::process::Command::new(argv[0])
+                .args(&argv[1..])
+                .args(["-c", &cmd])
                 .env("__DTMCP_NONCE", secret.to_nonce())
                 .output();
             let Ok(out) = out else {
-                eprintln!("skipped: bash cannot be run here");
+                eprintln!("skipped: {missing}");
                 return;
             };
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -494,32 +487,27 @@ mod tests {
         }
     }
 
+    /// Bash computes the same proofs with the integration's own expression.
+    #[test]
+    fn bash_and_rust_agree_on_proofs() {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/shell/integration.bash");
+        let case = |kind: Kind, pid, seq| {
+            format!("__DTMCP_KIND={} __DTMCP_PID={pid} __DTMCP_SEQ={seq}; echo $((__DTMCP_PF)); ", kind.code())
+        };
+        let prelude = format!(". {script}; __dtmcp_start; ");
+        shell_agrees_on_proofs(&["bash", "--norc", "--noprofile"], &prelude, case, "bash cannot be run here");
+    }
+
     /// zsh computes them too, in `__dtmcp_mark` of `integration.zsh`.
     #[test]
     fn zsh_and_rust_agree_on_proofs() {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/shell/integration.zsh");
-        let secrets = [SECRET, Secret { keys: [2_147_483_646; 4] }, Secret { keys: [1; 4] }];
-        for secret in secrets {
-            let mut cmd = format!(". {script}; __dtmcp_keys; ");
-            for (kind, pid, seq) in PROOF_CASES {
-                let code = kind.code();
-                // The function counts up before it proves.
-                cmd += &format!("__DTMCP_PID={pid} __DTMCP_SEQ={}; __dtmcp_mark {code}; ", i128::from(seq) - 1);
-                cmd += "echo ${__dtmcp_m##*.}; ";
-            }
-            let out = std::process::Command::new("zsh")
-                .args(["-f", "-c", &cmd])
-                .env("__DTMCP_NONCE", secret.to_nonce())
-                .output();
-            let Ok(out) = out else {
-                eprintln!("skipped: zsh is not installed (.ci/run installs it)");
-                return;
-            };
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            let want: Vec<String> =
-                PROOF_CASES.iter().map(|&(k, pid, seq)| secret.proof(k, pid, seq).to_string()).collect();
-            let got = String::from_utf8_lossy(&out.stdout);
-            assert_eq!(got.lines().collect::<Vec<_>>(), want, "keys {:?}", secret.keys);
-        }
+        // The function counts up before it proves.
+        let case = |kind: Kind, pid, seq| {
+            let before = i128::from(seq) - 1;
+            format!("__DTMCP_PID={pid} __DTMCP_SEQ={before}; __dtmcp_mark {}; echo ${{__dtmcp_m##*.}}; ", kind.code())
+        };
+        let prelude = format!(". {script}; __dtmcp_keys; ");
+        shell_agrees_on_proofs(&["zsh", "-f"], &prelude, case, "zsh is not installed (.ci/run installs it)");
     }
 }
