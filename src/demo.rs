@@ -91,7 +91,7 @@ async fn narrate(home: &std::path::Path, socket: &str, pause_ms: u64) -> anyhow:
     let env = [("DOCENT_TERMINAL_MCP_HOME", home_s.as_str()), ("DOCENT_TERMINAL_MCP_SOCKET", socket)];
     println!("docent-terminal-mcp demo: a scripted MCP client drives a real server.");
     println!("tmux socket: {socket} (private) · state home: {home_s} (temporary)\n");
-    let server = McpChild::start(&exe, &[], &env).await?;
+    let server = McpChild::start_as("dtmcp-demo", &exe, &[], &env).await?;
     println!("tools: {}\n", server.tool_names().await?.join(", "));
     for (say, tool, args) in script() {
         if !say.is_empty() {

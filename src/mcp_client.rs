@@ -27,8 +27,15 @@ pub struct Reply {
 }
 
 impl McpChild {
-    /// Starts `program args` with `env` added, and initializes MCP with it.
+    /// Starts `program args` with `env` added, and initializes MCP with it
+    /// as the client `dtmcp-test-client`.
     pub async fn start(program: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<McpChild> {
+        McpChild::start_as("dtmcp-test-client", program, args, env).await
+    }
+
+    /// As [`McpChild::start`], introducing itself as the client `name`
+    /// (which the server takes as the agent's name).
+    pub async fn start_as(name: &str, program: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<McpChild> {
         let mut cmd = Command::new(program);
         cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
         for (k, v) in env {
@@ -37,7 +44,7 @@ impl McpChild {
         let mut child = cmd.spawn().with_context(|| format!("starting {}", program.display()))?;
         let stdout = child.stdout.take().context("child stdout")?;
         let stdin = child.stdin.take().context("child stdin")?;
-        let info = ClientConfig::new(Default::default(), Implementation::new("dtmcp-test-client", "0"));
+        let info = ClientConfig::new(Default::default(), Implementation::new(name, env!("CARGO_PKG_VERSION")));
         let service = info.serve((stdout, stdin)).await.context("MCP initialize")?;
         Ok(McpChild { service, child })
     }
