@@ -97,7 +97,7 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);
     drop(server);
-    if pump.deleted.is_none() && nix::unistd::getppid() != tmux {
+    if pump.deleted.is_none() && tmux_died(tmux) {
         let why = "ended because its tmux server died (not by its program exiting)";
         let _ = store::write_atomic(&dir.join(files::ENDED), why.as_bytes());
     }
@@ -106,6 +106,29 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
         leave_word_of_deletion(dir, raw_len, secret_text.as_deref(), meta.as_deref());
     }
     result
+}
+
+/// Whether the tmux server `tmux` (this logger's parent when it started)
+/// died rather than closed the pane. A killed server closes its pipes
+/// before its children are handed to another parent, so the logger may
+/// see its input end while its parent is still `tmux`: the kernel has
+/// then already marked it exiting (`PF_EXITING` in `/proc/PID/stat`).
+fn tmux_died(tmux: nix::unistd::Pid) -> bool {
+    if nix::unistd::getppid() != tmux {
+        return true;
+    }
+    std::fs::read_to_string(format!("/proc/{tmux}/stat")).map_or(true, |stat| exiting(&stat))
+}
+
+/// Whether a `/proc/PID/stat` line shows a process that is exiting (the
+/// `PF_EXITING` bit of its flags, the ninth field) or a zombie.
+fn exiting(stat: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("");
+    let flags = fields.nth(5).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    matches!(state, "Z" | "X") || flags & PF_EXITING != 0
 }
 
 /// After `raw.log` was deleted: puts back what the next logger and the
@@ -143,4 +166,21 @@ pub struct Gone {
     pub reason: String,
     /// When the logger noticed, ms since the epoch.
     pub at_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exiting_parent_is_told_from_its_stat_line() {
+        // Shaped like a tmux server's: running, then killed mid-exit.
+        let alive = "812 (tmux: server) S 1 812 812 0 -1 4194368 1200 0 0 0 3 1 0 0 20 0";
+        let dying = "812 (tmux: server) R 1 812 812 0 -1 4194372 1200 0 0 0 3 1 0 0 20 0";
+        let zombie = "812 (tmux: server) Z 1 812 812 0 -1 4227140 1200 0 0 0 3 1 0 0 20 0";
+        assert!(!exiting(alive));
+        assert!(exiting(dying));
+        assert!(exiting(zombie));
+        assert!(!exiting("garbage"));
+    }
 }

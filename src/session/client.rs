@@ -1,5 +1,10 @@
 //! The router's side of the logger protocol: one connection per call, every
 //! exchange bounded by a timeout.
+//!
+//! A logger that is stopped (SIGSTOP, a debugger) still accepts
+//! connections (the kernel queues them) but answers nothing. Rather than
+//! wait out a timeout, the client looks at the logger's state in `/proc`
+//! before it connects and while it waits, and reports the stall at once.
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,6 +22,9 @@ use crate::types::{LineNo, RegionId};
 /// called wedged.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often an exchange looks whether its logger was stopped meanwhile.
+const STALL_POLL: Duration = Duration::from_millis(250);
+
 /// Why talking to a logger failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -31,6 +39,14 @@ pub enum ClientError {
     /// The exchange failed midway.
     #[error("the session's logger failed: {0}")]
     Frame(#[from] protocol::FrameError),
+    /// The logger is stopped: it holds its socket but answers nothing.
+    #[error(
+        "the session's logger is stalled: it (pid {pid}) is stopped, so nothing is logged or answered for now; the pane's output waits in tmux and nothing is lost. `kill -CONT {pid}` lets it go on, then call again"
+    )]
+    Stalled {
+        /// The logger's pid.
+        pid: u32,
+    },
     /// The logger took too long.
     #[error("the session's logger did not answer within {0:?}")]
     Timeout(Duration),
@@ -53,18 +69,24 @@ pub enum ClientError {
 /// A connection to one pane's logger.
 pub struct LoggerClient {
     stream: Stream,
+    /// The session directory, where the logger leaves its pid.
+    dir: std::path::PathBuf,
 }
 
 impl LoggerClient {
     /// Connects to the logger socket at `path` and checks its version.
     pub async fn connect(path: &Path) -> Result<LoggerClient, ClientError> {
         let err = |source| ClientError::Connect { path: path.display().to_string(), source };
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        if let Some(pid) = super::repair::stopped_logger(&dir) {
+            return Err(ClientError::Stalled { pid });
+        }
         let name = path.to_fs_name::<GenericFilePath>().map_err(err)?;
         let stream = tokio::time::timeout(EXCHANGE_TIMEOUT, Stream::connect(name))
             .await
             .map_err(|_| ClientError::Timeout(EXCHANGE_TIMEOUT))?
             .map_err(err)?;
-        let mut client = LoggerClient { stream };
+        let mut client = LoggerClient { stream, dir };
         match client.exchange(&Request::Hello { version: PROTOCOL_VERSION }, EXCHANGE_TIMEOUT).await? {
             Response::Hello { version, .. } if version == PROTOCOL_VERSION => Ok(client),
             Response::Hello { version, .. } => Err(ClientError::Version { theirs: version }),
@@ -82,7 +104,10 @@ impl LoggerClient {
             self.stream.read_exact(&mut body).await?;
             protocol::decode::<Response>(&body)
         };
-        let response = tokio::time::timeout(limit, io).await.map_err(|_| ClientError::Timeout(limit))??;
+        let response = tokio::select! {
+            r = tokio::time::timeout(limit, io) => r.map_err(|_| ClientError::Timeout(limit))??,
+            pid = stall(&self.dir) => return Err(ClientError::Stalled { pid }),
+        };
         match response {
             Response::Error { message } => Err(ClientError::Remote(message)),
             r => Ok(r),
@@ -153,5 +178,20 @@ impl LoggerClient {
             Response::Waited { reason, status } => Ok((reason, status)),
             _ => Err(ClientError::Unexpected),
         }
+    }
+}
+
+/// Returns once the logger of `dir` is seen stopped twice in a row (a
+/// traced process flickers through a stop at every system call); never
+/// while it runs.
+async fn stall(dir: &Path) -> u32 {
+    let mut seen = None;
+    loop {
+        tokio::time::sleep(STALL_POLL).await;
+        let now = super::repair::stopped_logger(dir);
+        if let Some(pid) = now.filter(|&p| seen == Some(p)) {
+            return pid;
+        }
+        seen = now;
     }
 }

@@ -238,7 +238,7 @@ impl Sessions {
         let meta = match store::read_meta(&dir) {
             Err(store::StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(SessionError::BadInput(format!(
-                    "the logs of session {name} were deleted while it ran ({} is gone); its logger notices within                      a second and logging starts again in fresh files: call again",
+                    "the logs of session {name} were deleted while it ran ({} is gone); its logger notices within a second and logging starts again in fresh files: call again",
                     dir.join(files::META).display()
                 )));
             }

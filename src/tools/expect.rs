@@ -123,7 +123,7 @@ impl Terminal {
                 }
             }
             self.type_line(&s, &mut logger, (&before, Some(target)), line).await?;
-            self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, before.mark.prompts);
+            self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, &before);
         }
         drop(hold);
         let deadline = Instant::now() + Duration::from_millis(timeout);

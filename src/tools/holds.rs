@@ -12,6 +12,12 @@
 //! submitted by `run`: the logger knows where the prompt ends and what
 //! follows it, and the call is refused with that text and who typed it.
 //!
+//! A line an agent has just submitted takes the prompt until the logger
+//! sees something come of it: its command's region opens, a new prompt is
+//! shown, or the pane's shell or output ends (a new session, or one on a
+//! new tmux server after the old one died, never inherits it). A fixed
+//! time is only the upper bound, for shells without markers.
+//!
 //! Process memory: holds last a moment, and the attribution of half-typed
 //! text to an agent is a courtesy; a restarted server calls such text a
 //! person's.
@@ -22,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use crate::protocol::Status;
 
-/// How long after an agent submitted a line at a prompt that prompt counts
-/// as taken (the line's command has not started yet).
+/// The longest an agent's just-submitted line takes its prompt when the
+/// logger sees nothing come of it (no region, no new prompt).
 const SUBMITTED_MS: u64 = 2_000;
 
 /// Who holds a session while typing.
@@ -51,6 +57,11 @@ pub struct Typed {
     pub submitted: bool,
     /// The prompts the session had shown when it typed.
     pub prompts: u64,
+    /// The regions the session had opened when it typed.
+    pub regions: u64,
+    /// The pid of the shell it typed at (0 when unknown): another shell,
+    /// in a new pane or on a new tmux server, is another prompt.
+    pub shell_pid: u32,
     /// When.
     pub at: Instant,
 }
@@ -104,10 +115,18 @@ impl Holds {
     }
 
     /// Notes that `actor` typed `text` into the pane `session` (its id: a
-    /// new session of an old name is another pane) at its prompt number
-    /// `prompts`, pressing Enter after it or not.
-    pub fn note_typed(&self, session: &str, actor: &str, text: &str, submitted: bool, prompts: u64) {
-        let typed = Typed { actor: actor.into(), text: text.into(), submitted, prompts, at: Instant::now() };
+    /// new session of an old name is another pane) when the logger's state
+    /// was `before`, pressing Enter after it or not.
+    pub fn note_typed(&self, session: &str, actor: &str, text: &str, submitted: bool, before: &Status) {
+        let typed = Typed {
+            actor: actor.into(),
+            text: text.into(),
+            submitted,
+            prompts: before.mark.prompts,
+            regions: before.mark.regions,
+            shell_pid: before.shell.pid,
+            at: Instant::now(),
+        };
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string(), typed);
     }
 
@@ -127,9 +146,13 @@ impl Holds {
 /// submitted there whose command has not started yet. `attached` is how
 /// many clients (people) are attached.
 pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str, attached: u32) -> Option<String> {
-    let same_prompt = |t: &&Typed| t.prompts == status.mark.prompts && status.shell.at_prompt;
+    let same_prompt = |t: &&Typed| {
+        t.prompts == status.mark.prompts && t.shell_pid == status.shell.pid && status.shell.at_prompt && !status.eof
+    };
     let pending = status.typed.as_str();
-    let just = last.filter(same_prompt).filter(|t| t.submitted && t.at.elapsed() < ms(SUBMITTED_MS));
+    // Taken until its command starts (a region opens) or the upper bound.
+    let not_started = |t: &&Typed| t.regions == status.mark.regions && t.at.elapsed() < ms(SUBMITTED_MS);
+    let just = last.filter(same_prompt).filter(|t| t.submitted).filter(not_started);
     if let Some(just) = just.filter(|t| pending.is_empty() || pending.contains(t.text.trim())) {
         let who = if just.actor == actor { "you".to_string() } else { format!("agent {}", just.actor) };
         return Some(format!(
@@ -182,14 +205,17 @@ mod tests {
     fn status(typed: &str, prompts: u64) -> Status {
         Status {
             typed: typed.into(),
-            mark: Mark { prompts, ..Mark::default() },
-            shell: ShellState { at_prompt: true, ..ShellState::default() },
+            mark: Mark { prompts, regions: 5, ..Mark::default() },
+            shell: ShellState { at_prompt: true, pid: 77, ..ShellState::default() },
             ..Status::default()
         }
     }
 
     fn typed(actor: &str, text: &str, submitted: bool, prompts: u64) -> Typed {
-        Typed { actor: actor.into(), text: text.into(), submitted, prompts, at: Instant::now() }
+        let at = status("", prompts);
+        let holds = Holds::default();
+        holds.note_typed("%1", actor, text, submitted, &at);
+        holds.last_typed("%1").expect("noted")
     }
 
     #[test]
@@ -227,7 +253,20 @@ mod tests {
         assert!(why.contains("agent b just submitted `make`"), "{why}");
         assert!(refusal("t1", &status("make", 3), Some(&sent), "a", 0).expect("refused").contains("just submitted"));
         assert_eq!(refusal("t1", &status("", 4), Some(&sent), "a", 0), None);
-        let stale = Typed { at: Instant::now() - ms(SUBMITTED_MS + 1), ..sent };
+        let stale = Typed { at: Instant::now() - ms(SUBMITTED_MS + 1), ..sent.clone() };
         assert_eq!(refusal("t1", &status("", 3), Some(&stale), "a", 0), None);
+    }
+
+    #[test]
+    fn a_just_submitted_line_frees_the_prompt_once_anything_comes_of_it() {
+        let sent = typed("b", "make", true, 3);
+        // Its command started: a region opened, though no prompt came yet.
+        let started = Status { mark: Mark { regions: 6, ..status("", 3).mark }, ..status("", 3) };
+        assert_eq!(refusal("t1", &started, Some(&sent), "a", 0), None);
+        // Another shell (a new pane, a new tmux server) at the same count.
+        let other = Status { shell: ShellState { pid: 78, ..status("", 3).shell }, ..status("", 3) };
+        assert_eq!(refusal("t1", &other, Some(&sent), "a", 0), None);
+        // The pane's output ended.
+        assert_eq!(refusal("t1", &Status { eof: true, ..status("", 3) }, Some(&sent), "a", 0), None);
     }
 }

@@ -101,15 +101,7 @@ impl Terminal {
         if status.shell.integrated && status.shell.at_prompt {
             return Ok(already(&s, &status));
         }
-        let job = program::job(&s)?;
-        if job.activity != Activity::WaitingForInput {
-            return Err(format!(
-                "{} is not at a shell's prompt: {}. shell_integrate types at a prompt; wait for the command (wait session={}) or stop it (send keys=[\"ctrl+c\"]) first",
-                s.name,
-                job.line(),
-                s.name
-            ));
-        }
+        let job = program::with_busy_grace(|| waiting_job(&s)).await?;
         let host = host_key(&job);
         let found = match local_shell(&job) {
             Some(found) => found,
@@ -238,6 +230,20 @@ impl Terminal {
         }
         format!("~/.local/share/docent-terminal-mcp/v{}", crate::shell::INTEGRATION_VERSION)
     }
+}
+
+/// The pane's foreground job if it is waiting for input, else why not.
+fn waiting_job(s: &Session) -> Result<Job, String> {
+    let job = program::job(s)?;
+    if job.activity != Activity::WaitingForInput {
+        return Err(format!(
+            "{} is not at a shell's prompt: {}. shell_integrate types at a prompt; wait for the command (wait session={}) or stop it (send keys=[\"ctrl+c\"]) first",
+            s.name,
+            job.line(),
+            s.name
+        ));
+    }
+    Ok(job)
 }
 
 /// The reply where the shell at the prompt marks its prompts already.

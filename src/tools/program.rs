@@ -36,12 +36,18 @@ pub fn job(s: &Session) -> Result<Job, String> {
 /// Decides where a line typed now would go, refusing when a command is
 /// busy rather than reading its input.
 pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
-    // A program that has just drawn its prompt may still be on a CPU for a
-    // moment before it blocks reading the terminal (more so on a loaded
-    // machine): look again for a short while before calling it busy.
+    with_busy_grace(|| target_now(s, status)).await
+}
+
+/// Runs `look` until it succeeds or [`BUSY_GRACE`] has passed, and returns
+/// its last answer. A program that has just drawn its prompt may still be
+/// on a CPU for a moment before it blocks reading the terminal (more so on
+/// a loaded machine), so a look that finds it busy is repeated for a short
+/// while before it counts.
+pub async fn with_busy_grace<T>(mut look: impl FnMut() -> Result<T, String>) -> Result<T, String> {
     let deadline = std::time::Instant::now() + BUSY_GRACE;
     loop {
-        match target_now(s, status) {
+        match look() {
             Err(_) if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(15)).await;
             }

@@ -184,7 +184,7 @@ impl Terminal {
                 if let Some(text) = &req.text {
                     let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
                     let submitted = enter || text.contains(['\r', '\n']);
-                    self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, text, submitted, before.mark.prompts);
+                    self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, text, submitted, &before);
                 }
                 typed
             }
