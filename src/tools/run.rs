@@ -248,12 +248,12 @@ impl Terminal {
                 && s.pane.session_attached > 0
                 && let Err(why) = typed_alone(logger, line).await
             {
-                self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, false, &before);
+                self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, false, before);
                 return Err(format!("{why} (in {})", s.name));
             }
             tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
         }
-        self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, &before);
+        self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, before);
         drop(hold);
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         let (mut reason, mut status) = wait_line(s, logger, opts.spec(before.mark, left.max(1))).await?;

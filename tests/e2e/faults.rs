@@ -317,7 +317,7 @@ impl Flood {
     }
 
     /// What the terminal prints for chunks `from..=self.chunks`.
-    fn from_chunk(&self, from: u64) -> Vec<u8> {
+    fn bytes_from_chunk(&self, from: u64) -> Vec<u8> {
         let mut v = Vec::new();
         for i in from..=self.chunks {
             v.extend_from_slice(format!("chunk-{i}\r\n").as_bytes());
@@ -403,7 +403,7 @@ async fn item02_logger_killed_mid_flood_is_a_gap_with_bounds() {
     let raw = std::fs::read(dir.join("raw.log")).expect("raw.log");
     let first = first_chunk_after(&raw, offset as usize).expect("a chunk after the gap");
     assert!(first > 1 && first <= flood.chunks, "the kill was not mid-flood: chunk {first} of {}", flood.chunks);
-    let rest = flood.from_chunk(first);
+    let rest = flood.bytes_from_chunk(first);
     assert!(memchr::memmem::find(&raw[offset as usize..], &rest).is_some(), "raw.log lost bytes after the gap");
 }
 
@@ -440,7 +440,7 @@ async fn item02_logger_stopped_mid_flood_stall_reported_then_nothing_lost() {
     let r = s.ok("wait", json!({"session": "g2", "timeout": 120})).await;
     assert_has!(r, "flood-end-9");
     assert_eq!(logger_pid(&dir), Some(pid), "the same logger carries on");
-    assert!(raw_holds(&dir, &flood.from_chunk(1)), "raw.log lost bytes of the flood");
+    assert!(raw_holds(&dir, &flood.bytes_from_chunk(1)), "raw.log lost bytes of the flood");
     assert!(!raw_holds(&dir, b"not-now"), "a line was typed while the logger was stopped");
     assert!(
         !dir.join("gaps.jsonl").exists()
