@@ -448,6 +448,29 @@ async fn item02_logger_stopped_mid_flood_stall_reported_then_nothing_lost() {
     );
 }
 
+#[ignore = "open: after the gap the next run's reply ends at once as `output settled` with no output \
+            (the region tracker now closes the lost command on the next start marker; the wait is still wrong)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item02_a_command_ending_inside_a_logger_gap_is_not_left_running() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("g3").await;
+    let dir = w.session_dir("g3");
+    let r = s.ok("run", json!({"session": "g3", "command": "sleep 1; echo gone-$((2+5))", "timeout": 0.2})).await;
+    assert_has!(r, "still running");
+    // No router to repair the logger: the command ends, and its shell
+    // shows its prompt, while nothing logs.
+    s.kill().await;
+    let pid = logger_pid(&dir).expect("the logger runs");
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let s = w.server().await;
+    let r = s.call("run", json!({"session": "g3", "command": "echo after-$((2+6))", "timeout": 20})).await;
+    assert!(!r.is_error, "the command that ended in the gap is taken for running: {}", r.text);
+    assert_has!(r.text, "after-8");
+    assert_has!(r.text, "log gap in g3");
+}
+
 // ---------------------------------------------------------------- item 3
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
