@@ -4,7 +4,8 @@
 //! - `ssh [ssh options] [user@]host` runs `ssh -t` with a bootstrap script
 //!   as its remote command: the integration is unpacked into a temporary
 //!   directory there, the user's shell starts with it, and the directory
-//!   goes again. Nothing is typed at a prompt and nothing stays behind.
+//!   goes when that shell exits. Nothing is typed at a prompt and nothing
+//!   stays behind.
 //! - `install [ssh options] [user@]host` copies the integration to
 //!   `~/.local/share/docent-terminal-mcp/vN` there, in one ssh, for the
 //!   shells `ssh` cannot start (a `sudo -i`, a second hop), which
@@ -16,6 +17,11 @@
 //! The session's secret (`__DTMCP_NONCE`) goes along, so the far shell's
 //! markers prove themselves to the local logger like the local shell's;
 //! so do the variables `DOCENT_TERMINAL_MCP_SSH_ENV` names, and the list.
+//! `into` hands the secret over in the environment where the carrier is
+//! known to pass it on, so it is on no command line; over ssh (and through
+//! carriers such as `kubectl exec`) it can only travel in the script, which
+//! the local ssh process keeps in its arguments while it runs; on the far
+//! side the script runs from a file it removes at once.
 //! The scripts are written by [`script`]; the ssh command line is read by
 //! [`args`]. Each command replaces this process with ssh or COMMAND, so
 //! what holds the pane's terminal is the carrier itself, which the process
