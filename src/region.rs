@@ -360,7 +360,14 @@ impl RegionTracker {
     }
 
     /// The command's output starts: a new region, inside every open one.
+    ///
+    /// A shell starts a command only from its prompt: a command of its
+    /// still open ended unseen (its end and prompt markers fell into a log
+    /// gap), and ends here with no exit status.
     fn on_command_start(&mut self, m: &Marker, at: Cursor, now: u64, out: &mut Vec<RegionChange>) {
+        if let Some(idx) = self.open.iter().position(|r| r.pid == m.pid) {
+            self.close_from(idx, at, now, out);
+        }
         let same_shell = self.state.pid == m.pid;
         let region = Region {
             id: self.next_id,
@@ -750,6 +757,15 @@ mod tests {
         start + &after.prompt()
     }
 
+    /// A command whose end and next prompt were never logged (they fell
+    /// into a log gap), then another command of the same shell.
+    fn end_lost_in_a_gap() -> String {
+        let mut sh = Sh::new(100);
+        let start = sh.prompt() + "sleep 1" + &sh.enter();
+        let _lost = sh.done(0, "0") + &sh.prompt();
+        start + "echo x" + &sh.enter() + "x\r\n" + &sh.done(0, "0") + &sh.prompt()
+    }
+
     /// A command whose output carries forged markers, made by `forge`
     /// from the shell and the log so far.
     fn forged(forge: fn(&Sh, &str) -> String) -> String {
@@ -816,6 +832,11 @@ mod tests {
         "prompts 3 regions 2 open [] pid 100 at prompt",
     ])]
     #[case::exec_without_end(exec_replaced(), &[r#"1 d0 "exec bash" 2:0-2:0 no exit"#, "prompts 2 regions 1 open [] pid 100 at prompt"])]
+    #[case::end_lost_in_a_gap(end_lost_in_a_gap(), &[
+        r#"1 d0 "sleep 1" 2:0-3:0 no exit"#,
+        r#"2 d0 "" 3:0-4:0 exit 0 [0]"#,
+        "prompts 2 regions 2 open [] pid 100 at prompt",
+    ])]
     fn regions_from_markers(#[case] bytes: String, #[case] want: &[&str]) {
         assert_eq!(track(Some(SECRET), bytes.as_bytes()), want);
     }

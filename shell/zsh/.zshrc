@@ -14,6 +14,11 @@ fi
 # The user's file may have moved ZDOTDIR: their next files are there.
 if (( ${+ZDOTDIR} )); then export __DTMCP_ZDOTDIR=$ZDOTDIR; else unset __DTMCP_ZDOTDIR; fi
 export ZDOTDIR=${__DTMCP_ZSH_DIR:-${${(%):-%x}:A:h}}
+# The session's own commands (docent-terminal-mcp ssh, into) first on
+# PATH, which the user's files may have set afresh.
+if [[ -n ${__DTMCP_BIN-} && :$PATH: != *:$__DTMCP_BIN:* ]]; then
+    PATH=$__DTMCP_BIN:$PATH
+fi
 # Interactive: load the integration (it orders its hooks to come first and
 # last among what the user set up so far, and again at each prompt).
 if [[ -r $ZDOTDIR/../integration.zsh ]]; then

@@ -4,7 +4,8 @@
 //! - `ssh [ssh options] [user@]host` runs `ssh -t` with a bootstrap script
 //!   as its remote command: the integration is unpacked into a temporary
 //!   directory there, the user's shell starts with it, and the directory
-//!   goes again. Nothing is typed at a prompt and nothing stays behind.
+//!   goes when that shell exits. Nothing is typed at a prompt and nothing
+//!   stays behind.
 //! - `install [ssh options] [user@]host` copies the integration to
 //!   `~/.local/share/docent-terminal-mcp/vN` there, in one ssh, for the
 //!   shells `ssh` cannot start (a `sudo -i`, a second hop), which
@@ -16,6 +17,11 @@
 //! The session's secret (`__DTMCP_NONCE`) goes along, so the far shell's
 //! markers prove themselves to the local logger like the local shell's;
 //! so do the variables `DOCENT_TERMINAL_MCP_SSH_ENV` names, and the list.
+//! `into` hands the secret over in the environment where the carrier is
+//! known to pass it on, so it is on no command line; over ssh (and through
+//! carriers such as `kubectl exec`) it can only travel in the script, which
+//! the local ssh process keeps in its arguments while it runs; on the far
+//! side the script runs from a file it removes at once.
 //! The scripts are written by [`script`]; the ssh command line is read by
 //! [`args`]. Each command replaces this process with ssh or COMMAND, so
 //! what holds the pane's terminal is the carrier itself, which the process
@@ -108,7 +114,36 @@ pub fn install(words: &[String], print: bool, remove: bool) -> anyhow::Result<()
         print!("{script}");
         return Ok(());
     }
-    exec(&ssh_argv(&a, &script::remote_command(&script), false))
+    let argv = ssh_argv(&a, &script::remote_command(&script), false);
+    let status = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .status()
+        .with_context(|| format!("cannot run {}: is it installed and on PATH?", argv[0]))?;
+    if !status.success() {
+        bail!("ssh {} ended with {status}; nothing is known to have changed there", a.destination);
+    }
+    if !remove {
+        forget_missing(&a.destination);
+    }
+    Ok(())
+}
+
+/// Clears what `shell_integrate` remembered about `destination` missing
+/// the files, under the key it uses (`user@host`, or the host alone); a
+/// destination without a user is the local user's login there.
+fn forget_missing(destination: &str) {
+    let Ok(cfg) = crate::config::Config::from_env() else { return };
+    let mut keys = vec![destination.to_string()];
+    if !destination.contains('@')
+        && let Ok(user) = std::env::var("USER").or_else(|_| std::env::var("LOGNAME"))
+    {
+        keys.push(format!("{user}@{destination}"));
+    }
+    for key in keys {
+        if let Err(e) = crate::hosts::forget_missing(&cfg.home, &key) {
+            eprintln!("docent-terminal-mcp: installed, but could not update {}: {e}", crate::hosts::MISSING_FILE);
+        }
+    }
 }
 
 /// `docent-terminal-mcp into COMMAND...`: COMMAND runs the bootstrap as
@@ -120,7 +155,8 @@ pub fn into(command: &[String], print: bool) -> anyhow::Result<()> {
     if first.starts_with('-') {
         bail!("{first:?} is not a command; put our own options (--print) before the command");
     }
-    let vars = carried_here(&["TERM"]);
+    let mut vars = carried_here(&["TERM"]);
+    let command = &secret_by_environment(command, &mut vars);
     if print {
         let script = script::bootstrap(crate::shell::FILES, &script::masked(&vars));
         let mut argv = command.to_vec();
@@ -134,6 +170,31 @@ pub fn into(command: &[String], print: bool) -> anyhow::Result<()> {
     let mut argv = command.to_vec();
     argv.extend(["sh".to_string(), "-c".to_string(), script::bootstrap(crate::shell::FILES, &vars)]);
     exec(&argv)
+}
+
+/// Commands known to hand their environment to the command they run.
+const PASS_ENVIRONMENT: &[&str] =
+    &["sh", "bash", "dash", "zsh", "env", "bwrap", "unshare", "nsenter", "chroot", "firejail", "setpriv"];
+/// Container tools whose `exec` passes a variable named by `-e NAME`.
+const EXEC_WITH_E: &[&str] = &["podman", "docker", "nerdctl"];
+
+/// `command` made to carry the session's secret in its environment rather
+/// than in the script, where every user's `ps` would show it: kept as it is
+/// when it passes its environment on, given `-e __DTMCP_NONCE` when it is a
+/// container tool's `exec`. For any other command the secret stays in
+/// `vars`, to go in the script, as nothing else is known to reach the far
+/// side.
+fn secret_by_environment(command: &[String], vars: &mut Vec<(String, String)>) -> Vec<String> {
+    let base = |w: &String| w.rsplit('/').next().unwrap_or(w).to_string();
+    let first = command.first().map(base).unwrap_or_default();
+    let mut out = command.to_vec();
+    if EXEC_WITH_E.contains(&first.as_str()) && command.get(1).is_some_and(|w| w == "exec") {
+        out.splice(2..2, ["-e".to_string(), "__DTMCP_NONCE".to_string()]);
+    } else if !PASS_ENVIRONMENT.contains(&first.as_str()) {
+        return out;
+    }
+    vars.retain(|(k, _)| k != "__DTMCP_NONCE");
+    out
 }
 
 /// The directory put first on a session's PATH: it holds the command
@@ -192,6 +253,23 @@ mod tests {
         assert!(brings_integration("/opt/bin/dtmcp ssh -p 2 box"));
         assert!(!brings_integration("docent-terminal-mcp install box"));
         assert!(!brings_integration("ssh box"));
+    }
+
+    #[test]
+    fn the_secret_goes_by_environment_where_the_carrier_passes_it() {
+        let vars = || vec![("__DTMCP_NONCE".to_string(), "1.2.3.4".to_string()), ("TERM".into(), "xterm".into())];
+        let mut v = vars();
+        assert_eq!(secret_by_environment(&words("/usr/bin/bwrap --ro-bind / / --"), &mut v)[0], "/usr/bin/bwrap");
+        assert_eq!(v.len(), 1, "left out of the script");
+        let mut v = vars();
+        assert_eq!(
+            secret_by_environment(&words("podman exec -it box"), &mut v),
+            words("podman exec -e __DTMCP_NONCE -it box")
+        );
+        assert_eq!(v.len(), 1);
+        let mut v = vars();
+        assert_eq!(secret_by_environment(&words("kubectl exec -it pod --"), &mut v), words("kubectl exec -it pod --"));
+        assert_eq!(v.len(), 2, "nothing else reaches the far side");
     }
 
     #[test]

@@ -110,17 +110,25 @@ fn exports(vars: &[(String, String)]) -> String {
     vars.iter().map(|(k, v)| format!("export {k}={}\n", quote(v))).collect()
 }
 
+/// The line each script starts with: a script run from a file (see
+/// [`remote_command`]) removes that file at once; sh has it open already.
+const SELF_REMOVE: &str = "case $0 in */dtmcp-boot.*) command rm -f -- \"$0\" ;; esac\n";
+
 /// The bootstrap: unpacks `files` into a fresh private directory, sets
-/// `vars`, and replaces itself with the user's shell, integrated. zsh is
-/// chosen when it is the login shell and the files include the zsh ones;
-/// otherwise bash; with neither, the login shell without integration, and
-/// a line saying so.
+/// `vars`, and runs the user's shell, integrated, removing the directory
+/// when that shell ends (a zsh or bash started inside still reads the
+/// files meanwhile). zsh is chosen when it is the login shell and the files
+/// include the zsh ones; otherwise bash; with neither, the login shell
+/// without integration, and a line saying so. The session's secret is
+/// taken from the environment when `vars` leaves it out (the carrier
+/// passes it, so it is in no command line); a line says when it is missing.
 pub fn bootstrap(files: &[(&str, &str)], vars: &[(String, String)]) -> String {
     let mut s = format!(
         "# docent-terminal-mcp bootstrap: the shell integration (v{INTEGRATION_VERSION}) for one shell.\n\
-         # Unpacked into a private temporary directory, which goes again: bash\n\
-         # removes it once it has read it, zsh's parent when zsh exits.\n"
+         # Unpacked into a private temporary directory, which goes again when\n\
+         # the shell exits.\n"
     );
+    s.push_str(SELF_REMOVE);
     s.push_str(
         r#"umask 077
 __dtmcp_d=$(mktemp -d "${TMPDIR:-/tmp}/dtmcp.XXXXXXXX" 2>/dev/null) ||
@@ -133,36 +141,29 @@ fi
 "#,
     );
     s.push_str(&unpack(files));
-    s.push_str(
-        r#"cat >"$__dtmcp_d/boot.bash" <<'__DTMCP_EOF__'
-# Read by bash --rcfile: the integration, then its directory goes.
-. "$__DTMCP_BOOT/bashrc"
-case $__DTMCP_BOOT in */dtmcp.*) command rm -rf -- "$__DTMCP_BOOT" ;; esac
-unset __DTMCP_BOOT
-__DTMCP_EOF__
-"#,
-    );
     // What an integrated shell on this side exported describes this side
     // (its terminal's path, its keys): the far shell works it out afresh.
     s.push_str("unset __DTMCP_TTY __DTMCP_K0 __DTMCP_K1 __DTMCP_K2 __DTMCP_K3 __DTMCP_BIN\n");
     s.push_str(&exports(vars));
     s.push_str(
-        r#"if [ "${__dtmcp_sh##*/}" = zsh ] && [ -r "$__dtmcp_d/zsh/.zshrc" ] && command -v zsh >/dev/null 2>&1; then
-    trap 'rm -rf "$__dtmcp_d"; exit 129' HUP
-    trap 'rm -rf "$__dtmcp_d"; exit 143' TERM
+        r#"if [ -z "${__DTMCP_NONCE-}" ]; then
+    echo "docent-terminal-mcp: the session's secret did not come along (the command in between cleared the environment), so exit statuses stay unknown here; shell_integrate can add them" >&2
+fi
+trap 'rm -rf "$__dtmcp_d"; exit 129' HUP
+trap 'rm -rf "$__dtmcp_d"; exit 143' TERM
+if [ "${__dtmcp_sh##*/}" = zsh ] && [ -r "$__dtmcp_d/zsh/.zshrc" ] && command -v zsh >/dev/null 2>&1; then
     export __DTMCP_ZDOTDIR="${ZDOTDIR:-$HOME}"
     ZDOTDIR=$__dtmcp_d/zsh zsh -l
-    __dtmcp_s=$?
+elif command -v bash >/dev/null 2>&1; then
+    bash --rcfile "$__dtmcp_d/bashrc" -i
+else
     rm -rf "$__dtmcp_d"
-    exit "$__dtmcp_s"
+    echo "docent-terminal-mcp: no bash here; a plain $__dtmcp_sh (exit statuses unknown)" >&2
+    exec "$__dtmcp_sh" -l
 fi
-if command -v bash >/dev/null 2>&1; then
-    export __DTMCP_BOOT="$__dtmcp_d"
-    exec bash --rcfile "$__dtmcp_d/boot.bash" -i
-fi
+__dtmcp_s=$?
 rm -rf "$__dtmcp_d"
-echo "docent-terminal-mcp: no bash here; a plain $__dtmcp_sh (exit statuses unknown)" >&2
-exec "$__dtmcp_sh" -l
+exit "$__dtmcp_s"
 "#,
     );
     s
@@ -180,7 +181,7 @@ pub fn installer(files: &[(&str, &str)]) -> String {
     let v = INTEGRATION_VERSION;
     let mut s = format!(
         "# docent-terminal-mcp install: the shell integration v{v} in ~/.local/share/docent-terminal-mcp/v{v}\n\
-         set -e\numask 022\n__dtmcp_base=$HOME/.local/share/docent-terminal-mcp\n\
+         {SELF_REMOVE}set -e\numask 022\n__dtmcp_base=$HOME/.local/share/docent-terminal-mcp\n\
          __dtmcp_d=$__dtmcp_base/.v{v}.$$\nmkdir -p \"$__dtmcp_base\"\nrm -rf \"$__dtmcp_d\"\nmkdir \"$__dtmcp_d\"\n"
     );
     s.push_str(&unpack(files));
@@ -202,8 +203,10 @@ echo "installed {n} files in ~/.local/share/docent-terminal-mcp/v{v} for $(id -u
 
 /// The remover: every version's directory, then the parent if empty.
 pub fn remover() -> String {
-    r#"# docent-terminal-mcp install --remove: the shell integration goes from ~/.local/share
-__dtmcp_base=$HOME/.local/share/docent-terminal-mcp
+    let head = "# docent-terminal-mcp install --remove: the shell integration goes from ~/.local/share\n";
+    head.to_string()
+        + SELF_REMOVE
+        + r#"__dtmcp_base=$HOME/.local/share/docent-terminal-mcp
 if [ -d "$__dtmcp_base" ]; then
     rm -rf "$__dtmcp_base"/v* "$__dtmcp_base"/.v*
     rmdir "$__dtmcp_base" 2>/dev/null || true
@@ -212,17 +215,22 @@ else
     echo "nothing to remove: ~/.local/share/docent-terminal-mcp is not there for $(id -un) on $(uname -n)"
 fi
 "#
-    .to_string()
 }
 
 /// The remote command that runs `script` on the far side of an ssh: one
 /// `sh -c` word holding the script base64-encoded, so whatever login shell
-/// reads it there (bash, zsh, csh, fish) passes it on untouched.
+/// reads it there (bash, zsh, csh, fish) passes it on untouched. The word
+/// decodes the script into a private file and replaces itself with `sh`
+/// reading that file, which the script removes first thing: the process
+/// that stays (the parent of the user's shell) has no script, and so no
+/// secret, in its command line.
 pub fn remote_command(script: &str) -> String {
     let blob = base64(script.as_bytes());
     format!(
-        "sh -c 'b={blob}; if t=$(printf %s \"$b\" | base64 -d 2>/dev/null) || t=$(printf %s \"$b\" | base64 -D 2>/dev/null); \
-         then eval \"$t\"; else echo \"docent-terminal-mcp: no base64 here to unpack the script; use plain ssh\" >&2; exit 127; fi'"
+        "sh -c 'umask 077; b={blob}; f=$(mktemp \"${{TMPDIR:-/tmp}}/dtmcp-boot.XXXXXXXX\" 2>/dev/null) || \
+         {{ f=${{TMPDIR:-/tmp}}/dtmcp-boot.$$; (set -C; : >\"$f\") || exit 1; }}; \
+         if printf %s \"$b\" | base64 -d >\"$f\" 2>/dev/null || printf %s \"$b\" | base64 -D >\"$f\" 2>/dev/null; \
+         then exec sh \"$f\"; else rm -f \"$f\"; echo \"docent-terminal-mcp: no base64 here to unpack the script; use plain ssh\" >&2; exit 127; fi'"
     )
 }
 
@@ -314,11 +322,14 @@ mod tests {
 
     #[test]
     fn the_remote_command_is_one_word_any_login_shell_passes_on() {
-        let cmd = remote_command("echo hi\n");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cmd = remote_command(&format!("{SELF_REMOVE}echo hi\n"));
         let inner = cmd.strip_prefix("sh -c '").and_then(|c| c.strip_suffix('\'')).expect("one quoted word");
         assert!(!inner.contains(['\'', '!', '\n', '\\']), "{inner}");
-        let out = Command::new("sh").arg("-c").arg(&cmd).output().expect("sh");
+        let out = Command::new("sh").arg("-c").arg(&cmd).env("TMPDIR", dir.path()).output().expect("sh");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+        assert!(left.is_empty(), "the decoded script removes itself: {left:?}");
     }
 
     #[test]

@@ -335,7 +335,7 @@ impl Sessions {
         let (argv, integrated, extra_env) = self.program(opts);
         let mut opts = opts.clone();
         opts.env.extend(extra_env);
-        let pane = self.start_pane(&name, &dir, (&opts, &place), &argv, &secret).await?;
+        let pane = self.start_pane(&name, &dir, (&opts, &place), &argv).await?;
         let undo = |pane: &str| ["kill-pane".to_string(), "-t".to_string(), pane.to_string()];
         if let Err(e) = self.tmux.run(&["set-option", "-p", "-t", &pane.pane_id, OPT_NAME, &name]).await {
             let _ = self.tmux.run(&undo(&pane.pane_id).each_ref().map(String::as_str)).await;
@@ -416,7 +416,6 @@ impl Sessions {
         dir: &Path,
         (opts, place): (&CreateOptions, &Place),
         argv: &[String],
-        secret: &Secret,
     ) -> Result<NewPane, SessionError> {
         let channel = format!("dtmcp-ready-{}-{}", std::process::id(), now_ms());
         let mut args: Vec<String> = match place {
@@ -443,7 +442,10 @@ impl Sessions {
             args.extend(["-c".to_string(), cwd.clone()]);
         }
         let mut env = opts.env.clone();
-        env.insert("__DTMCP_NONCE".into(), secret.to_nonce());
+        // The secret itself is read from its file by the hold below: a
+        // value on tmux's command line would show in every user's `ps` for
+        // as long as the tmux server runs (it keeps its first client's argv).
+        env.insert("__DTMCP_SECRET_FILE".into(), dir.join(files::SECRET).display().to_string());
         env.insert("DOCENT_TERMINAL_MCP_SESSION".into(), name.to_string());
         // The command on PATH: put first by the hold below for any program
         // (tmux gives a new session's first program the client's PATH,
@@ -458,7 +460,8 @@ impl Sessions {
         }
         // The pane's first program waits on a tmux channel until its logger
         // is attached, so not one byte of its output goes unlogged.
-        let hold = "PATH=$__DTMCP_BIN:$PATH; \"$0\" wait-for \"$1\"; shift; exec \"$@\"";
+        let hold = "IFS= read -r __DTMCP_NONCE <\"$__DTMCP_SECRET_FILE\"; export __DTMCP_NONCE; unset __DTMCP_SECRET_FILE; \
+                    PATH=$__DTMCP_BIN:$PATH; \"$0\" wait-for \"$1\"; shift; exec \"$@\"";
         args.extend(["--", "sh", "-c", hold, &tmux_path(), &channel].map(str::to_string));
         args.extend(argv.iter().cloned());
         let argv_ref: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -233,6 +233,20 @@ impl Terminal {
         let open = status.shell.open.contains(&region);
         let mut note =
             "(this command was typed once already, before the server restarted; here is how it went)\n".to_string();
+        if !open
+            && s.meta.integrated
+            && let Some(reply) = finished_reply(&s, region, mark, args).await
+        {
+            // The reply a fresh run would have given: the same shaping (head
+            // and tail, a clipped middle's summary, show, last_lines).
+            let command = args.get("command").and_then(|v| v.as_str()).map(str::to_string);
+            let body = async move { reply.map(|text| format!("{note}{text}")) };
+            let r = self.call_noted("run", session, command.as_deref(), body).await;
+            if let Ok(body) = serde_json::to_vec(&Record::Done { result: r.clone() }) {
+                let _ = write_whole(path, &body);
+            }
+            return Some(Ok(CallToolResponse::Complete(r)));
+        }
         let tool = if open {
             "wait"
         } else {
@@ -265,4 +279,38 @@ impl Terminal {
             other => other,
         }))
     }
+}
+
+/// The reply a fresh `run` gives for `region`, typed after `mark`, once it
+/// finished, shaped by the call's own options (`args`); `None` when the
+/// region is not there or not finished.
+async fn finished_reply(
+    s: &crate::session::Session,
+    region: RegionId,
+    mark: Mark,
+    args: &JsonObject,
+) -> Option<Result<String, String>> {
+    let mut logger = s.logger().await.ok()?;
+    let status = logger.status().await.ok()?;
+    let r = logger.region(region).await.ok()??;
+    r.end?;
+    let text = |k: &str| args.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let number = |k: &str| args.get(k).and_then(|v| v.as_u64());
+    let overwrite = args.get("overwrite").and_then(|v| v.as_bool());
+    // The first server may have saved the output already: a replay does
+    // not fail on the file it wrote.
+    let save_to = text("save_to").filter(|p| overwrite == Some(true) || !Path::new(p).exists());
+    let params = super::shape::ShapeParams {
+        show: text("show"),
+        show_after: number("show_after"),
+        last_lines: number("last_lines"),
+        save_to,
+        overwrite,
+    };
+    let shape = match super::shape::Shape::parse(&params) {
+        Ok(shape) => shape,
+        Err(e) => return Some(Err(e)),
+    };
+    let reason = crate::protocol::WaitReason::RegionEnded(region);
+    Some(super::run::describe(s, &mut logger, (&status, &reason), Some(&r), mark.line, (&shape, None)).await)
 }

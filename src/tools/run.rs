@@ -248,12 +248,12 @@ impl Terminal {
                 && s.pane.session_attached > 0
                 && let Err(why) = typed_alone(logger, line).await
             {
-                self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, false, &before);
+                self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, false, before);
                 return Err(format!("{why} (in {})", s.name));
             }
             tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
         }
-        self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, &before);
+        self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, before);
         drop(hold);
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         let (mut reason, mut status) = wait_line(s, logger, opts.spec(before.mark, left.max(1))).await?;
@@ -381,13 +381,28 @@ async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -
 /// mark taken in it would take that prompt for the end of the next command.
 pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, String> {
     let status = logger.status().await.map_err(|e| e.to_string())?;
-    let between =
-        s.meta.integrated && status.shell.integrated && !status.shell.at_prompt && status.shell.open.is_empty();
-    if !between || status.eof {
+    if !between_commands(s, &status) || status.eof {
         return Ok(status);
     }
     let spec = WaitSpec { after: status.mark, command_done: true, timeout_ms: PROMPT_GRACE_MS, ..WaitSpec::default() };
     Ok(logger.wait(spec).await.map_err(|e| e.to_string())?.1)
+}
+
+/// Whether the innermost integrated shell has ended a command and not yet
+/// shown its next prompt: the session's own shell with nothing open, or a
+/// shell inside it (ssh, a sandbox) whose last region ended at its depth.
+fn between_commands(s: &Session, status: &Status) -> bool {
+    let shell = &status.shell;
+    if !shell.integrated || shell.at_prompt {
+        return false;
+    }
+    let own = s.meta.integrated && shell.open.is_empty();
+    let inner = !shell.open.is_empty()
+        && status
+            .last_region
+            .as_ref()
+            .is_some_and(|r| r.kind == RegionKind::Command && r.end.is_some() && r.depth as usize == shell.open.len());
+    own || inner
 }
 
 /// The reply for a finished (or timed-out) command.

@@ -15,7 +15,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::assert_has;
 use crate::harness::logger_pid;
-use crate::harness::{SERVER, World};
+use crate::harness::{SERVER, World, bridged};
 use crate::serve::Serve;
 
 /// Whether the slow, full-size variants run (`DTMCP_SLOW=1`).
@@ -239,11 +239,8 @@ async fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
 async fn item01_router_kill9_during_seq_raw_log_byte_exact_answered_once_typed_once() {
     let n: u64 = size("item 1: lines of seq", 300_000, 2_000_000);
     let kills: u32 = size("item 1: router kills", 2, 6);
-    let world = World::new();
-    let mut serve = Some(Serve::start(&world, &[]));
-    let mut bridge = RawClient::start(&["connect", "--actor", "k9"], &world.env()).await;
-    let (made, err) = bridge.call("session_create", json!({"name": "k1"}), Duration::from_secs(20)).await;
-    assert!(!err, "{made}");
+    let (world, serve, mut bridge) = bridged("k9", "k1").await;
+    let mut serve = Some(serve);
     let command = format!("seq 1 {n}; echo seq-done-$((6*7))");
     let id = bridge.post_call("run", json!({"session": "k1", "command": command, "timeout": 300})).await;
     let answer = {
@@ -268,6 +265,10 @@ async fn item01_router_kill9_during_seq_raw_log_byte_exact_answered_once_typed_o
     let (text, err) = tool_text(&answer);
     assert!(!err, "{text}");
     assert_has!(text, "exit 0");
+    // Shaped as a fresh run's reply, whether answered live or replayed by
+    // a restarted server: head and tail, not the first lines only.
+    assert_has!(text, "first and last shown");
+    assert_has!(text, "seq-done-42");
     // Exactly once: no second answer to the same id comes later.
     let later = bridge.drain(Duration::from_millis(1500)).await;
     assert!(later.iter().all(|m| m["id"] != id), "a second answer to {id}: {later:?}");
@@ -316,7 +317,7 @@ impl Flood {
     }
 
     /// What the terminal prints for chunks `from..=self.chunks`.
-    fn from_chunk(&self, from: u64) -> Vec<u8> {
+    fn bytes_from_chunk(&self, from: u64) -> Vec<u8> {
         let mut v = Vec::new();
         for i in from..=self.chunks {
             v.extend_from_slice(format!("chunk-{i}\r\n").as_bytes());
@@ -402,7 +403,7 @@ async fn item02_logger_killed_mid_flood_is_a_gap_with_bounds() {
     let raw = std::fs::read(dir.join("raw.log")).expect("raw.log");
     let first = first_chunk_after(&raw, offset as usize).expect("a chunk after the gap");
     assert!(first > 1 && first <= flood.chunks, "the kill was not mid-flood: chunk {first} of {}", flood.chunks);
-    let rest = flood.from_chunk(first);
+    let rest = flood.bytes_from_chunk(first);
     assert!(memchr::memmem::find(&raw[offset as usize..], &rest).is_some(), "raw.log lost bytes after the gap");
 }
 
@@ -439,12 +440,35 @@ async fn item02_logger_stopped_mid_flood_stall_reported_then_nothing_lost() {
     let r = s.ok("wait", json!({"session": "g2", "timeout": 120})).await;
     assert_has!(r, "flood-end-9");
     assert_eq!(logger_pid(&dir), Some(pid), "the same logger carries on");
-    assert!(raw_holds(&dir, &flood.from_chunk(1)), "raw.log lost bytes of the flood");
+    assert!(raw_holds(&dir, &flood.bytes_from_chunk(1)), "raw.log lost bytes of the flood");
     assert!(!raw_holds(&dir, b"not-now"), "a line was typed while the logger was stopped");
     assert!(
         !dir.join("gaps.jsonl").exists()
             || std::fs::read_to_string(dir.join("gaps.jsonl")).unwrap_or_default().is_empty()
     );
+}
+
+#[ignore = "open: after the gap the next run's reply ends at once as `output settled` with no output \
+            (the region tracker now closes the lost command on the next start marker; the wait is still wrong)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item02_a_command_ending_inside_a_logger_gap_is_not_left_running() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("g3").await;
+    let dir = w.session_dir("g3");
+    let r = s.ok("run", json!({"session": "g3", "command": "sleep 1; echo gone-$((2+5))", "timeout": 0.2})).await;
+    assert_has!(r, "still running");
+    // No router to repair the logger: the command ends, and its shell
+    // shows its prompt, while nothing logs.
+    s.kill().await;
+    let pid = logger_pid(&dir).expect("the logger runs");
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let s = w.server().await;
+    let r = s.call("run", json!({"session": "g3", "command": "echo after-$((2+6))", "timeout": 20})).await;
+    assert!(!r.is_error, "the command that ended in the gap is taken for running: {}", r.text);
+    assert_has!(r.text, "after-8");
+    assert_has!(r.text, "log gap in g3");
 }
 
 // ---------------------------------------------------------------- item 3
@@ -829,11 +853,8 @@ fn footprint(pid: u32) -> (usize, usize, usize) {
 async fn item16_bridge_calls_across_server_restarts_each_answered_once() {
     let calls: u64 = size("item 16: calls", 120, 1000);
     let restarts: u64 = size("item 16: server restarts", 3, 10);
-    let world = World::new();
-    let mut serve = Some(Serve::start(&world, &[]));
-    let mut bridge = RawClient::start(&["connect", "--actor", "many"], &world.env()).await;
-    let (r, err) = bridge.call("session_create", json!({"name": "c1"}), Duration::from_secs(20)).await;
-    assert!(!err, "{r}");
+    let (world, serve, mut bridge) = bridged("many", "c1").await;
+    let mut serve = Some(serve);
     let every = calls / (restarts + 1);
     let mut restarted = 0;
     for i in 0..calls {
@@ -876,11 +897,7 @@ async fn item16_bridge_calls_across_server_restarts_each_answered_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item16_bridge_connect_kill_cycles_leave_the_server_flat() {
     let cycles: u32 = size("item 16: connect/kill cycles", 20, 100);
-    let world = World::new();
-    let serve = Serve::start(&world, &[]);
-    let mut first = RawClient::start(&["connect", "--actor", "warm"], &world.env()).await;
-    let (r, err) = first.call("session_create", json!({"name": "h1"}), Duration::from_secs(20)).await;
-    assert!(!err, "{r}");
+    let (world, serve, mut first) = bridged("warm", "h1").await;
     first.call("run", json!({"session": "h1", "command": "echo warm"}), Duration::from_secs(20)).await;
     drop(first.close().await);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -941,10 +958,7 @@ async fn item16_bridge_outage_of_31_seconds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item16_bridge_stdin_closed_with_a_call_in_flight_exits() {
-    let world = World::new();
-    let _serve = Serve::start(&world, &[]);
-    let mut c = RawClient::start(&["connect", "--actor", "eof"], &world.env()).await;
-    c.call("session_create", json!({"name": "s1"}), Duration::from_secs(20)).await;
+    let (_world, _serve, mut c) = bridged("eof", "s1").await;
     c.post_call("run", json!({"session": "s1", "command": "sleep 1; echo late", "timeout": 5})).await;
     let mut child = c.close().await;
     let status =
@@ -986,14 +1000,24 @@ async fn item17_retention_racing_reads_and_a_symlink_to_home_leave_the_target_al
         }
         outcomes
     };
-    let sweeper = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let sweep = || async {
         let out =
             tokio::process::Command::new(SERVER).args(["logs", "sweep"]).envs(w.env()).output().await.expect("sweep");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    let (outcomes, ()) = tokio::join!(reader, sweeper);
+    let sweeper = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sweep().await
+    };
+    let (outcomes, said) = tokio::join!(reader, sweeper);
     eprintln!("item 17: reads before/after the sweep: {outcomes:?}");
+    if w.session_dir("r1").exists() {
+        // A read between the sweep's plan and its deletion keeps the
+        // directory (it is in use), and says so; the next sweep takes it.
+        assert!(said.contains("kept r1"), "the eligible directory stayed, unexplained: {said}");
+        sweep().await;
+    }
     assert!(!w.session_dir("r1").exists(), "the eligible directory stayed");
     assert!(w.session_dir("r2").exists(), "r2 was not due");
     assert!(w.session_dir("r3").join("raw.log").exists(), "a live session lost its logs");

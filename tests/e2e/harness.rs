@@ -156,6 +156,20 @@ impl Server {
     }
 }
 
+/// The opening of the tests that go through a bridge: a fresh world, a
+/// `serve` of it, a `connect` bridge speaking for `actor`, and the session
+/// `session` made through the bridge. (Bound in this order, they are
+/// dropped in the reverse one: bridge, server, then the world's tmux.)
+pub async fn bridged(actor: &str, session: &str) -> (World, crate::serve::Serve, crate::faults::RawClient) {
+    let world = World::new();
+    let serve = crate::serve::Serve::start(&world, &[]);
+    let mut bridge = crate::faults::RawClient::start(&["connect", "--actor", actor], &world.env()).await;
+    let args = json!({ "name": session });
+    let (made, err) = bridge.call("session_create", args, std::time::Duration::from_secs(20)).await;
+    assert!(!err, "session_create {session}: {made}");
+    (world, serve, bridge)
+}
+
 /// The pid of the pane logger serving session directory `dir`.
 pub fn logger_pid(dir: &Path) -> Option<i32> {
     let want = dir.display().to_string();

@@ -23,6 +23,12 @@ struct Sshd {
 impl Sshd {
     /// Starts one, or says why it cannot run here.
     fn start() -> Result<Sshd, String> {
+        Sshd::start_with("")
+    }
+
+    /// Starts one whose sessions also get the `NAME=value` words of
+    /// `set_env` (a login shell other than the account's: `SHELL=...`).
+    fn start_with(set_env: &str) -> Result<Sshd, String> {
         let sshd = "/usr/sbin/sshd";
         if !Path::new(sshd).exists() || !installed("ssh") || !installed("ssh-keygen") {
             return Err("needs openssh-server and openssh-client (.ci/run installs them)".into());
@@ -50,7 +56,7 @@ impl Sshd {
         let config = format!(
             "ListenAddress 127.0.0.1\nHostKey {d}/hostkey\nAuthorizedKeysFile {d}/authorized_keys\nPidFile none\n\
              StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-             PermitRootLogin prohibit-password\nSetEnv HOME={d}/home TMPDIR={d}/tmp\n",
+             PermitRootLogin prohibit-password\nSetEnv HOME={d}/home TMPDIR={d}/tmp {set_env}\n",
             d = d.display()
         );
         std::fs::write(d.join("sshd_config"), config).map_err(|e| e.to_string())?;
@@ -190,8 +196,10 @@ async fn ssh_with_the_bootstrap_gives_statuses_and_tags_regions_and_leaves_nothi
     let r = s.run("t1", "echo \"$HOME|$ADJUTANT_EDITOR|$DOCENT_TERMINAL_MCP_SSH_ENV\"; (exit 3) | true").await;
     assert_has!(r, &format!("{}|zed it's|ADJUTANT_EDITOR", sshd.home().display()));
     assert_has!(r, "exit 0 (pipeline: 3 0)");
-    // bash removed the unpacked files once it had read them.
-    assert!(eventually(|| entries(&sshd.tmp()).is_empty()), "left behind: {:?}", entries(&sshd.tmp()));
+    // The unpacked files stay while the shell runs (a zsh started inside
+    // reads them); the decoded script removed itself.
+    let unpacked = entries(&sshd.tmp());
+    assert!(unpacked.len() == 1 && unpacked[0].starts_with("dtmcp."), "{unpacked:?}");
     // The far shell's `exit` gets no status of its own (that shell is gone
     // before it could print one); the ssh command ends with its status.
     let r = s.ok("run", json!({"session": "t1", "command": "exit", "timeout": 10})).await;
@@ -206,9 +214,46 @@ async fn ssh_with_the_bootstrap_gives_statuses_and_tags_regions_and_leaves_nothi
     }
     assert_has!(r, &format!("`false` · on {host}"));
     assert!(r.lines().any(|l| l.contains("docent-terminal-mcp ssh") && !l.contains(" · on ")), "{r}");
+    assert!(eventually(|| entries(&sshd.tmp()).is_empty()), "left behind: {:?}", entries(&sshd.tmp()));
     let r = s.run("t1", "true").await;
     let regions = s.ok("regions", json!({"session": "t1"})).await;
     assert!(!r.contains(" · on "), "back home, untagged: {r}\n{regions}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssh_to_a_zsh_user_gives_an_integrated_zsh() {
+    crate::needs!("zsh");
+    let zsh = String::from_utf8_lossy(&Command::new("sh").args(["-c", "command -v zsh"]).output().expect("sh").stdout)
+        .trim()
+        .to_string();
+    let sshd = match Sshd::start_with(&format!("SHELL={zsh}")) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    std::fs::write(sshd.home().join(".zshrc"), "export FROM_FAR_ZSHRC=yes\n").expect(".zshrc");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let line = format!("docent-terminal-mcp ssh {} 127.0.0.1", sshd.line());
+    let r = s.ok("run", json!({"session": "t1", "command": line, "timeout": 15})).await;
+    assert_has!(r, "on 127.0.0.1");
+    let r = s.run("t1", "echo \"zsh=$ZSH_VERSION rc=$FROM_FAR_ZSHRC\"").await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "rc=yes");
+    assert!(!r.contains("zsh= "), "the far shell is zsh: {r}");
+    let r = s.run("t1", "true | false").await;
+    assert_has!(r, "exit 1 (pipeline: 0 1)");
+    assert_has!(r, " · on ");
+    // A bash started inside the far zsh inherits the integration.
+    s.run("t1", "bash").await;
+    assert_has!(s.run("t1", "(exit 6)").await, "exit 6");
+    s.run("t1", "exit").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "exit", "timeout": 10})).await;
+    assert_has!(r, "back on this host");
+    assert!(eventually(|| entries(&sshd.tmp()).is_empty()), "left behind: {:?}", entries(&sshd.tmp()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,8 +278,20 @@ async fn install_copies_the_files_removes_older_versions_and_remove_takes_them_a
     let sshd = sshd_or_skip!();
     let base = sshd.home().join(".local/share/docent-terminal-mcp");
     std::fs::create_dir_all(base.join("v0")).expect("an older version");
+    // shell_integrate found the files missing there before.
+    let state = tempfile::tempdir().expect("state home");
+    for key in ["127.0.0.1", "ann@127.0.0.1", "elsewhere"] {
+        dtmcp::hosts::remember_missing(state.path(), key, dtmcp::config::now_ms()).expect("remember");
+    }
     let cli = |extra: &[&str]| {
-        let out = Command::new(SERVER).arg("install").args(extra).args(sshd.options()).arg("127.0.0.1").output();
+        let out = Command::new(SERVER)
+            .arg("install")
+            .args(extra)
+            .args(sshd.options())
+            .arg("127.0.0.1")
+            .env("DOCENT_TERMINAL_MCP_HOME", state.path())
+            .env("USER", "ann")
+            .output();
         let out = out.expect("runs");
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "install {extra:?} failed: {text}");
@@ -255,6 +312,11 @@ async fn install_copies_the_files_removes_older_versions_and_remove_takes_them_a
         assert_eq!(std::fs::read_to_string(base.join(format!("v{v}")).join(name)).expect(name), *body);
     }
     assert_eq!(entries(&base), [format!("v{v}")]);
+    let now = dtmcp::config::now_ms();
+    for key in ["127.0.0.1", "ann@127.0.0.1"] {
+        assert_eq!(dtmcp::hosts::missing_since(state.path(), key, now), None, "{key} forgotten");
+    }
+    assert!(dtmcp::hosts::missing_since(state.path(), "elsewhere", now).is_some(), "another host kept");
     let said = cli(&["--remove"]);
     assert_has!(said, "removed ~/.local/share/docent-terminal-mcp");
     assert!(!base.exists(), "removed: {:?}", entries(&base));
@@ -277,10 +339,26 @@ async fn into_a_plain_sh_carrier_gives_an_integrated_shell_as_the_session_progra
     assert_has!(r, "exit 1 · ");
     let r = s.run("t1", "echo inside-$$").await;
     assert_has!(r, "exit 0");
+    // The secret came by environment: no command line shows it.
+    let secret = std::fs::read_to_string(w.session_dir("t1").join("secret")).expect("secret");
+    let ps = Command::new("ps").args(["-eo", "args"]).output().expect("ps");
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(ps.contains("integration.bash"), "the script is on a command line, as expected: {ps}");
+    let shown: Vec<&str> = ps.lines().filter(|l| l.contains(secret.trim())).collect();
+    assert!(shown.is_empty(), "the secret shows in ps: {shown:?}");
+    // A zsh started inside reads the unpacked files, which stay until the
+    // shell exits.
+    if installed("zsh") {
+        s.run("t1", "zsh").await;
+        assert_has!(s.run("t1", "false").await, "exit 1");
+        s.run("t1", "exit").await;
+        assert_has!(s.run("t1", "(exit 3)").await, "exit 3");
+    }
+    assert!(!entries(tmp.path()).is_empty(), "the files stay while the shell runs");
+    let _ = s.call("run", json!({"session": "t1", "command": "exit", "timeout": 5})).await;
     assert!(eventually(|| entries(tmp.path()).is_empty()), "left behind: {:?}", entries(tmp.path()));
 }
 
-#[ignore = "fails after the merge: the sandboxed shell is not seen as integrated"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn into_bwrap_gives_an_integrated_shell_in_the_sandbox() {
     let works = Command::new("bwrap").args(["--ro-bind", "/", "/", "--dev", "/dev", "true"]).status();
@@ -305,9 +383,13 @@ async fn into_bwrap_gives_an_integrated_shell_in_the_sandbox() {
     assert_has!(r, "exit 1 · ");
     // The sandbox's shell exits before it can report `exit 4`; the
     // command that entered the sandbox ends with that status.
-    s.ok("run", json!({"session": "t1", "command": "exit 4", "timeout": 10})).await;
+    let left = s.ok("run", json!({"session": "t1", "command": "exit 4", "timeout": 10})).await;
     let r = s.run("t1", "true").await;
-    assert_has!(r, "exit 0");
+    if !r.contains("exit 0") {
+        let regions = s.ok("regions", json!({"session": "t1"})).await;
+        let raw = std::fs::read(w.session_dir("t1").join("raw.log")).unwrap_or_default();
+        panic!("after `exit 4` ({left}), `true` gave: {r}\n{regions}\n{:?}", String::from_utf8_lossy(&raw));
+    }
     let regions = s.ok("regions", json!({"session": "t1"})).await;
     assert!(regions.lines().any(|l| l.contains("exit 4") && l.contains("into bwrap")), "{regions}");
 }
@@ -333,8 +415,10 @@ fn print_shows_the_commands_and_scripts_but_not_the_secret() {
     assert_has!(ssh, "the session secret, not shown");
     assert!(!ssh.contains("11.22.33.44"), "{ssh}");
     let into = run(&["into", "--print", "podman", "exec", "-it", "box"]);
-    assert_has!(into, "podman exec -it box sh -c \"$SCRIPT\"");
-    assert_has!(into, "exec bash --rcfile");
+    // The secret goes by environment, named (not valued) on the command line.
+    assert_has!(into, "podman exec -e __DTMCP_NONCE -it box sh -c \"$SCRIPT\"");
+    assert!(!into.contains("export __DTMCP_NONCE"), "{into}");
+    assert_has!(into, "bash --rcfile");
     let err = Command::new(SERVER).args(["ssh", "box", "uptime"]).output().expect("runs");
     assert!(!err.status.success());
     assert_has!(String::from_utf8_lossy(&err.stderr), "cannot follow the host");

@@ -16,7 +16,10 @@ fn fake_home(w: &World) -> PathBuf {
     let home = w.tmp.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
     std::fs::write(home.join(".zshenv"), "export FROM_ZSHENV=env-read\n").expect(".zshenv");
-    std::fs::write(home.join(".zshrc"), "export FROM_ZSHRC=rc-read\nPS1='zz%# '\n").expect(".zshrc");
+    // PATH set afresh, as many rc files do: the session's command must
+    // still come first.
+    let rc = "export FROM_ZSHRC=rc-read\nPS1='zz%# '\nPATH=/usr/local/bin:/usr/bin:/bin\n";
+    std::fs::write(home.join(".zshrc"), rc).expect(".zshrc");
     home
 }
 
@@ -42,6 +45,8 @@ async fn zsh_sessions_are_integrated_and_read_the_users_files() {
     let r = s.run("z", "echo $FROM_ZSHENV $FROM_ZSHRC").await;
     assert_has!(r, "exit 0");
     assert_has!(r, "env-read rc-read");
+    let r = s.run("z", "command -v docent-terminal-mcp").await;
+    assert_has!(r, format!("{}/bin/docent-terminal-mcp", w.home().display()));
     assert_has!(s.run("z", "false").await, "exit 1");
     assert_has!(s.run("z", "(exit 3)").await, "exit 3");
     let r = s.run("z", "true | false").await;
@@ -243,4 +248,34 @@ async fn shell_integrate_rejects_bad_input_whole() {
     assert_has!(r, "nope");
     let refused = s.client().call("shell_integrate", json!({ "session": "x", "shell": "bash" })).await;
     assert!(refused.is_err() || refused.is_ok_and(|r| r.is_error), "an unknown argument is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn su_to_another_user_degrades_clearly_and_says_how_to_integrate() {
+    needs!("su");
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: `su -` without a password needs root");
+        return;
+    }
+    let w = World::new();
+    let s = w.server().await;
+    s.create("b").await;
+    // `su -` starts a login shell with a clean environment: no secret, so
+    // no markers, and the reply must say so rather than make statuses up.
+    let first = s.ok("run", json!({"session": "b", "command": "su - nobody -s /bin/bash", "timeout": 10})).await;
+    assert_has!(first.lines().next().unwrap_or_default(), "waiting for input at `nobody@");
+    let r = s.run("b", "id -un; false").await;
+    assert_has!(r, "nobody");
+    assert_has!(r, "exit status unknown");
+    // Said once, on the first reply from the plain shell.
+    assert_has!(format!("{first}{r}"), "shell_integrate session=b adds the integration");
+    // nobody cannot read the server's files here and has no home to
+    // install them in: shell_integrate names the command that would.
+    let r = s.call("shell_integrate", json!({ "session": "b" })).await;
+    match r.is_error {
+        true => assert_has!(r.text, "docent-terminal-mcp install"),
+        false => assert_has!(s.run("b", "false").await, "exit 1"),
+    }
+    s.run("b", "exit").await;
+    assert_has!(s.run("b", "(exit 2)").await, "exit 2");
 }
