@@ -52,6 +52,10 @@ pub struct AgentState {
     /// router looked: those that end later are "finished since your last
     /// call".
     pub running: Vec<u64>,
+    /// The regions of `running` whose end the agent has been sent as a log
+    /// message (see [`crate::tools`]' watches): a server started again
+    /// watches the rest, and tells each end once.
+    pub announced: BTreeSet<u64>,
     /// The screen as the agent last saw it, for `screen="changes"`.
     pub screen: Option<SeenScreen>,
 }

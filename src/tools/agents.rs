@@ -119,6 +119,8 @@ impl Terminal {
             let state = held.entry(key.clone()).or_default();
             let before = state.clone();
             let result = f(state);
+            // Only the commands still counted as running can be announced.
+            state.announced.retain(|id| state.running.contains(id));
             let send = what_to_send(&before, state);
             if send != Send::No {
                 state.version = before.version + 1;
