@@ -228,8 +228,8 @@ mod tests {
         assert_eq!(back.agents, agents.agents);
         assert_eq!(back.format, 1);
         assert!(!dir.path().join(format!(".{FILE}.tmp")).exists(), "the temporary file was renamed");
-        let text = std::fs::read_to_string(dir.path().join(FILE)).expect("read");
-        std::fs::write(dir.path().join(FILE), &text[..text.len() / 2]).expect("tear");
+        let bytes = std::fs::read(dir.path().join(FILE)).expect("read");
+        std::fs::write(dir.path().join(FILE), &bytes[..bytes.len() / 2]).expect("tear");
         assert_eq!(load(dir.path()), Agents::default());
     }
 

@@ -396,7 +396,7 @@ impl Bridge {
                 continue;
             };
             let resume = last.as_ref().filter(|(i, s, _)| *i == instance && *s == session).map(|(.., id)| id.clone());
-            moved.borrow_and_update();
+            moved.mark_unchanged();
             let mut sse = Sse::default();
             let outcome = self.events(resume.as_deref(), &mut sse, &mut moved).await;
             let read = sse.last_id.take().map(|id| (instance, session, id));
