@@ -32,6 +32,8 @@ pub const MAX_ACTOR: usize = 128;
 pub const MAX_NOTES: usize = 512;
 /// The most screen rows remembered per agent.
 pub const MAX_ROWS: usize = 1000;
+/// The most bytes of text left at a prompt that are kept.
+pub const MAX_LEFT: usize = 4096;
 
 /// What one agent has been told and has seen in one session.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,8 +54,26 @@ pub struct AgentState {
     /// router looked: those that end later are "finished since your last
     /// call".
     pub running: Vec<u64>,
+    /// The regions of `running` whose end the agent has been sent as a log
+    /// message (see [`crate::tools`]' watches): a server started again
+    /// watches the rest, and tells each end once.
+    pub announced: BTreeSet<u64>,
     /// The screen as the agent last saw it, for `screen="changes"`.
     pub screen: Option<SeenScreen>,
+    /// Text the agent typed at a shell prompt and did not submit (a `send`
+    /// without Enter): kept here so that a server started again still
+    /// says whose it is, refuses to type over it, and shows it in presence.
+    pub left: Option<LeftText>,
+}
+
+/// Text an agent left unsubmitted at a shell prompt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftText {
+    /// What it typed (the last piece, at most [`MAX_LEFT`] bytes).
+    pub text: String,
+    /// The number of prompts the session had shown then: the text counts
+    /// only at that same prompt.
+    pub prompts: u64,
 }
 
 /// A screen as an agent saw it: its size and a hash of each row, enough to
@@ -118,6 +138,13 @@ impl Agents {
         }
         if let Some(screen) = &mut state.screen {
             screen.rows.truncate(MAX_ROWS);
+        }
+        if let Some(left) = &mut state.left {
+            let mut end = left.text.len().min(MAX_LEFT);
+            while !left.text.is_char_boundary(end) {
+                end -= 1;
+            }
+            left.text.truncate(end);
         }
         self.agents.insert(actor.to_string(), state);
         while self.agents.len() > MAX_AGENTS {
@@ -193,14 +220,16 @@ mod tests {
         let mut s = state(4, "pipe-tail-head");
         s.screen = Some(SeenScreen::of(80, &["$ ls".into(), String::new()]));
         s.running = vec![7];
+        s.left = Some(LeftText { text: "échø ".repeat(MAX_LEFT), prompts: 3 });
         agents.set("alice", s).expect("set");
+        assert!(agents.get("alice").and_then(|a| a.left.as_ref()).is_some_and(|l| l.text.len() <= MAX_LEFT));
         save(dir.path(), &agents).expect("save");
         let back = load(dir.path());
         assert_eq!(back.agents, agents.agents);
         assert_eq!(back.format, 1);
         assert!(!dir.path().join(format!(".{FILE}.tmp")).exists(), "the temporary file was renamed");
-        let text = std::fs::read_to_string(dir.path().join(FILE)).expect("read");
-        std::fs::write(dir.path().join(FILE), &text[..text.len() / 2]).expect("tear");
+        let bytes = std::fs::read(dir.path().join(FILE)).expect("read");
+        std::fs::write(dir.path().join(FILE), &bytes[..bytes.len() / 2]).expect("tear");
         assert_eq!(load(dir.path()), Agents::default());
     }
 

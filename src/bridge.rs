@@ -8,10 +8,12 @@
 //! message by message. Requests are served concurrently, so a long `run`
 //! does not hold up a quick `read`.
 //!
-//! Restarts: the bridge remembers the client's `initialize`. When the
-//! server goes away (connection refused or cut, or "session not found" from
-//! a new server), the bridge initializes a new MCP session with those same
-//! parameters, then sends the calls that were in flight again. Every
+//! Restarts: when the server goes away (connection refused or cut), the
+//! bridge waits for one to answer and goes on in the same MCP session,
+//! which the server keeps on disk and takes up again. Should the server not
+//! know the session ("session not found"), the bridge initializes a new
+//! one with the client's own `initialize` parameters, which it remembers.
+//! Then it sends the calls that were in flight again. Every
 //! `tools/call` carries an idempotency key in `_meta`, so a `run` the old
 //! server had already typed is followed by the new one, not typed again. If
 //! no server answers for [`GIVE_UP_AFTER`], the bridge answers the calls in
@@ -20,8 +22,11 @@
 //!
 //! Messages the server starts itself (log messages telling that a command
 //! ended) come on its event stream, `GET /mcp`, which the bridge keeps open
-//! from the first `initialize` on and opens again after every reconnect,
-//! resuming from the last event it saw where the server still has it.
+//! from the first `initialize` on and opens again after every reconnect, on
+//! the session then current. Event ids count from 0 in each server process,
+//! so the bridge resumes after the last event it saw only from the same
+//! process (the instance `/health` names); from a new one it reads the
+//! stream from its start, which holds exactly what that process sent.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,7 +38,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, watch};
 
 use crate::tools::caller::{ACTOR_HEADER, KEY_META};
 
@@ -50,6 +55,8 @@ const LISTEN_PAUSE: Duration = Duration::from_millis(100);
 enum Failure {
     /// The server is gone or forgot us: reconnect and send again.
     Lost(String),
+    /// The server does not know our MCP session: make a new one.
+    Forgotten,
     /// The server answered with an error that is not JSON-RPC.
     Refused(String),
 }
@@ -70,6 +77,9 @@ struct Bridge {
     init_answered: std::sync::atomic::AtomicBool,
     /// Messages for stdout.
     out: mpsc::UnboundedSender<String>,
+    /// Bumped whenever the MCP session id changes, so that the event
+    /// stream of the old one is left for the new one's.
+    moved: watch::Sender<u64>,
 }
 
 /// Runs the bridge until stdin ends (or no server comes back).
@@ -86,6 +96,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         reconnecting: Mutex::new(()),
         init_answered: Default::default(),
         out,
+        moved: watch::Sender::new(0),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -156,7 +167,11 @@ impl Bridge {
                     }
                     return;
                 }
-                Err(Failure::Lost(why)) => {
+                Err(lost @ (Failure::Lost(_) | Failure::Forgotten)) => {
+                    let why = match lost {
+                        Failure::Lost(why) => why,
+                        _ => "the server does not know this session".to_string(),
+                    };
                     if !self.reconnect(seen, &why).await {
                         if is_request {
                             let message = format!(
@@ -195,9 +210,10 @@ impl Bridge {
         std::process::exit(1);
     }
 
-    /// Makes a new MCP session with the client's own `initialize`, unless
-    /// another task already did since generation `seen`. `false`: no server
-    /// within [`GIVE_UP_AFTER`].
+    /// Waits for a server and goes on in the same MCP session, or makes a
+    /// new one with the client's own `initialize` when the server does not
+    /// know it; nothing, if another task already did either since
+    /// generation `seen`. `false`: no server within [`GIVE_UP_AFTER`].
     async fn reconnect(&self, seen: u64, why: &str) -> bool {
         let _one = self.reconnecting.lock().await;
         if self.generation.load(Ordering::SeqCst) != seen {
@@ -207,28 +223,59 @@ impl Bridge {
         eprintln!("docent-terminal-mcp connect: the server went away ({why}); reconnecting");
         let started = Instant::now();
         let first = !self.init_answered.load(Ordering::SeqCst);
+        let mut same_session = !first && self.session.lock().unwrap_or_else(|e| e.into_inner()).0.is_some();
         let mut pause = Duration::from_millis(50);
         while started.elapsed() < GIVE_UP_AFTER {
-            *self.session.lock().unwrap_or_else(|e| e.into_inner()) = (None, None);
-            // The client's very first initialize is answered to the client;
-            // a replayed one is not (the client already has its answer).
-            let outcome = match first {
-                true => self.exchange(&init, true).await,
-                false => self.post(&init).await.map(|(headers, _)| self.remember(&headers)),
-            };
-            if outcome.is_ok() {
-                if !first {
-                    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-                    let _ = self.exchange(&done, false).await;
-                    eprintln!("docent-terminal-mcp connect: reconnected");
+            let outcome = match (same_session, first) {
+                (true, _) => self.ping().await,
+                // The client's very first initialize is answered to the
+                // client; a replayed one is not (the client already has
+                // its answer).
+                (false, true) => {
+                    *self.session.lock().unwrap_or_else(|e| e.into_inner()) = (None, None);
+                    self.exchange(&init, true).await
                 }
-                self.generation.fetch_add(1, Ordering::SeqCst);
-                return true;
+                (false, false) => self.initialize_again(&init).await,
+            };
+            match outcome {
+                Ok(()) => {
+                    if !first {
+                        eprintln!("docent-terminal-mcp connect: reconnected");
+                    }
+                    self.generation.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                Err(Failure::Forgotten | Failure::Refused(_)) if same_session => {
+                    same_session = false;
+                    continue;
+                }
+                Err(_) => {}
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(500));
         }
         false
+    }
+
+    /// Whether the server answers in our MCP session (a `ping`, which also
+    /// makes a restarted server take the session up again).
+    async fn ping(&self) -> Result<(), Failure> {
+        let ping = json!({"jsonrpc": "2.0", "id": "docent-terminal-mcp-connect-ping", "method": "ping"});
+        self.post(&ping).await.map(|_| ())
+    }
+
+    /// A new MCP session with the client's `initialize`, its answer kept
+    /// from the client (which has its own already).
+    async fn initialize_again(&self, init: &Value) -> Result<(), Failure> {
+        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = (None, None);
+        let (headers, answer) = self.post(init).await?;
+        self.remember(&headers);
+        let version = answer.iter().find_map(|m| m["result"]["protocolVersion"].as_str().map(str::to_string));
+        self.session.lock().unwrap_or_else(|e| e.into_inner()).1 = version;
+        let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let _ = self.exchange(&done, false).await;
+        self.moved.send_modify(|n| *n += 1);
+        Ok(())
     }
 
     fn remember(&self, headers: &hyper::HeaderMap) {
@@ -287,7 +334,7 @@ impl Bridge {
                     messages.push(v);
                 }
             } else if parts.status == hyper::StatusCode::NOT_FOUND {
-                return Err(Failure::Lost("the server does not know this session".into()));
+                return Err(Failure::Forgotten);
             } else if !parts.status.is_success() {
                 let text = String::from_utf8_lossy(&bytes).trim().to_string();
                 return Err(Failure::Refused(format!("the server answered {}: {text}", parts.status)));
@@ -329,11 +376,13 @@ impl Bridge {
 
     /// Keeps the server's own event stream (`GET /mcp`: messages the server
     /// starts, such as log messages) open and its messages going to
-    /// stdout, opening it again whenever it ends: after a server restart,
-    /// on the restored or the new MCP session. It stops only if the server
-    /// has no such stream (405).
+    /// stdout, opening it again whenever it ends or the MCP session
+    /// changes. It stops only if the server has no such stream (405).
     async fn listen(self: Arc<Self>) {
-        let mut last: Option<(String, String)> = None; // MCP session, last event id
+        let mut moved = self.moved.subscribe();
+        // Where the last stream stopped: server instance, MCP session,
+        // the id of the last event read.
+        let mut last: Option<(String, String, String)> = None;
         let mut pause = LISTEN_PAUSE;
         loop {
             let session = self.session.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
@@ -341,15 +390,26 @@ impl Bridge {
                 tokio::time::sleep(LISTEN_PAUSE).await;
                 continue;
             };
-            // Resume where the last stream of this MCP session stopped.
-            let resume = last.as_ref().filter(|(s, _)| *s == session).map(|(_, id)| id.clone());
+            let Some(instance) = self.instance().await else {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                continue;
+            };
+            let resume = last.as_ref().filter(|(i, s, _)| *i == instance && *s == session).map(|(.., id)| id.clone());
+            moved.mark_unchanged();
             let mut sse = Sse::default();
-            match self.events(resume.as_deref(), &mut sse).await {
+            let outcome = self.events(resume.as_deref(), &mut sse, &mut moved).await;
+            let read = sse.last_id.take().map(|id| (instance, session, id));
+            match outcome {
                 Listened::Unsupported => return,
                 Listened::Refused => last = None,
                 Listened::Ended => {
                     pause = LISTEN_PAUSE;
-                    last = sse.last_id.map(|id| (session, id)).or(last);
+                    last = read.or(last);
+                }
+                Listened::Moved => {
+                    last = None;
+                    continue;
                 }
                 Listened::Unreachable => {}
             }
@@ -358,8 +418,19 @@ impl Bridge {
         }
     }
 
-    /// One event stream, read to its end; its messages go to stdout.
-    async fn events(&self, resume: Option<&str>, sse: &mut Sse) -> Listened {
+    /// The instance id of the server answering now (new at each start), if
+    /// one answers.
+    async fn instance(&self) -> Option<String> {
+        let request = hyper::Request::get("/health").header("host", "localhost").body(Full::new(Bytes::new())).ok()?;
+        let response = self.send(request).await.ok()?;
+        let body = response.into_body().collect().await.ok()?.to_bytes();
+        let health: Value = serde_json::from_slice(&body).ok()?;
+        health["instance"].as_str().map(str::to_string)
+    }
+
+    /// One event stream, read to its end (or until the MCP session moves);
+    /// its messages go to stdout.
+    async fn events(&self, resume: Option<&str>, sse: &mut Sse, moved: &mut watch::Receiver<u64>) -> Listened {
         let mut request = self.request(hyper::Method::GET).header("accept", "text/event-stream");
         if let Some(id) = resume {
             request = request.header("last-event-id", id);
@@ -373,7 +444,12 @@ impl Bridge {
         if !parts.status.is_success() {
             return Listened::Refused;
         }
-        while let Some(Ok(frame)) = body.frame().await {
+        loop {
+            let frame = tokio::select! {
+                frame = body.frame() => frame,
+                _ = moved.changed() => return Listened::Moved,
+            };
+            let Some(Ok(frame)) = frame else { return Listened::Ended };
             if let Some(data) = frame.data_ref() {
                 for (id, m) in sse.feed_with_ids(data) {
                     // A server may send the event named in Last-Event-ID
@@ -384,7 +460,6 @@ impl Bridge {
                 }
             }
         }
-        Listened::Ended
     }
 }
 
@@ -397,6 +472,8 @@ enum Listened {
     Refused,
     /// It was open and ended (the server stopped, or closed it).
     Ended,
+    /// The bridge moved to another MCP session meanwhile.
+    Moved,
     /// No server answered.
     Unreachable,
 }
@@ -433,7 +510,8 @@ struct Sse {
     data: String,
     /// The id of the event being read, if it has one.
     id: Option<String>,
-    /// The id of the last complete event that had one.
+    /// The id of the last complete event that carried a message (not a
+    /// priming event's: its id may be a real event's too).
     last_id: Option<String>,
 }
 
@@ -452,11 +530,11 @@ impl Sse {
             let line = line.trim_end_matches(['\n', '\r']);
             if line.is_empty() {
                 let id = self.id.take();
-                if id.is_some() {
-                    self.last_id.clone_from(&id);
-                }
                 let data = std::mem::take(&mut self.data);
                 if let Ok(v) = serde_json::from_str::<Value>(&data) {
+                    if id.is_some() {
+                        self.last_id.clone_from(&id);
+                    }
                     out.push((id, v));
                 }
             } else if let Some(rest) = line.strip_prefix("id:") {
@@ -478,8 +556,7 @@ mod tests {
 
     #[test]
     fn events_are_read_across_chunks_and_priming_events_skipped() {
-        let stream =
-            b"id: 0\nretry: 3000\ndata:\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{}}\n\n: ping\n\n";
+        let stream = b"id: 0\nretry: 3000\ndata:\n\nid: 0\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{}}\n\n: ping\n\nid: 9\ndata:\n\n";
         let whole = Sse::default().feed(stream);
         let mut sse = Sse::default();
         let mut pieces = Vec::new();
@@ -489,7 +566,7 @@ mod tests {
         assert_eq!(whole, pieces);
         assert_eq!(whole.len(), 1);
         assert_eq!(whole[0]["id"], 1);
-        assert_eq!(sse.last_id.as_deref(), Some("0"), "the priming event's id is kept");
+        assert_eq!(sse.last_id.as_deref(), Some("0"), "a priming event's id is not kept");
     }
 
     #[test]

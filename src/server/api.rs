@@ -77,6 +77,7 @@ async fn one_session(
     v["clients"] = json!(seen.clients);
     v["human_input"] = json!(seen.human_input);
     v["typing_now"] = json!(seen.typing_now);
+    v["left_at_prompt"] = json!(seen.left_at_prompt);
     if let Some(f) = sweeper.facts_of(name, live) {
         v["keep"] = json!(f.keep);
         v["delete_on_close"] = json!(f.delete_on_close);

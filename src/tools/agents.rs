@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::Terminal;
-use crate::agent_state::AgentState;
+use crate::agent_state::{AgentState, LeftText};
 use crate::protocol::Status;
 use crate::region::Region;
 use crate::session::LoggerClient;
@@ -119,6 +119,8 @@ impl Terminal {
             let state = held.entry(key.clone()).or_default();
             let before = state.clone();
             let result = f(state);
+            // Only the commands still counted as running can be announced.
+            state.announced.retain(|id| state.running.contains(id));
             let send = what_to_send(&before, state);
             if send != Send::No {
                 state.version = before.version + 1;
@@ -162,6 +164,37 @@ impl Terminal {
         self.update_agent(name, |s| s.running.retain(|id| !told.contains(id))).await;
         (!ended.is_empty()).then(|| finished_lines(name, &ended))
     }
+}
+
+impl Terminal {
+    /// Records what the calling agent typed at session `name`'s prompt
+    /// number `prompts`: kept while it is left unsubmitted, dropped once
+    /// submitted.
+    pub(super) async fn note_left(&self, name: &str, text: &str, submitted: bool, prompts: u64) {
+        let left = (!submitted).then(|| LeftText { text: text.to_string(), prompts });
+        self.update_agent(name, |s| s.left = left).await;
+    }
+
+    /// The last thing an agent typed into session `s`: what this process
+    /// saw, else (after a restart) the text an agent left at its prompt,
+    /// as the agents' states in the session keep it.
+    pub(super) fn last_typed(&self, s: &crate::session::Session) -> Option<super::holds::Typed> {
+        if let Some(typed) = self.inner.holds.last_typed(s.pane.pane_id.as_str()) {
+            return Some(typed);
+        }
+        let (actor, left) = left_texts(&s.dir).into_iter().next()?;
+        let at = std::time::Instant::now();
+        Some(super::holds::Typed { actor, text: left.text, submitted: false, prompts: left.prompts, at })
+    }
+}
+
+/// The texts agents left at a prompt of the session in `dir`, per its
+/// `state.json`, the latest prompt's first.
+pub fn left_texts(dir: &Path) -> Vec<(String, LeftText)> {
+    let agents = crate::agent_state::load(dir).agents;
+    let mut left: Vec<(String, LeftText)> = agents.into_iter().filter_map(|(a, s)| Some((a, s.left?))).collect();
+    left.sort_by_key(|(_, l)| std::cmp::Reverse(l.prompts));
+    left
 }
 
 impl Terminal {

@@ -115,7 +115,7 @@ impl Terminal {
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
             let target = program::target(&s, &before).await?;
             if matches!(target, Target::Shell) {
-                let last = self.inner.holds.last_typed(s.pane.pane_id.as_str());
+                let last = self.last_typed(&s);
                 if let Some(why) =
                     super::holds::refusal(&s.name, &before, last.as_ref(), &actor, s.pane.session_attached)
                 {

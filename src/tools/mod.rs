@@ -204,6 +204,7 @@ impl ServerHandler for Terminal {
         self.conn.set_actor(actor);
         self.conn.set_peer(context.peer.clone());
         context.peer.set_peer_info(request.clone());
+        self.watch_again();
         self.negotiate_initialize(&request)
     }
 

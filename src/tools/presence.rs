@@ -134,6 +134,17 @@ pub struct Seen {
     pub agents_typed: BTreeMap<String, u64>,
     /// The agent and tool holding the session while typing, if any.
     pub typing_now: Option<Holder>,
+    /// Text an agent typed at the prompt and left there unsubmitted.
+    pub left_at_prompt: Option<LeftBy>,
+}
+
+/// Text an agent left unsubmitted at a session's prompt.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LeftBy {
+    /// The agent.
+    pub actor: String,
+    /// What it typed.
+    pub text: String,
 }
 
 impl Seen {
@@ -154,6 +165,9 @@ impl Seen {
         }
         if let Some(h) = &self.typing_now {
             parts.push(format!("typing now: {} ({})", h.actor, h.tool));
+        }
+        if let Some(l) = &self.left_at_prompt {
+            parts.push(format!("left typed at the prompt by {}: `{}`", l.actor, l.text.trim()));
         }
         (!parts.is_empty()).then(|| parts.join(" · "))
     }
@@ -184,7 +198,28 @@ impl Terminal {
             human_input,
             agents_typed: agents_typed(&self.sessions().cfg.home, &pane.session_name),
             typing_now: self.inner.holds.holder(&pane.session_name),
+            left_at_prompt: self.left_at_prompt(&pane.session_name).await,
         }
+    }
+
+    /// The text an agent left at session `name`'s prompt that is still
+    /// there, unsubmitted, as the agents' states keep it.
+    async fn left_at_prompt(&self, name: &str) -> Option<LeftBy> {
+        let left = super::agents::left_texts(&self.sessions().cfg.session_dir(name));
+        if left.is_empty() {
+            return None;
+        }
+        let s = self.sessions().resolve_quiet(name).await.ok()?;
+        let status = s.logger().await.ok()?.status().await.ok()?;
+        let pending = status.typed.as_str();
+        let here = |l: &crate::agent_state::LeftText| {
+            status.shell.at_prompt
+                && l.prompts == status.mark.prompts
+                && !l.text.trim().is_empty()
+                && pending.contains(l.text.trim())
+        };
+        let (actor, _) = left.into_iter().find(|(_, l)| here(l))?;
+        Some(LeftBy { actor, text: pending.to_string() })
     }
 
     /// The presence and pane-kind line of `session_list` for `pane`.

@@ -194,7 +194,7 @@ impl Terminal {
             // command's own earlier lines, not someone else's.
             let ours = i > 0 && status.typed.trim_start().starts_with(lines[0].trim());
             if matches!(target, Target::Shell) && !ours {
-                let last = self.inner.holds.last_typed(s.pane.pane_id.as_str());
+                let last = self.last_typed(&s);
                 if let Some(why) =
                     super::holds::refusal(&s.name, &status, last.as_ref(), &actor, s.pane.session_attached)
                 {

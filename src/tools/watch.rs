@@ -5,17 +5,20 @@
 //!
 //! Each command is watched once per connection, through the session's
 //! logger, for at most [`WATCH_FOR`]; a watch ends quietly with its
-//! connection or its session. The same news also opens the agent's next
+//! connection or its session. Its end is told once per agent: the agent's
+//! state in the session records it, and a connection initialized later
+//! (after a server restart, say) watches what is left. The same news also opens the agent's next
 //! reply in that session ("finished since your last call"), for clients
 //! that do not show log messages to the model.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rmcp::{Peer, RoleServer};
 
 use super::Terminal;
 use crate::protocol::{WaitReason, WaitSpec};
+use crate::region::Region;
 use crate::session::LoggerClient;
 use crate::store::files;
 use crate::types::RegionId;
@@ -32,37 +35,46 @@ impl Terminal {
     /// Watches regions `running` of session `name` for this connection's
     /// client.
     pub(super) fn watch_running(&self, name: &str, running: &[u64]) {
-        let Some(peer) = self.conn.peer() else { return };
-        if !self.conn.wants(INFO) {
+        if self.conn.peer().is_none() || !self.conn.wants(INFO) {
             return;
         }
-        let dir = self.sessions().cfg.session_dir(name);
         for &id in running {
             if self.conn.watch(name, id) {
-                tokio::spawn(watch(dir.clone(), name.to_string(), RegionId(id), peer.clone()));
+                tokio::spawn(self.clone().watch(name.to_string(), RegionId(id)));
             }
         }
     }
-}
 
-/// Waits for region `id` of the session in `dir` to end, then tells `peer`.
-async fn watch(dir: PathBuf, name: String, id: RegionId, peer: Peer<RoleServer>) {
-    let until = Instant::now() + WATCH_FOR;
-    let Ok(mut logger) = LoggerClient::connect(&dir.join(files::SOCKET)).await else { return };
-    while Instant::now() < until && !peer.is_transport_closed() {
-        let Ok(status) = logger.status().await else { return };
-        let mut after = status.mark;
-        after.regions = id.0.saturating_sub(1);
-        let spec = WaitSpec { after, command_done: true, timeout_ms: ONE_WAIT_MS, ..WaitSpec::default() };
-        let Ok((reason, _)) = logger.wait(spec).await else { return };
-        match reason {
-            WaitReason::Eof => return,
-            WaitReason::Timeout => continue,
-            _ => {}
-        }
-        let Ok(Some(region)) = logger.region(id).await else { return };
-        if region.end.is_none() {
-            continue;
+    /// Watches again, for a connection just initialized, the commands its
+    /// agent left running in any session and has not been told the end
+    /// of: a server started again (or a client come back under the same
+    /// actor) takes up the watches of the one before, from the state each
+    /// session's logger keeps.
+    pub(super) fn watch_again(&self) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let Ok(entries) = std::fs::read_dir(this.sessions().cfg.sessions_dir()) else { return };
+            let live = entries.filter_map(Result::ok).filter(|e| e.path().join(files::SOCKET).exists());
+            let names: Vec<String> = live.filter_map(|e| e.file_name().into_string().ok()).collect();
+            for name in names {
+                let Some(state) = this.agent_state(&name).await else { continue };
+                let left: Vec<u64> = state.running.iter().copied().filter(|id| !state.announced.contains(id)).collect();
+                this.watch_running(&name, &left);
+            }
+        });
+    }
+
+    /// Waits for region `id` of session `name` to end, then tells this
+    /// connection's client, unless its agent was told already.
+    async fn watch(self, name: String, id: RegionId) {
+        let Some(peer) = self.conn.peer() else { return };
+        let dir = self.sessions().cfg.session_dir(&name);
+        let Some(region) = ended(&dir, id, &peer).await else { return };
+        // Once per agent: another connection of it, or the server before a
+        // restart, may have told it (the mark is made before the message
+        // goes, so two watches never both send).
+        if self.update_agent(&name, |s| s.announced.insert(id.0)).await == Some(false) {
+            return;
         }
         let status = region.exit.map_or_else(|| "exit status unknown".to_string(), |e| format!("exit {e}"));
         let command = region.command.lines().next().unwrap_or_default();
@@ -80,8 +92,31 @@ async fn watch(dir: PathBuf, name: String, id: RegionId, peer: Peer<RoleServer>)
         .with_logger("docent-terminal-mcp");
         #[allow(deprecated)]
         let _ = peer.notify_logging_message(message).await;
-        return;
     }
+}
+
+/// Region `id` of the session in `dir` once it has ended; `None` when the
+/// session ends first, the client goes away, or [`WATCH_FOR`] passes.
+async fn ended(dir: &Path, id: RegionId, peer: &Peer<RoleServer>) -> Option<Region> {
+    let until = Instant::now() + WATCH_FOR;
+    let mut logger = LoggerClient::connect(&dir.join(files::SOCKET)).await.ok()?;
+    while Instant::now() < until && !peer.is_transport_closed() {
+        let status = logger.status().await.ok()?;
+        let mut after = status.mark;
+        after.regions = id.0.saturating_sub(1);
+        let spec = WaitSpec { after, command_done: true, timeout_ms: ONE_WAIT_MS, ..WaitSpec::default() };
+        let (reason, _) = logger.wait(spec).await.ok()?;
+        match reason {
+            WaitReason::Eof => return None,
+            WaitReason::Timeout => continue,
+            _ => {}
+        }
+        let region = logger.region(id).await.ok()??;
+        if region.end.is_some() {
+            return Some(region);
+        }
+    }
+    None
 }
 
 /// The rank of an MCP log level, debug 0 to emergency 7.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::harness::{World, kill_logger};
-use crate::serve::{Serve, bridge};
+use crate::serve::{Serve, bridge, unix_get};
 
 /// The note a `| tail` earns.
 const TAIL_NOTE: &str = "`| tail` is unnecessary";
@@ -118,4 +118,32 @@ async fn screen_diffs_carry_on_across_a_restart_and_stay_apart_per_agent() {
     let bob = bridge(&world, "bob").await;
     let bobs = text(&bob, "send", look("echo three")).await;
     assert_has!(bobs, "no earlier screen");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_an_agent_left_at_the_prompt_stays_its_own_across_a_restart() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    text(&alice, "session_create", json!({"name": "h1"})).await;
+    text(&alice, "send", json!({"session": "h1", "text": "echo half-$((6*7))"})).await;
+    wait_for_state(&world, "h1", "echo half-");
+    serve.kill();
+    let serve = Serve::start(&world, &[]);
+    let bob = bridge(&world, "bob").await;
+    let refused = bob.call("run", json!({"session": "h1", "command": "echo bobs"})).await.expect("run");
+    assert!(refused.is_error, "typed over alice's text: {}", refused.text);
+    assert_has!(refused.text, "by agent alice");
+    assert_has!(refused.text, "echo half-$((6*7))");
+    let listed = text(&bob, "session_list", json!({})).await;
+    assert_has!(listed, "left typed at the prompt by alice: `echo half-$((6*7))`");
+    let (_, body) = unix_get(&serve.socket, "/api/sessions");
+    let list: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(list["sessions"][0]["left_at_prompt"]["actor"], "alice", "{body}");
+    // Once alice submits it, it is nobody's and the prompt is free.
+    let done = text(&alice, "send", json!({"session": "h1", "keys": ["enter"], "wait": 1})).await;
+    assert_has!(done, "half-42");
+    let (_, body) = unix_get(&serve.socket, "/api/sessions");
+    let list: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(list["sessions"][0]["left_at_prompt"], Value::Null, "{body}");
 }

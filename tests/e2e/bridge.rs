@@ -67,18 +67,24 @@ async fn run_across_a_restart(
     let call = agent.call("run", json!({"session": name, "command": command, "timeout": 20}));
     let restart = async {
         tokio::time::sleep(kill_after).await;
-        let pid = serve.pid();
-        serve.kill();
-        tokio::time::sleep(down_for).await;
-        // Blocking here is fine: the call in flight waits on another process.
-        let again = Serve::start(world, &[]);
-        assert_ne!(again.pid(), pid);
-        again
+        restart(world, serve, down_for).await
     };
     let (reply, again) = tokio::join!(call, restart);
     let reply = reply.expect("the bridge answers the call in flight");
     assert!(!reply.is_error, "{}", reply.text);
     (reply, agent, again)
+}
+
+/// Kills `serve` with SIGKILL, as a crash would, and starts another one
+/// `down_for` later.
+async fn restart(world: &World, serve: Serve, down_for: Duration) -> Serve {
+    let pid = serve.pid();
+    serve.kill();
+    tokio::time::sleep(down_for).await;
+    // Blocking here is fine: what runs meanwhile waits on other processes.
+    let again = Serve::start(world, &[]);
+    assert_ne!(again.pid(), pid);
+    again
 }
 
 /// The ids of the regions of session `name` that ran `command` (the file
@@ -281,4 +287,30 @@ async fn what_the_server_tells_unasked_reaches_the_client_on_its_event_stream() 
     drop(raw.stdin);
     let status = tokio::time::timeout(Duration::from_secs(5), raw.child.wait()).await.expect("exits on EOF");
     assert!(status.expect("status").success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_left_running_is_told_once_after_the_server_restarts() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let mut raw = RawBridge::start(&world, "alice").await;
+    raw.call("session_create", json!({"name": "ev2"})).await;
+    // The command ends only when the test says, after the restart.
+    let go = world.tmp.path().join("go");
+    let command = format!("until [ -e {} ]; do sleep 0.05; done; echo b", go.display());
+    let left = raw.call("run", json!({"session": "ev2", "command": command, "timeout": 0.2})).await;
+    assert_has!(left, "still running");
+    let _again = restart(&world, serve, Duration::from_millis(300)).await;
+    std::fs::write(&go, "").expect("go");
+    let told = raw.log_message("(region 1) finished · exit 0", Duration::from_secs(20)).await;
+    assert_has!(told["params"]["data"].as_str().expect("text"), "ev2: `until [ -e");
+    // Told once: not again on the event stream, whatever the agent does.
+    raw.call("read", json!({"session": "ev2"})).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    raw.call("regions", json!({"session": "ev2"})).await;
+    while let Some(msg) = raw.read(Duration::from_millis(200)).await {
+        raw.unasked.push(msg);
+    }
+    let again = raw.unasked.iter().filter(|m| m.to_string().contains("(region 1) finished")).count();
+    assert_eq!(again, 0, "told twice: {:?}", raw.unasked);
 }

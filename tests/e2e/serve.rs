@@ -490,6 +490,28 @@ async fn systemd_hears_ready_watchdog_and_stopping_and_panes_see_none_of_it() {
     assert_has!(String::from_utf8_lossy(&listed.stdout), "env1");
 }
 
+#[test]
+fn a_notify_socket_that_is_not_there_is_said_once() {
+    let world = World::new();
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("serve").envs(world.env()).stdin(Stdio::null()).stderr(Stdio::piped());
+    // The watchdog asks for a notification every 50 ms.
+    cmd.env("NOTIFY_SOCKET", world.tmp.path().join("nobody-listens.sock")).env("WATCHDOG_USEC", "100000");
+    let mut child = cmd.spawn().expect("serve");
+    let started = Instant::now();
+    while unix_get(&socket_of(&world), "/health").0 != 200 {
+        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+    assert!(child.wait().expect("exit").success());
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("stderr");
+    assert_eq!(stderr.matches("could not notify systemd").count(), 1, "{stderr}");
+    assert_has!(stderr, "nobody-listens.sock");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_close_refuses_while_a_person_is_attached() {
     crate::needs!("script");
