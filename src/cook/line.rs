@@ -130,6 +130,14 @@ impl LineBuf {
         self.cells.is_empty() && self.marks.is_empty()
     }
 
+    /// Whether the row is as a line feed leaves it at column 0: nothing
+    /// drawn, no marks, the cursor at the start. A line printed on such a
+    /// row and finished reads as its own trimmed text, and leaves the row
+    /// fresh again.
+    pub(super) fn is_fresh(&self) -> bool {
+        self.is_empty() && self.col == 0 && !self.non_ascii && self.marks_compact_at == MARKS_COMPACT_MIN
+    }
+
     /// Draws `c` at the cursor and moves past it. Control characters are
     /// dropped here too, because vte hands a C1 character that arrived
     /// split across feeds to `print` rather than `execute`, and DEL always.

@@ -207,6 +207,10 @@ impl Performer<'_> {
         while let Some(&b) = bytes.get(i) {
             if (0x20..=0x7e).contains(&b) {
                 let len = bytes[i..].iter().position(|b| !(0x20..=0x7e).contains(b)).unwrap_or(bytes.len() - i);
+                if bytes[i + len..].starts_with(b"\r\n") && self.whole_line(&bytes[i..i + len]) {
+                    i += len + 2;
+                    continue;
+                }
                 if !self.model.screen.alt {
                     self.model.buf.print_ascii(&bytes[i..i + len]);
                 }
@@ -219,6 +223,27 @@ impl Performer<'_> {
             }
         }
         i
+    }
+
+    /// The most common output of all: a whole line of printable ASCII and
+    /// its `\r\n`, printed on a fresh line. It is committed straight from
+    /// the bytes, as printing it cell by cell, returning and feeding would
+    /// commit it, and leaves the line as fresh as it found it. Returns
+    /// `false`, doing nothing, when the line is not fresh or a program
+    /// holds the screen: then the cells must do it.
+    fn whole_line(&mut self, run: &[u8]) -> bool {
+        let model = &mut *self.model;
+        if model.screen.alt || model.screen.repaint || !model.buf.is_fresh() {
+            return false;
+        }
+        // Trailing blanks are trimmed, as `LineBuf::finish` trims them.
+        let end = run.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+        let Ok(shown) = std::str::from_utf8(&run[..end]) else { return false };
+        let mut text = model.spare.pop().unwrap_or_default();
+        text.clear();
+        text.push_str(shown);
+        model.commit(text, self.out);
+        true
     }
 
     /// A CSI sequence with a private marker: only the alternate screen

@@ -19,8 +19,15 @@
 //! [`BURST_BYTES`] or more (more is likely on its way) the pump naps
 //! [`BURST_NAP`] before it reads again, and then takes all that came at
 //! once. A small piece, such as a prompt with its markers, is never
-//! delayed: the nap only follows a big one, and the pipe
-//! ([`PIPE_BYTES`]) holds far more than tmux can write meanwhile.
+//! delayed: the nap only follows a big one.
+//!
+//! tmux's `pipe-pane` hands over a socket, not a pipe, so [`PIPE_BYTES`]
+//! is not granted and the socket holds only 100–200 KiB (less when tmux
+//! writes small pieces). A nap that let it fill would cap the pane's rate
+//! at buffer / nap, and on a loaded machine a nap lasts longer than asked:
+//! with 5 ms naps the logger fell 1.5 s behind a `cat` of 33 MB. So a
+//! read of [`FULL_BYTES`] or more, which may have found the socket nearly
+//! full, is followed by another read at once, not by a nap.
 //!
 //! # A full disk
 //!
@@ -69,8 +76,11 @@ const PIPE_BYTES: i32 = 1 << 20;
 /// A read at least this big means a burst of output (see the module
 /// documentation).
 const BURST_BYTES: usize = 2048;
+/// A read this big may have found the socket nearly full: the pump reads
+/// on at once (see the module documentation).
+const FULL_BYTES: usize = 32 << 10;
 /// How long the pump lets a burst gather in the pipe before reading on.
-const BURST_NAP: std::time::Duration = std::time::Duration::from_millis(1);
+const BURST_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often a pump that cannot store output tries again.
 pub const RETRY_MS: u64 = 500;
 /// How often, while output comes, `raw.log` is checked for having been
@@ -225,7 +235,7 @@ impl Pump {
                         if self.deleted.is_some() {
                             return Ok(());
                         }
-                        if n >= BURST_BYTES {
+                        if (BURST_BYTES..FULL_BYTES).contains(&n) {
                             std::thread::sleep(BURST_NAP);
                         }
                     }
