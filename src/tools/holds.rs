@@ -18,9 +18,10 @@
 //! new tmux server after the old one died, never inherits it). A fixed
 //! time is only the upper bound, for shells without markers.
 //!
-//! Process memory: holds last a moment, and the attribution of half-typed
-//! text to an agent is a courtesy; a restarted server calls such text a
-//! person's.
+//! Holds themselves live in process memory: they last a moment. Which
+//! agent left half-typed text at a prompt is also written to the agent's
+//! state with the session, so a restarted server still tells that text as
+//! the agent's (see `agents.rs`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
