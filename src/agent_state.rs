@@ -74,6 +74,13 @@ pub struct LeftText {
     /// The number of prompts the session had shown then: the text counts
     /// only at that same prompt.
     pub prompts: u64,
+    /// The regions the session had opened then.
+    #[serde(default)]
+    pub regions: u64,
+    /// The pid of the shell it was typed at (0 when unknown): the text
+    /// counts only at that same shell.
+    #[serde(default)]
+    pub shell_pid: u32,
 }
 
 /// A screen as an agent saw it: its size and a hash of each row, enough to
@@ -220,7 +227,7 @@ mod tests {
         let mut s = state(4, "pipe-tail-head");
         s.screen = Some(SeenScreen::of(80, &["$ ls".into(), String::new()]));
         s.running = vec![7];
-        s.left = Some(LeftText { text: "échø ".repeat(MAX_LEFT), prompts: 3 });
+        s.left = Some(LeftText { text: "échø ".repeat(MAX_LEFT), prompts: 3, ..LeftText::default() });
         agents.set("alice", s).expect("set");
         assert!(agents.get("alice").and_then(|a| a.left.as_ref()).is_some_and(|l| l.text.len() <= MAX_LEFT));
         save(dir.path(), &agents).expect("save");

@@ -168,10 +168,15 @@ impl Terminal {
 
 impl Terminal {
     /// Records what the calling agent typed at session `name`'s prompt
-    /// number `prompts`: kept while it is left unsubmitted, dropped once
-    /// submitted.
-    pub(super) async fn note_left(&self, name: &str, text: &str, submitted: bool, prompts: u64) {
-        let left = (!submitted).then(|| LeftText { text: text.to_string(), prompts });
+    /// when the logger's state was `before`: kept while it is left
+    /// unsubmitted, dropped once submitted.
+    pub(super) async fn note_left(&self, name: &str, text: &str, submitted: bool, before: &crate::protocol::Status) {
+        let left = (!submitted).then(|| LeftText {
+            text: text.to_string(),
+            prompts: before.mark.prompts,
+            regions: before.mark.regions,
+            shell_pid: before.shell.pid,
+        });
         self.update_agent(name, |s| s.left = left).await;
     }
 
@@ -184,7 +189,15 @@ impl Terminal {
         }
         let (actor, left) = left_texts(&s.dir).into_iter().next()?;
         let at = std::time::Instant::now();
-        Some(super::holds::Typed { actor, text: left.text, submitted: false, prompts: left.prompts, at })
+        Some(super::holds::Typed {
+            actor,
+            text: left.text,
+            submitted: false,
+            prompts: left.prompts,
+            regions: left.regions,
+            shell_pid: left.shell_pid,
+            at,
+        })
     }
 }
 

@@ -215,6 +215,7 @@ impl Terminal {
         let here = |l: &crate::agent_state::LeftText| {
             status.shell.at_prompt
                 && l.prompts == status.mark.prompts
+                && (l.shell_pid == 0 || l.shell_pid == status.shell.pid)
                 && !l.text.trim().is_empty()
                 && pending.contains(l.text.trim())
         };

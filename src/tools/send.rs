@@ -185,7 +185,7 @@ impl Terminal {
                     let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
                     let submitted = enter || text.contains(['\r', '\n']);
                     self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, text, submitted, &before);
-                    self.note_left(&s.name, text, submitted, before.mark.prompts).await;
+                    self.note_left(&s.name, text, submitted, &before).await;
                 }
                 typed
             }
