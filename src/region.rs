@@ -557,6 +557,29 @@ impl RegionTracker {
             self.close_from(idx, at, now, out);
         }
     }
+
+    /// After a log gap: the outermost open command whose shell
+    /// `at_prompt` says shows its prompt again ended unseen (its end and
+    /// the next prompt fell into the gap). It ends here, with no exit
+    /// status, with every region inside it; that shell's prompt counts as
+    /// shown, typing starting at `at`. Returns whether one ended.
+    pub fn close_ended_unseen(
+        &mut self,
+        at_prompt: impl Fn(&Region) -> bool,
+        at: Cursor,
+        now: u64,
+        out: &mut Vec<RegionChange>,
+    ) -> bool {
+        let Some(idx) = self.open.iter().position(|r| r.kind == RegionKind::Command && at_prompt(r)) else {
+            return false;
+        };
+        self.end_input(InputEnd::Prompt(LinePos { line: at.line, bytes: 0 }), now, out);
+        self.close_from(idx, at, now, out);
+        self.state.at_prompt = true;
+        self.state.prompts += 1;
+        self.typing = Typing { starts: vec![LinePos::at(at)], ..Typing::default() };
+        true
+    }
 }
 
 #[cfg(test)]
@@ -839,6 +862,35 @@ mod tests {
     ])]
     fn regions_from_markers(#[case] bytes: String, #[case] want: &[&str]) {
         assert_eq!(track(Some(SECRET), bytes.as_bytes()), want);
+    }
+
+    /// A logger started again after a gap finds the shell of the open
+    /// command at its prompt: the command ends there, the prompt counts,
+    /// and the next command typed is known by its text.
+    #[test]
+    fn a_command_ended_unseen_closes_at_the_prompt_found_after_a_gap() {
+        let (mut outer, mut inner) = (Sh::new(100), Sh::new(200));
+        let before = outer.prompt() + "bash" + &outer.enter() + &inner.prompt() + "sleep 9" + &inner.enter();
+        let (mut changes, mut tracker) = track_in(Some(SECRET), before.as_bytes(), 7);
+        assert_eq!(tracker.shell().open.len(), 2);
+        let at = Cursor { line: LineNo(4), col: 0, text_len: 0 };
+        // Not the outer shell (its `bash` still runs): the inner one.
+        let ended = tracker.close_ended_unseen(|r| r.pid == 200, at, 5, &mut changes);
+        assert!(ended);
+        let shell = tracker.shell();
+        assert_eq!((shell.open.len(), shell.at_prompt, shell.prompts, shell.pid), (1, true, 3, 200));
+        let closed = changes.iter().rev().map(region_of).find(|r| r.pid == 200).expect("closed");
+        assert_eq!((closed.end, closed.exit), (Some(LinePos { line: LineNo(4), bytes: 0 }), None));
+        let mut cooker = Cooker::new(LineNo(4));
+        let mut events = Vec::new();
+        cooker.feed((String::from("echo y") + &inner.enter()).as_bytes(), &mut events);
+        for ev in &events {
+            tracker.on_event(ev, 6, &mut changes);
+        }
+        let opened = changes.iter().map(region_of).next_back().expect("opened");
+        assert_eq!((opened.command.as_str(), opened.end), ("echo y", None));
+        // Nothing at a prompt: nothing ends.
+        assert!(!tracker.close_ended_unseen(|_| false, at, 7, &mut changes));
     }
 
     #[rstest]

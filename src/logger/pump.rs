@@ -341,6 +341,7 @@ impl Pump {
         self.floors_saved = floor_sum(&self.tracker);
         let cursor = self.cooker.cursor();
         self.tracker.close_orphans(shell_alive, cursor, now, &mut self.changes);
+        self.tracker.close_ended_unseen(shell_at_prompt, cursor, now, &mut self.changes);
         self.store_changes(shared)?;
         if self.cooker.at_rest() {
             self.checkpoint(now)?;
@@ -572,6 +573,21 @@ fn shell_alive(r: &Region) -> bool {
         return true;
     }
     Path::new(&format!("/proc/{}", r.pid)).exists()
+}
+
+/// Whether the local shell that ran `r` waits at its prompt now: it holds
+/// its terminal (the foreground process group is its own), sleeps, and
+/// has no child. (A shell blocked in its `read` builtin looks the same;
+/// only a command lost in a gap is judged this way.)
+fn shell_at_prompt(r: &Region) -> bool {
+    let local = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default();
+    if r.pid == 0 || (!r.host.is_empty() && r.host != local) {
+        return false;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", r.pid)).ok();
+    let Some(stat) = stat.as_deref().and_then(crate::procs::parse::stat) else { return false };
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", r.pid));
+    stat.tpgid == stat.pgrp && stat.state == 'S' && children.is_ok_and(|c| c.trim().is_empty())
 }
 
 fn floor_sum(tracker: &RegionTracker) -> u128 {

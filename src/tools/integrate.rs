@@ -94,7 +94,8 @@ impl Terminal {
     async fn integrate_body(&self, p: IntegrateParams) -> Result<String, String> {
         let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
         let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
-        let status = logger.status().await.map_err(|e| e.to_string())?;
+        // A command that has just ended: its shell's next prompt is a moment away.
+        let status = super::run::ready_status(&s, &mut logger).await?;
         if status.eof {
             return Err(format!("the session {} has ended; session_create makes a new one", s.name));
         }

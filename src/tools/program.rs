@@ -36,8 +36,25 @@ pub fn job(s: &Session) -> Result<Job, String> {
 /// Decides where a line typed now would go, refusing when a command is
 /// busy rather than reading its input.
 pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
-    with_busy_grace(|| target_now(s, status)).await
+    let started = std::time::Instant::now();
+    loop {
+        let (outcome, starting) = target_now(s, status);
+        let grace = if starting { STARTING_GRACE } else { BUSY_GRACE };
+        match outcome {
+            Err(_) if started.elapsed() < grace => tokio::time::sleep(Duration::from_millis(15)).await,
+            // A plain shell still busy after its grace gets the line all the
+            // same: it reads it once it is ready.
+            Err(_) if starting => return job(s).map(Target::Program),
+            outcome => return outcome,
+        }
+    }
 }
+
+/// How long a shell without the integration that is on a CPU (starting
+/// up: a pane just split, reading its rc files) is waited for before a
+/// line is typed into it: typed earlier, its first prompt would be taken
+/// for the end of the line's command.
+const STARTING_GRACE: Duration = Duration::from_secs(2);
 
 /// Runs `look` until it succeeds or [`BUSY_GRACE`] has passed, and returns
 /// its last answer. A program that has just drawn its prompt may still be
@@ -59,10 +76,27 @@ pub async fn with_busy_grace<T>(mut look: impl FnMut() -> Result<T, String>) -> 
 /// How long a job may look busy before typing into it is refused.
 const BUSY_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// [`target`] as things are this instant.
-fn target_now(s: &Session, status: &Status) -> Result<Target, String> {
+/// [`target`] as things are this instant, and whether what keeps it from
+/// taking a line is a plain shell still busy (starting up, most likely).
+fn target_now(s: &Session, status: &Status) -> (Result<Target, String>, bool) {
+    match target_look(s, status) {
+        Err(Look::Starting(line)) => (Err(line), true),
+        Err(Look::Refused(why)) => (Err(why), false),
+        Ok(target) => (Ok(target), false),
+    }
+}
+
+/// Why a look found no place for a line.
+enum Look {
+    /// A plain shell holds the terminal and is not reading it yet.
+    Starting(String),
+    /// Nothing takes a line now, for the reason given.
+    Refused(String),
+}
+
+fn target_look(s: &Session, status: &Status) -> Result<Target, Look> {
     if status.eof {
-        return Err(format!("the session {} has ended; session_create makes a new one", s.name));
+        return Err(Look::Refused(format!("the session {} has ended; session_create makes a new one", s.name)));
     }
     // A marked prompt of the innermost shell: a command line, in any
     // session (one whose shell was integrated by shell_integrate, too).
@@ -73,7 +107,7 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, String> {
     if integrated && status.shell.open.is_empty() {
         return Ok(Target::Shell);
     }
-    let job = job(s)?;
+    let job = job(s).map_err(Look::Refused)?;
     // The session's own integrated shell holding the terminal with nothing
     // running is at its prompt, even before its logger has seen a marker
     // (a logger just restarted knows nothing of the shell yet).
@@ -81,16 +115,19 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, String> {
         return Ok(Target::Shell);
     }
     let plain_shell = job.is_shell && !integrated;
+    if plain_shell && job.activity == Activity::Working {
+        return Err(Look::Starting(job.line()));
+    }
     if job.activity == Activity::WaitingForInput || plain_shell {
         return Ok(Target::Program(job));
     }
     let what = status.last_region.as_ref().map(|r| format!(" (`{}`)", r.command)).unwrap_or_default();
-    Err(format!(
+    Err(Look::Refused(format!(
         "a command is still running in {}{what} and does not read input now: {}. Wait for it with wait session={}, or interrupt it with send keys=[\"ctrl+c\"]",
         s.name,
         job.line(),
         s.name
-    ))
+    )))
 }
 
 /// The label of an input region: the prompt as shown, then the line, or

@@ -448,8 +448,6 @@ async fn item02_logger_stopped_mid_flood_stall_reported_then_nothing_lost() {
     );
 }
 
-#[ignore = "open: after the gap the next run's reply ends at once as `output settled` with no output \
-            (the region tracker now closes the lost command on the next start marker; the wait is still wrong)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item02_a_command_ending_inside_a_logger_gap_is_not_left_running() {
     let w = World::new();
