@@ -151,17 +151,31 @@ impl Sessions {
 
     /// Repairs every session whose logger died; run about once a second so
     /// that a dead logger is noticed even when no call comes.
+    /// A trouble that lasts (a stopped logger) is said once, not at every
+    /// look, and again only when it changes.
     pub async fn watch_loggers(&self) {
         let Ok(panes) = self.panes().await else { return };
         for pane in panes {
-            if let Ok(s) = self.resolve_quiet(&pane.session_name).await
-                && let Err(e) = self.ensure_logger(&s).await
-            {
-                eprintln!("docent-terminal-mcp: {e}");
+            let Ok(s) = self.resolve_quiet(&pane.session_name).await else { continue };
+            let outcome = self.ensure_logger(&s).await.err().map(|e| e.to_string());
+            let mut said = WATCH_SAID.lock().unwrap_or_else(|e| e.into_inner());
+            match outcome {
+                Some(e) if said.get(&s.name) != Some(&e) => {
+                    eprintln!("docent-terminal-mcp: {e}");
+                    said.insert(s.name.clone(), e);
+                }
+                Some(_) => {}
+                None => {
+                    said.remove(&s.name);
+                }
             }
         }
     }
 }
+
+/// What the logger watch last said about each session, by name.
+static WATCH_SAID: std::sync::Mutex<std::collections::BTreeMap<String, String>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
 
 /// How far into each session's `gaps.jsonl` this router has read, by
 /// session directory. Process memory, like the notes: a restarted router

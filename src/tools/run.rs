@@ -256,7 +256,15 @@ impl Terminal {
         self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, before);
         drop(hold);
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-        let (mut reason, mut status) = wait_line(s, logger, opts.spec(before.mark, left.max(1))).await?;
+        // Typed already: whatever stops the wait now, the reply says so.
+        let typed = |e: String| {
+            format!(
+                "`{line}` was typed into {} (it runs there), but its outcome cannot be followed: {e}. Once that is fixed, wait session={} shows how it went",
+                s.name, s.name
+            )
+        };
+        let (mut reason, mut status) =
+            wait_line(s, logger, opts.spec(before.mark, left.max(1))).await.map_err(typed)?;
         if reason == WaitReason::FullScreen {
             let spec = WaitSpec {
                 after: before.mark,
