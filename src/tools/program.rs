@@ -50,6 +50,25 @@ pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
     }
 }
 
+/// The status once a shell without the integration holding the terminal
+/// shows something on its line (its prompt), waiting up to
+/// [`STARTING_GRACE`]: a shell just started (a pane just split) may not
+/// have drawn its first prompt, and a line typed before it would be taken
+/// as answered by it.
+pub async fn plain_shell_ready(s: &Session, logger: &mut LoggerClient, mut status: Status) -> Result<Status, String> {
+    let started = std::time::Instant::now();
+    while !status.shell.integrated
+        && !status.eof
+        && status.current_text.trim().is_empty()
+        && started.elapsed() < STARTING_GRACE
+        && job(s).is_ok_and(|j| j.is_shell)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        status = logger.status().await.map_err(|e| e.to_string())?;
+    }
+    Ok(status)
+}
+
 /// How long a shell without the integration that is on a CPU (starting
 /// up: a pane just split, reading its rc files) is waited for before a
 /// line is typed into it: typed earlier, its first prompt would be taken

@@ -186,6 +186,7 @@ impl Terminal {
             // characters get into this line.
             let hold = self.inner.holds.take(&s.name, &actor, "run")?;
             let status = ready_status(&s, &mut logger).await?;
+            let status = program::plain_shell_ready(&s, &mut logger, status).await?;
             let target = match program::target(&s, &status).await {
                 Ok(target) => target,
                 Err(e) => return Err(format!("{e}{}", self.started_by(&s, &status))),
@@ -360,6 +361,7 @@ async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), String
 /// a prompt or question: a REPL the command started, `read -p`.
 async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -> Result<(WaitReason, Status), String> {
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
+    let typed_at = spec.after.raw;
     loop {
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         spec.timeout_ms = left.clamp(1, RECHECK_MS.max(QUIET_MS * 2));
@@ -370,7 +372,11 @@ async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -
                 // An integrated shell still at its prompt has not begun the
                 // line (a slow machine, a shell inside the session's own):
                 // its markers, not the look of its prompt, say when it ends.
-                if !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
+                // Nor has a program that has shown nothing since (a shell
+                // still starting echoes the line late): the prompt on
+                // screen is the one the line was typed at.
+                let answered = status.mark.raw > typed_at;
+                if answered && !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
                     return Ok((WaitReason::Prompt, status));
                 }
                 if last && reason == WaitReason::Timeout {
