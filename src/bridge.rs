@@ -80,6 +80,9 @@ struct Bridge {
     /// Bumped whenever the MCP session id changes, so that the event
     /// stream of the old one is left for the new one's.
     moved: watch::Sender<u64>,
+    /// The ids of the client's requests not answered yet: each gets an
+    /// error answer if the bridge gives up.
+    pending: std::sync::Mutex<Vec<Value>>,
 }
 
 /// Runs the bridge until stdin ends (or no server comes back).
@@ -97,6 +100,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         init_answered: Default::default(),
         out,
         moved: watch::Sender::new(0),
+        pending: std::sync::Mutex::new(Vec::new()),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -154,12 +158,24 @@ impl Bridge {
         }
     }
 
-    /// Sends `msg` until it is answered, reconnecting as needed.
+    /// Sends `msg` until it is answered, reconnecting as needed; a request
+    /// is answered whatever happens (an error, if no server comes back).
     async fn forward(&self, msg: Value, is_request: bool) {
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        if is_request {
+            self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(id.clone());
+        }
+        self.forward_until_answered(&msg, is_request).await;
+        if is_request {
+            self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != id);
+        }
+    }
+
+    async fn forward_until_answered(&self, msg: &Value, is_request: bool) {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
         loop {
             let seen = self.generation.load(Ordering::SeqCst);
-            match self.exchange(&msg, is_request).await {
+            match self.exchange(msg, is_request).await {
                 Ok(()) => return,
                 Err(Failure::Refused(why)) => {
                     if is_request {
@@ -167,25 +183,17 @@ impl Bridge {
                     }
                     return;
                 }
+                // A notification the server cannot take now is let go (the
+                // next request reconnects); waiting here would hold up
+                // the client's requests behind it.
+                Err(Failure::Lost(_)) if !is_request => return,
                 Err(lost @ (Failure::Lost(_) | Failure::Forgotten)) => {
                     let why = match lost {
                         Failure::Lost(why) => why,
                         _ => "the server does not know this session".to_string(),
                     };
                     if !self.reconnect(seen, &why).await {
-                        if is_request {
-                            let message = format!(
-                                "no docent-terminal-mcp server answered on {} for {} s",
-                                self.socket.display(),
-                                GIVE_UP_AFTER.as_secs()
-                            );
-                            self.emit(
-                                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}),
-                            );
-                        }
-                        // Let the writer put the answer out before leaving.
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        self.give_up(&why);
+                        self.give_up(&why).await;
                     }
                     if msg.get("method").and_then(Value::as_str) == Some("initialize") {
                         // The reconnect already initialized; answer the client with that.
@@ -199,8 +207,18 @@ impl Bridge {
         }
     }
 
-    /// No server came back: answer, explain, exit.
-    fn give_up(&self, why: &str) -> ! {
+    /// No server came back: answer every request in flight, explain, exit.
+    async fn give_up(&self, why: &str) -> ! {
+        let message = format!(
+            "no docent-terminal-mcp server answered on {} for {} s",
+            self.socket.display(),
+            GIVE_UP_AFTER.as_secs()
+        );
+        for id in self.pending.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            self.emit(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}));
+        }
+        // Let the writer put the answers out before leaving.
+        tokio::time::sleep(Duration::from_millis(200)).await;
         eprintln!(
             "docent-terminal-mcp connect: no server answered on {} for {} s ({why}); start it \
              (docent-terminal-mcp serve, or systemctl --user start docent-terminal-mcp) and restart this client",
