@@ -568,11 +568,13 @@ fn write_counted(file: &mut File, bytes: &[u8]) -> (usize, std::io::Result<()>) 
 /// another host (over ssh) cannot be checked and counts as alive; a local
 /// one is alive while its pid exists.
 fn shell_alive(r: &Region) -> bool {
+    local_shell(r).is_none_or(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// The pid of the shell that ran `r` when it is a process of this host.
+fn local_shell(r: &Region) -> Option<u32> {
     let local = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default();
-    if r.pid == 0 || (!r.host.is_empty() && r.host != local) {
-        return true;
-    }
-    Path::new(&format!("/proc/{}", r.pid)).exists()
+    (r.pid != 0 && (r.host.is_empty() || r.host == local)).then_some(r.pid)
 }
 
 /// Whether the local shell that ran `r` waits at its prompt now: it holds
@@ -580,13 +582,10 @@ fn shell_alive(r: &Region) -> bool {
 /// has no child. (A shell blocked in its `read` builtin looks the same;
 /// only a command lost in a gap is judged this way.)
 fn shell_at_prompt(r: &Region) -> bool {
-    let local = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default();
-    if r.pid == 0 || (!r.host.is_empty() && r.host != local) {
-        return false;
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", r.pid)).ok();
+    let Some(pid) = local_shell(r) else { return false };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
     let Some(stat) = stat.as_deref().and_then(crate::procs::parse::stat) else { return false };
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", r.pid));
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
     stat.tpgid == stat.pgrp && stat.state == 'S' && children.is_ok_and(|c| c.trim().is_empty())
 }
 
