@@ -116,6 +116,30 @@ async fn a_run_in_flight_survives_a_server_restart_and_is_typed_once() {
     assert_has!(after.text, "still-2");
 }
 
+/// A server that comes back without the MCP sessions it kept (their files
+/// lost) does not know the bridge's session: the bridge makes a new one
+/// with the client's own `initialize`, and the agent, known by its actor,
+/// goes on where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_forgot_the_mcp_session_gets_a_new_one_from_the_bridge() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let agent = bridge(&world, "forgotten").await;
+    let made = agent.call("session_create", json!({"name": "f1"})).await.expect("create");
+    assert!(!made.is_error, "{}", made.text);
+    let kept = world.home().join("http-sessions");
+    assert!(std::fs::read_dir(&kept).is_ok_and(|mut d| d.next().is_some()), "the server keeps its MCP sessions");
+    serve.kill();
+    std::fs::remove_dir_all(&kept).expect("forget the MCP sessions");
+    let _again = Serve::start(&world, &[]);
+    let ran = agent.call("run", json!({"session": "f1", "command": "echo known-$((3*3))"})).await.expect("run");
+    assert!(!ran.is_error, "{}", ran.text);
+    assert_has!(ran.text, "known-9");
+    let calls = std::fs::read_to_string(world.home().join("calls.log")).unwrap_or_default();
+    let last = calls.lines().rfind(|l| l.contains("run")).unwrap_or_default();
+    assert_has!(last, "forgotten");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_without_a_server_gives_up_after_30_seconds() {
     let world = World::new();
