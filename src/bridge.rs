@@ -165,14 +165,13 @@ impl Bridge {
         if is_request {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(id.clone());
         }
-        self.forward_until_answered(&msg, is_request).await;
+        self.forward_until_answered(&msg, &id, is_request).await;
         if is_request {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != id);
         }
     }
 
-    async fn forward_until_answered(&self, msg: &Value, is_request: bool) {
-        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+    async fn forward_until_answered(&self, msg: &Value, id: &Value, is_request: bool) {
         loop {
             let seen = self.generation.load(Ordering::SeqCst);
             match self.exchange(msg, is_request).await {

@@ -38,15 +38,17 @@ pub fn job(s: &Session) -> Result<Job, String> {
 pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
     let started = std::time::Instant::now();
     loop {
-        let (outcome, starting) = target_now(s, status);
-        let grace = if starting { STARTING_GRACE } else { BUSY_GRACE };
-        match outcome {
-            Err(_) if started.elapsed() < grace => tokio::time::sleep(Duration::from_millis(15)).await,
+        let waited = started.elapsed();
+        match target_now(s, status) {
+            Ok(target) => return Ok(target),
+            Err(Look::Starting(_)) if waited < STARTING_GRACE => {}
+            Err(Look::Refused(_)) if waited < BUSY_GRACE => {}
             // A plain shell still busy after its grace gets the line all the
             // same: it reads it once it is ready.
-            Err(_) if starting => return job(s).map(Target::Program),
-            outcome => return outcome,
+            Err(Look::Starting(job)) => return Ok(Target::Program(*job)),
+            Err(Look::Refused(why)) => return Err(why),
         }
+        tokio::time::sleep(Duration::from_millis(15)).await;
     }
 }
 
@@ -95,25 +97,17 @@ pub async fn with_busy_grace<T>(mut look: impl FnMut() -> Result<T, String>) -> 
 /// How long a job may look busy before typing into it is refused.
 const BUSY_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// [`target`] as things are this instant, and whether what keeps it from
-/// taking a line is a plain shell still busy (starting up, most likely).
-fn target_now(s: &Session, status: &Status) -> (Result<Target, String>, bool) {
-    match target_look(s, status) {
-        Err(Look::Starting(line)) => (Err(line), true),
-        Err(Look::Refused(why)) => (Err(why), false),
-        Ok(target) => (Ok(target), false),
-    }
-}
-
 /// Why a look found no place for a line.
 enum Look {
-    /// A plain shell holds the terminal and is not reading it yet.
-    Starting(String),
+    /// A plain shell holds the terminal and is on a CPU (starting up, most
+    /// likely), not reading it yet.
+    Starting(Box<Job>),
     /// Nothing takes a line now, for the reason given.
     Refused(String),
 }
 
-fn target_look(s: &Session, status: &Status) -> Result<Target, Look> {
+/// [`target`] as things are this instant.
+fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if status.eof {
         return Err(Look::Refused(format!("the session {} has ended; session_create makes a new one", s.name)));
     }
@@ -135,7 +129,7 @@ fn target_look(s: &Session, status: &Status) -> Result<Target, Look> {
     }
     let plain_shell = job.is_shell && !integrated;
     if plain_shell && job.activity == Activity::Working {
-        return Err(Look::Starting(job.line()));
+        return Err(Look::Starting(Box::new(job)));
     }
     if job.activity == Activity::WaitingForInput || plain_shell {
         return Ok(Target::Program(job));
