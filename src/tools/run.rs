@@ -404,7 +404,9 @@ pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Resu
 
 /// Whether the innermost integrated shell has ended a command and not yet
 /// shown its next prompt: the session's own shell with nothing open, or a
-/// shell inside it (ssh, a sandbox) whose last region ended at its depth.
+/// shell inside it (ssh, a sandbox) whose last region ended at its depth
+/// or deeper (a shell started inside it that has just exited: its `exit`
+/// ended with the command that ran it).
 fn between_commands(s: &Session, status: &Status) -> bool {
     let shell = &status.shell;
     if !shell.integrated || shell.at_prompt {
@@ -415,7 +417,7 @@ fn between_commands(s: &Session, status: &Status) -> bool {
         && status
             .last_region
             .as_ref()
-            .is_some_and(|r| r.kind == RegionKind::Command && r.end.is_some() && r.depth as usize == shell.open.len());
+            .is_some_and(|r| r.kind == RegionKind::Command && r.end.is_some() && r.depth as usize >= shell.open.len());
     own || inner
 }
 
