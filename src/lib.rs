@@ -8,6 +8,7 @@
 //! (`cook`, `region`, `store`) inside thin shells that do the I/O.
 
 pub mod agent_state;
+pub mod answers;
 pub mod bridge;
 pub mod calls;
 pub mod cli;

@@ -39,7 +39,7 @@ use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.

@@ -128,6 +128,10 @@ pub struct ShellState {
     pub full_screen: bool,
     /// Full-screen programs started so far.
     pub screens: u64,
+    /// The questions to the terminal the output asked lately, whose
+    /// answers may be left at the prompt.
+    #[serde(default)]
+    pub answers: crate::answers::Answers,
 }
 
 /// Follows the markers of a pane's shells and keeps its regions.
@@ -179,6 +183,7 @@ impl RegionTracker {
                 self.state.screens += u64::from(*on && !self.state.full_screen);
                 self.state.full_screen = *on;
             }
+            CookEvent::Query { queries, .. } => self.state.answers.asked(*queries, self.state.prompts),
         }
     }
 

@@ -92,6 +92,14 @@ pub enum CookEvent {
         /// Where the cursor was; when `on`, on the placeholder's line.
         at: Cursor,
     },
+    /// The output asked the terminal a question that tmux answers by
+    /// typing into the pane (see [`crate::answers`]).
+    Query {
+        /// Which question.
+        queries: crate::answers::Queries,
+        /// Where the cursor was.
+        at: Cursor,
+    },
 }
 
 /// The text of the line that stands for everything a full-screen program

@@ -51,7 +51,7 @@ fn run(bytes: &[u8], piece: usize) -> (Vec<CookEvent>, String) {
                     assert_eq!(*line, next, "lines in order");
                     next = line.next();
                 }
-                CookEvent::Osc133 { at, .. } | CookEvent::Screen { at, .. } => {
+                CookEvent::Osc133 { at, .. } | CookEvent::Screen { at, .. } | CookEvent::Query { at, .. } => {
                     assert_eq!(at.line, next, "events on the unfinished line");
                 }
             }

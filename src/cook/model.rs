@@ -330,6 +330,11 @@ impl Perform for Performer<'_> {
         if ignore {
             return;
         }
+        let queries = crate::answers::Queries::of_csi(first_param(params), intermediates, action);
+        if !queries.is_empty() {
+            self.out.push(CookEvent::Query { queries, at: self.model.cursor() });
+            return;
+        }
         if intermediates == b"?" {
             return self.private_mode(params, action);
         }
@@ -367,6 +372,11 @@ impl Perform for Performer<'_> {
     fn osc_dispatch(&mut self, params: &[&[u8]], _bell_terminated: bool) {
         if let Some(params) = marker_params(params) {
             self.model.marker(params, self.out);
+            return;
+        }
+        let queries = crate::answers::Queries::of_osc(params);
+        if !queries.is_empty() {
+            self.out.push(CookEvent::Query { queries, at: self.model.cursor() });
         }
     }
 

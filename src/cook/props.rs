@@ -91,7 +91,7 @@ fn check_order(last: LineNo, event: &CookEvent) -> LineNo {
             assert_eq!(*line, last, "lines are numbered in order");
             line.next()
         }
-        CookEvent::Osc133 { at, .. } | CookEvent::Screen { at, .. } => {
+        CookEvent::Osc133 { at, .. } | CookEvent::Screen { at, .. } | CookEvent::Query { at, .. } => {
             assert_eq!(at.line, last, "events sit on the unfinished line");
             last
         }

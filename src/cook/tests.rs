@@ -41,7 +41,7 @@ fn texts(events: &[CookEvent]) -> Vec<&str> {
         .iter()
         .filter_map(|event| match event {
             CookEvent::Line { text, .. } => Some(text.as_str()),
-            CookEvent::Osc133 { .. } | CookEvent::Screen { .. } => None,
+            CookEvent::Osc133 { .. } | CookEvent::Screen { .. } | CookEvent::Query { .. } => None,
         })
         .collect()
 }
@@ -378,4 +378,22 @@ fn marks_survive_compaction() {
     let redraw = "\rcafe\u{301} na\u{303}o \u{4e2d}\u{301}";
     let cooked = cook(redraw.repeat(3000).as_bytes());
     assert_eq!(cooked.current, "cafe\u{301} na\u{303}o \u{4e2d}\u{301}");
+}
+
+#[test]
+fn reports_questions_to_the_terminal_and_keeps_their_text_out() {
+    use crate::answers::Queries;
+    let query = |queries: Queries, col: u32| CookEvent::Query { queries, at: at(1, col, col) };
+    let cooked = cook(b"a\x1b[cb\x1b[>0c\x1b[6n\x1b]11;?\x07\x1b[31mc\x1b[18t\x1b[?25l\n");
+    assert_eq!(
+        cooked.events,
+        vec![
+            query(Queries::DEVICE, 1),
+            query(Queries::DEVICE, 2),
+            query(Queries::STATUS, 2),
+            query(Queries::COLOUR, 2),
+            query(Queries::WINDOW, 3),
+            line(1, "abc"),
+        ]
+    );
 }

@@ -108,13 +108,14 @@ impl Terminal {
             Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect")?),
             None => None,
         };
-        let before = match &lines {
+        let mut before = match &lines {
             Some(_) => ready_status(&s, &mut logger).await?,
             None => logger.status().await.map_err(|e| e.to_string())?,
         };
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
             let target = program::target(&s, &before).await?;
             if matches!(target, Target::Shell) {
+                before = self.clear_stray_answers(&s, &mut logger, before).await?.0;
                 let last = self.last_typed(&s);
                 if let Some(why) =
                     super::holds::refusal(&s.name, &before, last.as_ref(), &actor, s.pane.session_attached)

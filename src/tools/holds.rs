@@ -193,6 +193,21 @@ pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str
     ))
 }
 
+/// The text at `status`'s prompt when it is what the line editor left of
+/// terminal answers nobody read (see [`crate::answers`]), and no agent's
+/// unsubmitted text explains it.
+pub fn stray_answer(status: &Status, last: Option<&Typed>) -> Option<String> {
+    let shell = &status.shell;
+    if !shell.at_prompt || status.eof || !shell.answers.explain(&status.typed, shell.prompts) {
+        return None;
+    }
+    let typed = status.typed.trim();
+    let agents = last.is_some_and(|t| {
+        !t.submitted && t.shell_pid == shell.pid && t.prompts == status.mark.prompts && typed.contains(t.text.trim())
+    });
+    (!agents).then(|| typed.to_string())
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -245,6 +260,22 @@ mod tests {
         // An agent's text at an earlier prompt says nothing about this one.
         let old = typed("b", "echo hal", false, 2);
         assert!(refusal("t1", &status("echo hal", 3), Some(&old), "a", 1).expect("refused").contains("a person"));
+    }
+
+    #[test]
+    fn an_unread_terminal_answer_at_the_prompt_is_nobodys_text() {
+        let mut junk = status("1;2c", 3);
+        junk.shell.prompts = 3;
+        assert_eq!(stray_answer(&junk, None), None, "no question was asked");
+        junk.shell.answers.asked(crate::answers::Queries::DEVICE, 2);
+        assert_eq!(stray_answer(&junk, None).as_deref(), Some("1;2c"));
+        // An agent that sent those very characters keeps them.
+        let sent = typed("b", "1;2c", false, 3);
+        assert_eq!(stray_answer(&junk, Some(&sent)), None);
+        let person = Status { typed: "ls -l".into(), ..junk.clone() };
+        assert_eq!(stray_answer(&person, None), None);
+        let running = Status { shell: ShellState { at_prompt: false, ..junk.shell.clone() }, ..junk };
+        assert_eq!(stray_answer(&running, None), None);
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Terminal {
             // characters get into this line.
             let hold = self.inner.holds.take(&s.name, &actor, "run")?;
             let status = ready_status(&s, &mut logger).await?;
-            let status = program::plain_shell_ready(&s, &mut logger, status).await?;
+            let mut status = program::plain_shell_ready(&s, &mut logger, status).await?;
             let target = match program::target(&s, &status).await {
                 Ok(target) => target,
                 Err(e) => return Err(format!("{e}{}", self.started_by(&s, &status))),
@@ -195,6 +195,11 @@ impl Terminal {
             // command's own earlier lines, not someone else's.
             let ours = i > 0 && status.typed.trim_start().starts_with(lines[0].trim());
             if matches!(target, Target::Shell) && !ours {
+                let (now, cleared) = self.clear_stray_answers(&s, &mut logger, status).await?;
+                status = now;
+                if let Some(note) = cleared {
+                    let _ = writeln!(out, "{note}");
+                }
                 let last = self.last_typed(&s);
                 if let Some(why) =
                     super::holds::refusal(&s.name, &status, last.as_ref(), &actor, s.pane.session_attached)
@@ -328,6 +333,64 @@ impl Terminal {
 
 /// How long the echo of a typed line may take to show at the prompt.
 const ECHO_MS: u64 = 500;
+
+/// How long a terminal's answer may take to reach a fresh prompt, and the
+/// quiet after which it has (see [`Terminal::clear_stray_answers`]).
+const ANSWER_WAIT_MS: u64 = 300;
+const ANSWER_QUIET_MS: u64 = 60;
+/// How long clearing such an answer may take to show.
+const CLEAR_MS: u64 = 1_000;
+
+impl Terminal {
+    /// Clears what the shell's line editor left at its prompt of terminal
+    /// answers nobody read (see [`crate::answers`]): it is nobody's text,
+    /// so it neither makes the run refused as someone's unsubmitted line
+    /// nor gets typed in front of the command. Returns the status to go on
+    /// from and, when something was cleared, a note for the reply.
+    pub(super) async fn clear_stray_answers(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        mut status: Status,
+    ) -> Result<(Status, Option<String>), String> {
+        if !status.shell.answers.due(status.shell.prompts) || !status.shell.at_prompt {
+            return Ok((status, None));
+        }
+        if status.typed.is_empty() {
+            // The output asked just before this prompt: the answer may
+            // still be on its way to it.
+            let spec = WaitSpec {
+                after: status.mark,
+                settle_ms: Some(ANSWER_QUIET_MS),
+                timeout_ms: ANSWER_WAIT_MS,
+                ..WaitSpec::default()
+            };
+            status = logger.wait(spec).await.map_err(|e| e.to_string())?.1;
+        }
+        let last = self.last_typed(s);
+        let Some(text) = super::holds::stray_answer(&status, last.as_ref()) else { return Ok((status, None)) };
+        let tmux = &self.sessions().tmux;
+        let pane = s.pane.pane_id.as_str();
+        for key in ["C-e", "C-u"] {
+            tmux.send_key(pane, key).await.map_err(|e| e.to_string())?;
+        }
+        let deadline = Instant::now() + Duration::from_millis(CLEAR_MS);
+        loop {
+            let now = logger.status().await.map_err(|e| e.to_string())?;
+            if now.typed.is_empty() || Instant::now() >= deadline {
+                // Not cleared in time: the refusal that follows says what is there.
+                let note = now.typed.is_empty().then(|| {
+                    format!(
+                        "(`{text}` at the prompt was the terminal's answer to a question in the last command's \
+                         output, which nothing read; it was cleared before typing)"
+                    )
+                });
+                return Ok((now, note));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
 
 /// Checks, before Enter, that the prompt holds exactly the line just
 /// typed: nobody else's keys got in. A line whose echo is still on its way

@@ -279,3 +279,57 @@ async fn su_to_another_user_degrades_clearly_and_says_how_to_integrate() {
     s.run("b", "exit").await;
     assert_has!(s.run("b", "(exit 2)").await, "exit 2");
 }
+
+/// The visible screen of session `name`.
+fn screen_of(w: &World, name: &str) -> String {
+    String::from_utf8_lossy(&w.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]).stdout).into_owned()
+}
+
+/// Waits (up to 5 s) for `needle` on the screen of session `name`.
+fn until_on_screen(w: &World, name: &str, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !screen_of(w, name).contains(needle) {
+        assert!(std::time::Instant::now() < deadline, "no `{needle}` on the screen:\n{}", screen_of(w, name));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() {
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    let mut shells = vec!["bash"];
+    if crate::harness::installed("zsh") {
+        shells.push("zsh");
+    }
+    // Questions to the terminal in plain output (device attributes, the
+    // cursor's place, the window's size): tmux answers them into the
+    // pane's input once printf has exited, and the line editor of the
+    // shell's next prompt shows what it does not understand of them.
+    let ask = "printf 'asked:\\033[c\\033[>c\\033[6n\\033[18t\\n'";
+    for (i, shell) in shells.into_iter().enumerate() {
+        let name = format!("q{i}");
+        create_in(&s, &name, shell, &home).await;
+        assert_has!(s.run(&name, ask).await, "asked:");
+        until_on_screen(&w, &name, "1;2c");
+        let r = s.ok("run", json!({"session": name, "command": "echo after-$((1+1))"})).await;
+        assert_has!(r, "after-2");
+        assert_has!(r, "exit 0");
+        assert_has!(r, "the terminal's answer to a question in the last command's output");
+        assert_has!(regions(&s, &name).await, "echo after-$((1+1))");
+        // Text someone typed after the answer is theirs: refused, kept.
+        assert_has!(s.run(&name, ask).await, "asked:");
+        until_on_screen(&w, &name, "1;2c");
+        w.tmux(&["send-keys", "-t", &format!("={name}:"), "-l", "ls -l"]);
+        until_on_screen(&w, &name, "ls -l");
+        let refused = s.err("run", json!({"session": name, "command": "echo not-typed"})).await;
+        assert_has!(refused, "not submitted");
+        assert!(!screen_of(&w, &name).contains("not-typed"), "{shell}: the line was typed");
+        // An answer that is not at a prompt right after the question is
+        // left alone by later commands: nothing is cleared without one.
+        s.ok("send", json!({"session": name, "keys": ["ctrl+e", "ctrl+u"]})).await;
+        let r = s.run(&name, "echo plain").await;
+        assert!(!r.contains("terminal's answer"), "{shell}: {r}");
+    }
+}
