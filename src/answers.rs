@@ -44,6 +44,9 @@ impl Queries {
     /// Colours (`OSC 4 ; n ; ?`, `OSC 10 ; ?`, `OSC 11 ; ?`, ...):
     /// answered `OSC 11 ; rgb:0000/0000/0000 ST`.
     pub const COLOUR: Queries = Queries(1 << 4);
+    /// Modes and keyboard flags, which newer tmux answers (`CSI ? 2004 $ p`,
+    /// `CSI ? u`): answered `CSI ? 2004 ; 2 $ y`, `CSI ? 0 u`.
+    pub const MODE: Queries = Queries(1 << 5);
 
     /// No question.
     pub const NONE: Queries = Queries(0);
@@ -70,9 +73,10 @@ impl Queries {
     pub fn of_csi(first: u16, private: &[u8], action: char) -> Queries {
         match (private, action, first) {
             (b"" | b">", 'c', 0) => Queries::DEVICE,
-            (b"", 'n', 5 | 6) => Queries::STATUS,
+            (b"", 'n', 5 | 6) | (b"?", 'n', _) => Queries::STATUS,
             (b">", 'q', 0) => Queries::VERSION,
             (b"", 't', 14 | 16 | 18) => Queries::WINDOW,
+            (b"$" | b"?$", 'p', _) | (b"?", 'u', 0) => Queries::MODE,
             _ => Queries::NONE,
         }
     }
@@ -92,14 +96,15 @@ impl Queries {
     /// prompt: the characters it may contain (besides digits, which all
     /// have), and the marks of which at least one must be there.
     fn each(self) -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
-        const ALL: [(Queries, &str, &[&str]); 5] = [
+        const ALL: [(Queries, &str, &[&str]); 6] = [
             (Queries::DEVICE, "[?>;c", &["c"]),
-            (Queries::STATUS, "[;nR", &["n", "R"]),
+            (Queries::STATUS, "[?;nR", &["n", "R"]),
             // The version after `tmux` is digits, dots and letters; the
             // line editor may turn `ESC P` into `:` and show `ESC \` as `^[\`.
             (Queries::VERSION, "P>|: .-^[\\abcdefghijklmnopqrstuvwxyz", &["tmux"]),
             (Queries::WINDOW, "[;t", &["t"]),
             (Queries::COLOUR, "];:/?^[\\rgbabcdef", &["rgb"]),
+            (Queries::MODE, "[?;$yu", &["y", "u"]),
         ];
         ALL.into_iter().filter(move |(q, ..)| self.contains(*q)).map(|(_, chars, marks)| (chars, marks))
     }
@@ -168,6 +173,9 @@ mod tests {
         assert_eq!(Queries::of_csi(5, b"", 'n'), Queries::STATUS);
         assert_eq!(Queries::of_csi(0, b">", 'q'), Queries::VERSION);
         assert_eq!(Queries::of_csi(18, b"", 't'), Queries::WINDOW);
+        assert_eq!(Queries::of_csi(996, b"?", 'n'), Queries::STATUS);
+        assert_eq!(Queries::of_csi(2004, b"?$", 'p'), Queries::MODE);
+        assert_eq!(Queries::of_csi(0, b"?", 'u'), Queries::MODE);
         // Not questions: a colour, a mode, a window move.
         assert!(Queries::of_csi(31, b"", 'm').is_empty());
         assert!(Queries::of_csi(25, b"?", 'h').is_empty());
@@ -190,6 +198,9 @@ mod tests {
         assert!(asked(Queries::STATUS).explain("n", 5));
         assert!(asked(Queries::WINDOW.with(Queries::STATUS)).explain(";80;24tn", 5));
         assert!(asked(Queries::VERSION).explain(":>|tmux 3.3a^[\\", 5));
+        // Answers of newer tmux, as fish shows them (it drops only ESC).
+        assert!(asked(Queries::STATUS).explain("[?997;1n", 5));
+        assert!(asked(Queries::MODE).explain("[?2004;2$y[?0u", 5));
         // At the prompt where it was asked, too (a prompt that asks).
         assert!(asked(Queries::DEVICE).explain("1;2c", 4));
     }

@@ -384,7 +384,7 @@ fn marks_survive_compaction() {
 fn reports_questions_to_the_terminal_and_keeps_their_text_out() {
     use crate::answers::Queries;
     let query = |queries: Queries, col: u32| CookEvent::Query { queries, at: at(1, col, col) };
-    let cooked = cook(b"a\x1b[cb\x1b[>0c\x1b[6n\x1b]11;?\x07\x1b[31mc\x1b[18t\x1b[?25l\n");
+    let cooked = cook(b"a\x1b[cb\x1b[>0c\x1b[6n\x1b]11;?\x07\x1b[31mc\x1b[18t\x1b[?25l\x1b[?2004$p\n");
     assert_eq!(
         cooked.events,
         vec![
@@ -393,6 +393,7 @@ fn reports_questions_to_the_terminal_and_keeps_their_text_out() {
             query(Queries::STATUS, 2),
             query(Queries::COLOUR, 2),
             query(Queries::WINDOW, 3),
+            query(Queries::MODE, 3),
             line(1, "abc"),
         ]
     );
