@@ -67,6 +67,13 @@ impl Queries {
         Queries(self.0 | other.0)
     }
 
+    /// Whether a CSI sequence ending in `action` can be a question at all:
+    /// a cheap test before [`Queries::of_csi`], for the cooker's hot path.
+    #[inline]
+    pub fn csi_may_ask(action: char) -> bool {
+        matches!(action, 'c' | 'n' | 'p' | 'q' | 't' | 'u')
+    }
+
     /// The question a CSI sequence asks, if it asks one tmux answers:
     /// `first` is its first parameter (0 when absent), `private` its
     /// private marker or intermediates, `action` its final character.
@@ -181,6 +188,10 @@ mod tests {
         assert!(Queries::of_csi(25, b"?", 'h').is_empty());
         assert!(Queries::of_csi(3, b"", 't').is_empty());
         assert!(Queries::of_csi(1, b"", 'c').is_empty());
+        for action in ['c', 'n', 'p', 'q', 't', 'u'] {
+            assert!(Queries::csi_may_ask(action));
+        }
+        assert!(!Queries::csi_may_ask('m') && !Queries::csi_may_ask('H'));
         assert_eq!(Queries::of_osc(&[b"11", b"?"]), Queries::COLOUR);
         assert_eq!(Queries::of_osc(&[b"4", b"1", b"?"]), Queries::COLOUR);
         assert!(Queries::of_osc(&[b"11", b"rgb:0000/0000/0000"]).is_empty());

@@ -330,10 +330,12 @@ impl Perform for Performer<'_> {
         if ignore {
             return;
         }
-        let queries = crate::answers::Queries::of_csi(first_param(params), intermediates, action);
-        if !queries.is_empty() {
-            self.out.push(CookEvent::Query { queries, at: self.model.cursor() });
-            return;
+        if crate::answers::Queries::csi_may_ask(action) {
+            let queries = crate::answers::Queries::of_csi(first_param(params), intermediates, action);
+            if !queries.is_empty() {
+                self.out.push(CookEvent::Query { queries, at: self.model.cursor() });
+                return;
+            }
         }
         if intermediates == b"?" {
             return self.private_mode(params, action);
