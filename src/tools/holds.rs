@@ -147,9 +147,7 @@ impl Holds {
 /// submitted there whose command has not started yet. `attached` is how
 /// many clients (people) are attached.
 pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str, attached: u32) -> Option<String> {
-    let same_prompt = |t: &&Typed| {
-        t.prompts == status.mark.prompts && t.shell_pid == status.shell.pid && status.shell.at_prompt && !status.eof
-    };
+    let same_prompt = |t: &&Typed| at_this_prompt(t, status);
     let pending = status.typed.as_str();
     // Taken until its command starts (a region opens) or the upper bound.
     let not_started = |t: &&Typed| t.regions == status.mark.regions && t.at.elapsed() < ms(SUBMITTED_MS);
@@ -165,8 +163,7 @@ pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str
     if pending.is_empty() {
         return None;
     }
-    let agent = last.filter(same_prompt).filter(|t| !t.submitted && pending.contains(t.text.trim()));
-    let (who, ask) = match agent {
+    let (who, ask) = match agents_unsubmitted(status, last) {
         Some(t) if t.actor == actor => (
             "you (an earlier send)".to_string(),
             "Submit it with send keys=[\"enter\"], or clear it with send keys=[\"ctrl+e\", \"ctrl+u\"], then run again"
@@ -201,11 +198,19 @@ pub fn stray_answer(status: &Status, last: Option<&Typed>) -> Option<String> {
     if !shell.at_prompt || status.eof || !shell.answers.explain(&status.typed, shell.prompts) {
         return None;
     }
-    let typed = status.typed.trim();
-    let agents = last.is_some_and(|t| {
-        !t.submitted && t.shell_pid == shell.pid && t.prompts == status.mark.prompts && typed.contains(t.text.trim())
-    });
-    (!agents).then(|| typed.to_string())
+    agents_unsubmitted(status, last).is_none().then(|| status.typed.trim().to_string())
+}
+
+/// Whether `t` was typed at the prompt `status` shows: the same shell, no
+/// prompt since.
+fn at_this_prompt(t: &Typed, status: &Status) -> bool {
+    t.prompts == status.mark.prompts && t.shell_pid == status.shell.pid && status.shell.at_prompt && !status.eof
+}
+
+/// The agent's unsubmitted text that the text at `status`'s prompt holds,
+/// if the last thing typed was that.
+fn agents_unsubmitted<'a>(status: &Status, last: Option<&'a Typed>) -> Option<&'a Typed> {
+    last.filter(|t| at_this_prompt(t, status) && !t.submitted && status.typed.contains(t.text.trim()))
 }
 
 fn ms(n: u64) -> Duration {
