@@ -131,7 +131,7 @@ fn cook_rate(path: &Path) -> anyhow::Result<(f64, f64)> {
         input.extend_from_slice(&line[..line.len() - 1]);
         input.extend_from_slice(b"\r\n");
     }
-    let mut cooker = dtmcp::cook::Cooker::new(dtmcp::types::LineNo::FIRST);
+    let mut cooker = dtmcp_core::cook::Cooker::new(dtmcp_core::types::LineNo::FIRST);
     let mut events = Vec::new();
     let (started, cpu_started) = (Instant::now(), thread_cpu_ns());
     for chunk in input.chunks(64 << 10) {
@@ -240,7 +240,7 @@ fn rounds(home: &Path, tmp: &Path, socket: &str, big: &Path, bytes: u64, rounds:
     let mut out = Vec::new();
     for i in 1..=rounds {
         let floor_dir = home.join(format!("sessions/floor{i}"));
-        let floor_pane = dtmcp::store::read_meta(&floor_dir)?.pane_id;
+        let floor_pane = dtmcp_core::store::read_meta(&floor_dir)?.pane_id;
         let sink = tmp.join(format!("floor{i}.out"));
         // Stop the logger, then pipe into plain cat.
         tmux(&["pipe-pane", "-t", &floor_pane])?;
@@ -255,7 +255,7 @@ fn rounds(home: &Path, tmp: &Path, socket: &str, big: &Path, bytes: u64, rounds:
             .ok_or_else(|| anyhow::anyhow!("the floor's cat did not start"))?;
         let floor = typed_cat(socket, tmux_pid, &floor_pane, big, bytes, &sink, sink_pid)?;
         let ours_dir = home.join(format!("sessions/ours{i}"));
-        let ours_pane = dtmcp::store::read_meta(&ours_dir)?.pane_id;
+        let ours_pane = dtmcp_core::store::read_meta(&ours_dir)?.pane_id;
         let logger = logger_pid(&ours_dir).ok_or_else(|| anyhow::anyhow!("no logger for ours{i}"))?;
         let ours = typed_cat(socket, tmux_pid, &ours_pane, big, bytes, &ours_dir.join("raw.log"), logger)?;
         out.push(Round { floor, ours });

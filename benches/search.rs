@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dtmcp::search::{self, Page};
-use dtmcp::store::{LineWriter, files};
+use dtmcp_core::search::{self, Page};
+use dtmcp_core::store::{LineWriter, files};
 
 /// Lines in the generated session.
 const LINES: u64 = 3_000_000;

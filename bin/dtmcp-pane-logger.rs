@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match dtmcp::logger::run(&args) {
+    match dtmcp_logger::run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // tmux throws a pipe command's stderr away, so the reason also

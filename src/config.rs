@@ -129,7 +129,5 @@ pub fn hostname() -> String {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".to_string())
 }
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+/// Milliseconds since the epoch (kept in the core: the logger stamps with it too).
+pub use dtmcp_core::now_ms;

@@ -42,7 +42,7 @@ pub enum LockError {
 pub fn acquire(home: &Path) -> Result<ServerLock, LockError> {
     let path = home.join("server.lock");
     let err = |source| LockError::Io { path: path.display().to_string(), source };
-    crate::store::private_dir_all(home).map_err(err)?;
+    dtmcp_core::store::private_dir_all(home).map_err(err)?;
     let file = std::os::unix::fs::OpenOptionsExt::mode(
         std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true),
         0o600,

@@ -5,10 +5,10 @@
 //! cooker's short cut for ASCII must not change a thing).
 #![no_main]
 
-use dtmcp::cook::Cooker;
-use dtmcp::marker::Secret;
-use dtmcp::region::RegionTracker;
-use dtmcp::types::{CookEvent, LineNo, RegionId};
+use dtmcp_core::cook::Cooker;
+use dtmcp_core::marker::Secret;
+use dtmcp_core::region::RegionTracker;
+use dtmcp_core::types::{CookEvent, LineNo, RegionId};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let mut changes = Vec::new();
     for i in 0..events.len() {
         let running = tracker.open_regions().last().map(|r| r.command.clone());
-        dtmcp::cook::name_screen(&mut events, i, running.as_deref());
+        dtmcp_core::cook::name_screen(&mut events, i, running.as_deref());
         tracker.on_event(&events[i], 0, &mut changes);
     }
     assert_eq!((events, plain.current_text()), whole, "vte alone");
@@ -44,7 +44,7 @@ fn run(bytes: &[u8], piece: usize) -> (Vec<CookEvent>, String) {
         cooker.feed(chunk, &mut events);
         for i in before..events.len() {
             let running = tracker.open_regions().last().map(|r| r.command.clone());
-            dtmcp::cook::name_screen(&mut events, i, running.as_deref());
+            dtmcp_core::cook::name_screen(&mut events, i, running.as_deref());
             let event = &events[i];
             match event {
                 CookEvent::Line { line, .. } => {

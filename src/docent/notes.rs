@@ -2,14 +2,14 @@
 //! situation arises, once per agent per session. [`notes`] is a pure
 //! function from the facts of one reply ([`Situation`]) to the notes that
 //! apply; [`fresh`] keeps those already given out, by the agent's state in
-//! the session (kept by the session's logger, see [`crate::agent_state`]),
+//! the session (kept by the session's logger, see [`dtmcp_core::agent_state`]),
 //! so a note is never repeated to the same agent in the same session.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::agent_state::AgentState;
+use dtmcp_core::agent_state::AgentState;
 
 /// The most notes one reply carries; the rest wait for the next reply in
 /// which they still apply.

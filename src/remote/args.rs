@@ -2,7 +2,7 @@
 //! options (and their values), which is the destination, and whether a
 //! remote command follows. Pure, so every rule is a table test.
 
-use crate::procs::parse::SSH_VALUED;
+use dtmcp_core::procs::parse::SSH_VALUED;
 
 /// The `ssh` options and destination of `docent-terminal-mcp ssh` or
 /// `install`, checked.

@@ -14,7 +14,7 @@ use std::time::UNIX_EPOCH;
 
 use super::tombstone::{self, Tombstone};
 use super::{DELETE_ON_CLOSE, Decision, Facts, KEEP, Policy, Why, plan};
-use crate::store::{self, files};
+use dtmcp_core::store::{self, files};
 
 /// How far a sweep goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ fn mtime_ms(p: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Meta;
+    use dtmcp_core::store::Meta;
 
     const DAY: u64 = 24 * 60 * 60 * 1000;
 

@@ -60,7 +60,7 @@ pub fn prune(home: &Path, now_ms: u64) -> std::io::Result<()> {
         body.push_str(&serde_json::to_string(t).map_err(std::io::Error::other)?);
         body.push('\n');
     }
-    crate::store::write_atomic(&path(home), body.as_bytes())
+    dtmcp_core::store::write_atomic(&path(home), body.as_bytes())
 }
 
 /// "on <UTC time>, because <why>", for a reply.

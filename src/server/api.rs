@@ -109,7 +109,7 @@ async fn one_session(
 
 /// Where the session's next line runs, when not on this host as this
 /// user: the innermost integrated shell's host and user (an ssh, a `su`).
-fn place_of(shell: &crate::region::ShellState) -> Value {
+fn place_of(shell: &dtmcp_core::region::ShellState) -> Value {
     let here_host = crate::config::hostname();
     let here_user = std::env::var("USER").unwrap_or_default();
     let elsewhere = (!shell.host.is_empty() && shell.host != here_host)

@@ -122,7 +122,7 @@ fn make_private_dir(dir: &Path) -> Result<(), SocketError> {
             .map_err(io(format!("creating {}", dir.display())));
     }
     if dir.file_name().is_some_and(|n| n == "docent-terminal-mcp") {
-        crate::store::check_private_dir(dir).map_err(io(format!("making {} private", dir.display())))?;
+        dtmcp_core::store::check_private_dir(dir).map_err(io(format!("making {} private", dir.display())))?;
     }
     Ok(())
 }

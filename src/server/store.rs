@@ -56,8 +56,8 @@ impl SessionStore for FileSessions {
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
         let path = self.path(id)?;
-        crate::store::private_dir_all(&self.dir)?;
-        crate::store::write_atomic(&path, &serde_json::to_vec(state)?)?;
+        dtmcp_core::store::private_dir_all(&self.dir)?;
+        dtmcp_core::store::write_atomic(&path, &serde_json::to_vec(state)?)?;
         Ok(())
     }
 

@@ -41,7 +41,7 @@ impl Token {
             Err(e) => return Err(e),
         }
         if let Some(dir) = path.parent() {
-            crate::store::private_dir_all(dir)?;
+            dtmcp_core::store::private_dir_all(dir)?;
         }
         let mut bytes = [0u8; 32];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;

@@ -13,10 +13,10 @@ use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::agent_state::AgentState;
-use crate::protocol::{self, PROTOCOL_VERSION, Request, Response, Status, WaitReason, WaitSpec};
-use crate::region::Region;
-use crate::types::{LineNo, RegionId};
+use dtmcp_core::agent_state::AgentState;
+use dtmcp_core::protocol::{self, PROTOCOL_VERSION, Request, Response, Status, WaitReason, WaitSpec};
+use dtmcp_core::region::Region;
+use dtmcp_core::types::{LineNo, RegionId};
 
 /// How long an ordinary (non-wait) exchange may take before the logger is
 /// called wedged.
@@ -147,7 +147,7 @@ impl LoggerClient {
     }
 
     /// Opens an input region for a line about to be typed into a program.
-    pub async fn open_input(&mut self, spec: crate::region::InputSpec) -> Result<Region, ClientError> {
+    pub async fn open_input(&mut self, spec: dtmcp_core::region::InputSpec) -> Result<Region, ClientError> {
         match self.exchange(&Request::OpenInput(spec), EXCHANGE_TIMEOUT).await? {
             Response::Regions(r) => r.into_iter().next().ok_or(ClientError::Unexpected),
             _ => Err(ClientError::Unexpected),

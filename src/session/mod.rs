@@ -17,17 +17,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, hostname, now_ms};
-use crate::logger::{OPT_DIR, OPT_LOGGER, PIPE_COMMAND};
-use crate::marker::Secret;
-use crate::protocol::{Status, WaitSpec};
 use crate::retention::{Action, Decision, SweepMode, Sweeper};
-use crate::store::{self, Meta, files};
 use crate::tmux::{PaneInfo, Tmux, TmuxError};
+use dtmcp_core::contract::{OPT_DIR, OPT_LOGGER, PIPE_COMMAND};
+use dtmcp_core::marker::Secret;
+use dtmcp_core::protocol::{Status, WaitSpec};
+use dtmcp_core::store::{self, Meta, files};
 
 pub use client::{ClientError, LoggerClient};
 pub use names::validate_name;
 pub use panes::{OPT_NAME, Size};
-pub use repair::{GAP_PENDING, GAPS, Gap};
 
 /// How long a new pane's logger may take to come up.
 const LOGGER_START_TIMEOUT: Duration = Duration::from_secs(5);
@@ -704,7 +703,7 @@ fn check_options(opts: &CreateOptions) -> Result<(), SessionError> {
         }
     }
     if let Some(p) = &opts.prompt_pattern
-        && let Err(e) = crate::region::prompt_set(Some(p))
+        && let Err(e) = dtmcp_core::region::prompt_set(Some(p))
     {
         return Err(SessionError::BadInput(format!("prompt_pattern is not a valid regex: {e}")));
     }

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::{SessionError, Sessions, validate_name};
 use crate::config::{hostname, now_ms};
-use crate::store::{self, Meta};
 use crate::tmux::PaneInfo;
+use dtmcp_core::store::{self, Meta};
 
 /// The pane option that names a pane's session.
 pub const OPT_NAME: &str = "@dtmcp_name";

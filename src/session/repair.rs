@@ -9,38 +9,10 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::{Session, SessionError, Sessions};
 use crate::config::now_ms;
-use crate::logger::PIPE_COMMAND;
-use crate::store::files;
-
-/// The file a repair leaves for the new logger.
-pub const GAP_PENDING: &str = "gap.pending";
-/// Where the gaps of a session are listed, one JSON line each.
-pub const GAPS: &str = "gaps.jsonl";
-
-/// A stretch of output that was not logged.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Gap {
-    /// When logging stopped, as far as known (the last write to raw.log), ms
-    /// since the epoch.
-    pub from_ms: u64,
-    /// When logging resumed.
-    pub to_ms: u64,
-    /// The size of raw.log at the gap: the bytes before it were logged.
-    pub raw_offset: u64,
-    /// The pane's screen when logging resumed.
-    pub screen: Vec<String>,
-    /// Bytes of output known to be lost (counted by a logger that could
-    /// not write; 0 when a dead logger could not count them).
-    #[serde(default)]
-    pub dropped: u64,
-    /// Why the output was not logged; empty for a dead logger.
-    #[serde(default)]
-    pub reason: String,
-}
+use dtmcp_core::contract::{GAP_PENDING, GAPS, Gap, PIPE_COMMAND};
+use dtmcp_core::store::files;
 
 /// How long a freshly made session's logger may take to put up its socket
 /// before the watchdog takes it for dead.
@@ -78,7 +50,7 @@ impl Sessions {
         }
         let gone = std::fs::read(s.dir.join(files::GONE))
             .ok()
-            .and_then(|b| serde_json::from_slice::<crate::logger::Gone>(&b).ok());
+            .and_then(|b| serde_json::from_slice::<dtmcp_core::contract::Gone>(&b).ok());
         let _ = std::fs::remove_file(s.dir.join(files::GONE));
         let gap = self.record_gap(s).await?;
         let pane = s.pane.pane_id.as_str();
@@ -121,7 +93,7 @@ impl Sessions {
         let gap =
             Gap { from_ms, to_ms: now_ms(), raw_offset: raw.map_or(0, |m| m.len()), screen: rows, ..Gap::default() };
         let body = serde_json::to_vec(&gap).map_err(|e| SessionError::BadInput(e.to_string()))?;
-        crate::store::write_atomic(&s.dir.join(GAP_PENDING), &body).map_err(super::io("recording the log gap"))?;
+        dtmcp_core::store::write_atomic(&s.dir.join(GAP_PENDING), &body).map_err(super::io("recording the log gap"))?;
         Ok(gap)
     }
 

@@ -1,4 +1,4 @@
-//! Per-agent state on the router's side (see [`crate::agent_state`]): a
+//! Per-agent state on the router's side (see [`dtmcp_core::agent_state`]): a
 //! cache over what each session's logger keeps, so that the state outlives
 //! this process.
 //!
@@ -20,12 +20,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::Terminal;
-use crate::agent_state::{AgentState, LeftText};
-use crate::protocol::Status;
-use crate::region::Region;
 use crate::session::LoggerClient;
-use crate::store::files;
-use crate::types::RegionId;
+use dtmcp_core::agent_state::{AgentState, LeftText};
+use dtmcp_core::protocol::Status;
+use dtmcp_core::region::Region;
+use dtmcp_core::store::files;
+use dtmcp_core::types::RegionId;
 
 /// The most states cached; past it the cache starts over (each state is
 /// asked of its logger again when next needed).
@@ -170,7 +170,13 @@ impl Terminal {
     /// Records what the calling agent typed at session `name`'s prompt
     /// when the logger's state was `before`: kept while it is left
     /// unsubmitted, dropped once submitted.
-    pub(super) async fn note_left(&self, name: &str, text: &str, submitted: bool, before: &crate::protocol::Status) {
+    pub(super) async fn note_left(
+        &self,
+        name: &str,
+        text: &str,
+        submitted: bool,
+        before: &dtmcp_core::protocol::Status,
+    ) {
         let left = (!submitted).then(|| LeftText {
             text: text.to_string(),
             prompts: before.mark.prompts,
@@ -204,7 +210,7 @@ impl Terminal {
 /// The texts agents left at a prompt of the session in `dir`, per its
 /// `state.json`, the latest prompt's first.
 pub fn left_texts(dir: &Path) -> Vec<(String, LeftText)> {
-    let agents = crate::agent_state::load(dir).agents;
+    let agents = dtmcp_core::agent_state::load(dir).agents;
     let mut left: Vec<(String, LeftText)> = agents.into_iter().filter_map(|(a, s)| Some((a, s.left?))).collect();
     left.sort_by_key(|(_, l)| std::cmp::Reverse(l.prompts));
     left
@@ -269,7 +275,7 @@ fn finished_lines(name: &str, ended: &[Region]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region::LinePos;
+    use dtmcp_core::region::LinePos;
 
     #[test]
     fn only_a_moved_reply_time_goes_in_the_background() {

@@ -16,9 +16,9 @@ use super::program::{self, Target};
 use super::run::{command_lines, describe, ready_status, timeout_ms};
 use super::shape::Shape;
 use crate::keys::{self, Key};
-use crate::protocol::{Mark, Status, WaitReason, WaitSpec};
 use crate::session::{LoggerClient, Session};
-use crate::types::{LineNo, RegionId};
+use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
+use dtmcp_core::types::{LineNo, RegionId};
 
 /// Output quiet this long, with text on the unfinished line, is a question.
 const QUESTION_QUIET_MS: u64 = 700;

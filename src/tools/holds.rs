@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::protocol::Status;
+use dtmcp_core::protocol::Status;
 
 /// The longest an agent's just-submitted line takes its prompt when the
 /// logger sees nothing come of it (no region, no new prompt).
@@ -191,7 +191,7 @@ pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str
 }
 
 /// The text at `status`'s prompt when it is what the line editor left of
-/// terminal answers nobody read (see [`crate::answers`]), and no agent's
+/// terminal answers nobody read (see [`dtmcp_core::answers`]), and no agent's
 /// unsubmitted text explains it.
 pub fn stray_answer(status: &Status, last: Option<&Typed>) -> Option<String> {
     let shell = &status.shell;
@@ -220,8 +220,8 @@ fn ms(n: u64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Mark;
-    use crate::region::ShellState;
+    use dtmcp_core::protocol::Mark;
+    use dtmcp_core::region::ShellState;
 
     fn status(typed: &str, prompts: u64) -> Status {
         Status {
@@ -272,7 +272,7 @@ mod tests {
         let mut junk = status("1;2c", 3);
         junk.shell.prompts = 3;
         assert_eq!(stray_answer(&junk, None), None, "no question was asked");
-        junk.shell.answers.asked(crate::answers::Queries::DEVICE, 2);
+        junk.shell.answers.asked(dtmcp_core::answers::Queries::DEVICE, 2);
         assert_eq!(stray_answer(&junk, None).as_deref(), Some("1;2c"));
         // An agent that sent those very characters keeps them.
         let sent = typed("b", "1;2c", false, 3);

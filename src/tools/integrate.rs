@@ -28,10 +28,10 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::program;
-use crate::procs::{Activity, Job};
-use crate::protocol::{Status, WaitReason, WaitSpec};
 use crate::session::{LoggerClient, Session};
 use crate::shell::Shell;
+use dtmcp_core::procs::{Activity, Job};
+use dtmcp_core::protocol::{Status, WaitReason, WaitSpec};
 
 /// How long the shell may take to answer the question or load the file.
 const ANSWER_MS: u64 = 5_000;
@@ -126,7 +126,7 @@ impl Terminal {
         if remote && !p.retry && crate::hosts::missing_since(home, &host, now).is_some() {
             return Err(missing(&s.name, &host, shell, true));
         }
-        let secret = std::fs::read_to_string(s.dir.join(crate::store::files::SECRET))
+        let secret = std::fs::read_to_string(s.dir.join(dtmcp_core::store::files::SECRET))
             .map_err(|e| format!("reading the session's secret: {e}"))?;
         let line = line_for(shell, &dir, secret.trim());
         match self.load(&s, &mut logger, &line).await? {
@@ -393,7 +393,7 @@ mod tests {
             activity: Activity::WaitingForInput,
             reason: String::new(),
             password: false,
-            place: crate::procs::Place {
+            place: dtmcp_core::procs::Place {
                 host: host.map(str::to_string),
                 user: user.map(str::to_string),
                 via: Vec::new(),

@@ -12,7 +12,7 @@ use std::fmt::Write;
 use super::Terminal;
 use crate::retention::tombstone::utc;
 use crate::retention::{Action, expires_ms};
-use crate::store::files;
+use dtmcp_core::store::files;
 
 /// What to do with a session's logs.
 #[derive(Clone, Copy, Debug, Deserialize, schemars::JsonSchema)]

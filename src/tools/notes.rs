@@ -11,7 +11,7 @@ use rmcp::model::CallToolResult;
 
 use super::Terminal;
 use crate::docent::notes::{self, Situation};
-use crate::procs::{self, Activity};
+use dtmcp_core::procs::{self, Activity};
 
 /// Shells, by command name: one of them waiting for input is at its prompt.
 const SHELLS: [&str; 7] = ["bash", "zsh", "sh", "dash", "ksh", "fish", "tcsh"];
@@ -206,7 +206,7 @@ impl Looked {
 /// The host and user the innermost integrated shell reported, each only
 /// when it differs from the session's own (`home`, and the user this
 /// server runs as).
-fn marked_place<'a>(home: &str, shell: &'a crate::region::ShellState) -> (Option<&'a str>, Option<&'a str>) {
+fn marked_place<'a>(home: &str, shell: &'a dtmcp_core::region::ShellState) -> (Option<&'a str>, Option<&'a str>) {
     if !shell.integrated {
         return (None, None);
     }

@@ -24,8 +24,8 @@ use rmcp::{ErrorData, RoleServer};
 use serde::{Deserialize, Serialize};
 
 use super::Terminal;
-use crate::protocol::Mark;
-use crate::types::RegionId;
+use dtmcp_core::protocol::Mark;
+use dtmcp_core::types::RegionId;
 
 /// How long request records are kept.
 const KEEP_REQUESTS_MS: u64 = 24 * 60 * 60 * 1000;
@@ -128,7 +128,7 @@ pub fn agents_typed(home: &Path, session: &str) -> std::collections::BTreeMap<St
 
 fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        crate::store::private_dir_all(dir)?;
+        dtmcp_core::store::private_dir_all(dir)?;
     }
     std::os::unix::fs::OpenOptionsExt::mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
         .open(path)?
@@ -137,9 +137,9 @@ fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
 
 fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        crate::store::private_dir_all(dir)?;
+        dtmcp_core::store::private_dir_all(dir)?;
     }
-    crate::store::write_atomic(path, body)
+    dtmcp_core::store::write_atomic(path, body)
 }
 
 /// Removes request records older than a day.
@@ -201,7 +201,7 @@ impl Terminal {
     /// call, and the tool itself resolves the session anyway.
     async fn mark_of(&self, session: &str) -> Option<Mark> {
         crate::session::validate_name(session).ok()?;
-        let socket = self.sessions().cfg.session_dir(session).join(crate::store::files::SOCKET);
+        let socket = self.sessions().cfg.session_dir(session).join(dtmcp_core::store::files::SOCKET);
         let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
         Some(logger.status().await.ok()?.mark)
     }
@@ -311,6 +311,6 @@ async fn finished_reply(
         Ok(shape) => shape,
         Err(e) => return Some(Err(e)),
     };
-    let reason = crate::protocol::WaitReason::RegionEnded(region);
+    let reason = dtmcp_core::protocol::WaitReason::RegionEnded(region);
     Some(super::run::describe(s, &mut logger, (&status, &reason), Some(&r), mark.line, (&shape, None)).await)
 }

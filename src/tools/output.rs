@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::types::LineNo;
+use dtmcp_core::types::LineNo;
 
 /// Output up to this many lines is shown whole.
 pub const WHOLE_LINES: u64 = 60;

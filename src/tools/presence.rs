@@ -212,7 +212,7 @@ impl Terminal {
         let s = self.sessions().resolve_quiet(name).await.ok()?;
         let status = s.logger().await.ok()?.status().await.ok()?;
         let pending = status.typed.as_str();
-        let here = |l: &crate::agent_state::LeftText| {
+        let here = |l: &dtmcp_core::agent_state::LeftText| {
             status.shell.at_prompt
                 && l.prompts == status.mark.prompts
                 && (l.shell_pid == 0 || l.shell_pid == status.shell.pid)
@@ -226,7 +226,7 @@ impl Terminal {
     /// The presence and pane-kind line of `session_list` for `pane`.
     pub(super) async fn presence_line(&self, pane: &PaneInfo) -> Option<String> {
         let mut parts = Vec::new();
-        if let Ok(meta) = crate::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)) {
+        if let Ok(meta) = dtmcp_core::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)) {
             if let Some(parent) = &meta.parent {
                 parts.push(format!("split from {parent}"));
             }

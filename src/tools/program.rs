@@ -11,11 +11,11 @@
 use std::time::Duration;
 
 use crate::keys::typing::{self, StrokeKey, Typing};
-use crate::procs::{self, Activity, Job};
-use crate::protocol::{MAX_WAIT_MS, Status};
-use crate::region::{InputSpec, Region};
 use crate::session::{LoggerClient, Session};
 use crate::tmux::Tmux;
+use dtmcp_core::procs::{self, Activity, Job};
+use dtmcp_core::protocol::{MAX_WAIT_MS, Status};
+use dtmcp_core::region::{InputSpec, Region};
 
 /// What stands in a label for input typed at a password prompt.
 pub const HIDDEN_INPUT: &str = "(input not shown)";
@@ -207,7 +207,7 @@ pub fn waits_at_prompt(s: &Session, status: &Status) -> bool {
 /// row of a program's screen.
 pub fn looks_like_prompt(text: &str, own: Option<&str>) -> bool {
     let text = text.trim_end();
-    let known = crate::region::prompt_set(own).is_ok_and(|set| set.is_match(&format!("{text} ")));
+    let known = dtmcp_core::region::prompt_set(own).is_ok_and(|set| set.is_match(&format!("{text} ")));
     known || text.ends_with([':', '?', '>', ')', ']', '$', '#', '%'])
 }
 

@@ -10,11 +10,11 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::output::{self, digits};
-use crate::protocol::Status;
-use crate::region::{LinePos, Region};
 use crate::session::{LoggerClient, SessionError};
-use crate::store::{self, LineReader};
-use crate::types::{LineNo, RegionId};
+use dtmcp_core::protocol::Status;
+use dtmcp_core::region::{LinePos, Region};
+use dtmcp_core::store::{self, LineReader};
+use dtmcp_core::types::{LineNo, RegionId};
 
 /// The most lines one `read` returns.
 const MAX_READ: u64 = 400;
@@ -163,7 +163,7 @@ impl Source {
 
 /// A status for a closed session: every line committed, no unfinished one,
 /// and its regions as the store has them.
-fn closed_status(dir: &Path, reader: &LineReader) -> Result<Status, crate::store::StoreError> {
+fn closed_status(dir: &Path, reader: &LineReader) -> Result<Status, dtmcp_core::store::StoreError> {
     let (lines, _) = reader.extent()?;
     let regions = store::read_regions(dir)?;
     let mut status = Status { eof: true, ..Status::default() };
@@ -179,7 +179,7 @@ fn store_fetch(
     first: LineNo,
     last: LineNo,
     region: Option<&Region>,
-) -> Result<Vec<String>, crate::store::StoreError> {
+) -> Result<Vec<String>, dtmcp_core::store::StoreError> {
     if last < first {
         return Ok(Vec::new());
     }

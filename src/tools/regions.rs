@@ -12,10 +12,10 @@ use serde::Deserialize;
 use super::Terminal;
 use super::search::first_line;
 use crate::config::now_ms;
-use crate::region::{Region, RegionKind};
-use crate::search::region_scope;
-use crate::store::{self, LineReader, files};
-use crate::types::LineNo;
+use dtmcp_core::region::{Region, RegionKind};
+use dtmcp_core::search::region_scope;
+use dtmcp_core::store::{self, LineReader, files};
+use dtmcp_core::types::LineNo;
 
 /// Regions listed unless asked otherwise.
 const DEFAULT_LAST: u64 = 20;
@@ -154,8 +154,8 @@ impl Listing<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region::LinePos;
-    use crate::types::RegionId;
+    use dtmcp_core::region::LinePos;
+    use dtmcp_core::types::RegionId;
 
     #[test]
     fn a_listed_region_says_status_duration_lines_and_file() {

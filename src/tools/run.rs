@@ -14,10 +14,10 @@ use super::program::{self, Target};
 use super::read::{fetch, region_lines};
 use super::shape::{Shape, ShapeParams};
 use crate::keys::typing::{Typing, TypingParams};
-use crate::protocol::{Mark, Status, WaitReason, WaitSpec};
-use crate::region::{Region, RegionKind};
 use crate::session::{LoggerClient, Session};
-use crate::types::{LineNo, RegionId};
+use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
+use dtmcp_core::region::{Region, RegionKind};
+use dtmcp_core::types::{LineNo, RegionId};
 
 /// The default wait, well under the 60 s some clients allow one call.
 const DEFAULT_TIMEOUT_S: f64 = 30.0;
@@ -343,7 +343,7 @@ const CLEAR_MS: u64 = 1_000;
 
 impl Terminal {
     /// Clears what the shell's line editor left at its prompt of terminal
-    /// answers nobody read (see [`crate::answers`]): it is nobody's text,
+    /// answers nobody read (see [`dtmcp_core::answers`]): it is nobody's text,
     /// so it neither makes the run refused as someone's unsubmitted line
     /// nor gets typed in front of the command. Returns the status to go on
     /// from and, when something was cleared, a note for the reply.
@@ -564,8 +564,8 @@ fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) ->
     if !waits && !input && !matches!(reason, WaitReason::Timeout | WaitReason::Matched(_)) {
         return None;
     }
-    let pane = crate::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
-    Some(crate::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
+    let pane = dtmcp_core::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
+    Some(dtmcp_core::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
 }
 
 /// Whether the pane's foreground job is a shell (one without markers,

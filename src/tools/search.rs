@@ -12,10 +12,10 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::output::digits;
-use crate::region::Region;
-use crate::search::{self, Found, Page, Shown};
-use crate::store::{self, LineReader};
-use crate::types::{LineNo, RegionId};
+use dtmcp_core::region::Region;
+use dtmcp_core::search::{self, Found, Page, Shown};
+use dtmcp_core::store::{self, LineReader};
+use dtmcp_core::types::{LineNo, RegionId};
 
 /// Hits per page unless asked otherwise.
 const DEFAULT_HITS: u64 = 20;

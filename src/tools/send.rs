@@ -23,9 +23,9 @@ use super::read::{fetch, last_line};
 use super::views::{self, ScreenMode};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::keys::{self, Key};
-use crate::procs::{self, Foreground, comm, foreground};
-use crate::protocol::{Status, WaitSpec};
 use crate::session::{LoggerClient, Session};
+use dtmcp_core::procs::{self, Foreground, comm, foreground};
+use dtmcp_core::protocol::{Status, WaitSpec};
 
 /// How long output may take to arrive when no wait is given.
 const DEFAULT_WAIT_S: f64 = 0.3;

@@ -172,7 +172,7 @@ impl Terminal {
     }
 
     /// The reply for a session just made: what it runs, how to watch it, its log.
-    fn ready_text(&self, s: &crate::session::Session, status: &crate::protocol::Status, whence: &str) -> String {
+    fn ready_text(&self, s: &crate::session::Session, status: &dtmcp_core::protocol::Status, whence: &str) -> String {
         let mut out = format!("session {} ready{whence}", s.name);
         if s.meta.integrated {
             let at = if status.shell.at_prompt { "at its prompt" } else { "starting (no prompt yet)" };

@@ -12,9 +12,9 @@ use regex::bytes::Regex;
 
 use super::output;
 use crate::docent::summary;
-use crate::search::{self, Page, Scope};
-use crate::store::LineReader;
-use crate::types::LineNo;
+use dtmcp_core::search::{self, Page, Scope};
+use dtmcp_core::store::LineReader;
+use dtmcp_core::types::LineNo;
 
 /// The most `show` hits a reply lists.
 const MAX_SHOW_HITS: u64 = 40;
@@ -279,7 +279,7 @@ mod tests {
     #[test]
     fn show_lists_matches_with_lines_after_and_last_lines_the_end() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut w = crate::store::LineWriter::open(dir.path()).expect("open");
+        let mut w = dtmcp_core::store::LineWriter::open(dir.path()).expect("open");
         for t in ["$ make", "cc a.c", "a.c:3: error: x", "  detail", "cc b.c", "b.c:9: error: y", "done"] {
             w.push(t).expect("push");
         }

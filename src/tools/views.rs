@@ -13,10 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::Terminal;
 use super::output::digits;
-use crate::agent_state::{SeenScreen, row_hash};
 use crate::session::{Session, validate_name};
-use crate::store::files;
 use crate::tmux::Tmux;
+use dtmcp_core::agent_state::{SeenScreen, row_hash};
+use dtmcp_core::store::files;
 
 /// The `display -p` format that [`parse_pane_state`] reads.
 pub const PANE_STATE_FORMAT: &str =

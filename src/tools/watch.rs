@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use rmcp::{Peer, RoleServer};
 
 use super::Terminal;
-use crate::protocol::{WaitReason, WaitSpec};
-use crate::region::Region;
 use crate::session::LoggerClient;
-use crate::store::files;
-use crate::types::RegionId;
+use dtmcp_core::protocol::{WaitReason, WaitSpec};
+use dtmcp_core::region::Region;
+use dtmcp_core::store::files;
+use dtmcp_core::types::RegionId;
 
 /// How long one command is watched at most.
 const WATCH_FOR: Duration = Duration::from_secs(60 * 60);

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::session::{GAP_PENDING, GAPS, Gap};
-use crate::store::{LineWriter, StoreError};
+use dtmcp_core::contract::{GAP_PENDING, GAPS, Gap};
+use dtmcp_core::store::{LineWriter, StoreError};
 
 /// Takes `gap.pending` from `dir`, if there is one: marks the gap in the
 /// cooked log with the screen as it was when logging resumed, lists it in
@@ -60,8 +60,8 @@ fn gap_lines(gap: &Gap) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::LineReader;
-    use crate::types::LineNo;
+    use dtmcp_core::store::LineReader;
+    use dtmcp_core::types::LineNo;
 
     #[test]
     fn a_pending_gap_becomes_lines_and_a_record() {

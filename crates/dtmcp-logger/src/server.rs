@@ -1,5 +1,5 @@
 //! The logger's socket: one thread per connection, answering requests from
-//! the shared state and the files (see [`crate::protocol`] for the wire).
+//! the shared state and the files (see [`dtmcp_core::protocol`] for the wire).
 
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
@@ -11,8 +11,8 @@ use interprocess::os::unix::local_socket::ListenerOptionsExt;
 
 use super::LoggerError;
 use super::state::Shared;
-use crate::protocol::{self, MAX_READ_LINES, PROTOCOL_VERSION, Request, Response};
-use crate::store::LineReader;
+use dtmcp_core::protocol::{self, MAX_READ_LINES, PROTOCOL_VERSION, Request, Response};
+use dtmcp_core::store::LineReader;
 
 /// The most connections served at once; more are closed at once, so a
 /// runaway client cannot exhaust the logger's threads.
@@ -94,7 +94,7 @@ fn answer(request: Request, shared: &Shared) -> Response {
     }
 }
 
-fn read(shared: &Shared, from: crate::types::LineNo, count: u64) -> Response {
+fn read(shared: &Shared, from: dtmcp_core::types::LineNo, count: u64) -> Response {
     let result = LineReader::open(&shared.dir).and_then(|r| r.read(from, count.min(MAX_READ_LINES)));
     match result {
         Ok(lines) => Response::Lines { first: from, lines },

@@ -1,5 +1,5 @@
 //! The agents' state that the logger keeps for the router (see
-//! [`crate::agent_state`]): held in memory and answered at once, written to
+//! [`dtmcp_core::agent_state`]): held in memory and answered at once, written to
 //! `state.json` by a thread of its own, so that no answer waits for a disk
 //! sync. Changes that come while a write is under way are written together
 //! by the next one.
@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::agent_state::{self, AgentState, Agents, Refused};
+use dtmcp_core::agent_state::{self, AgentState, Agents, Refused};
 
 /// The agents of one session, and the writer that keeps `state.json`.
 pub struct Book {

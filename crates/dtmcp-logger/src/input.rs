@@ -1,5 +1,5 @@
 //! How requests reach the pump: the pump owns the region tracker, so an
-//! input region (see [`crate::region::InputSpec`]) is opened by a message
+//! input region (see [`dtmcp_core::region::InputSpec`]) is opened by a message
 //! the pump handles between chunks of output, in order with them. A byte
 //! on a wake-up pipe tells the pump, which polls that pipe beside its
 //! standard input, a message is waiting; the same poll's timeout wakes it
@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Duration;
 
-use crate::region::{InputSpec, Region};
+use dtmcp_core::region::{InputSpec, Region};
 
 /// How long a socket thread waits for the pump to open an input region.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(2);

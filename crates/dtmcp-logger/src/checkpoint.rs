@@ -8,7 +8,7 @@
 //! cooker is at rest, right after a line feed with nothing drawn, so that a
 //! fresh cooker started there cooks exactly what the old one would have;
 //! the pump restarts its own parser at that point too (see
-//! [`Cooker::restart_parser`](crate::cook::Cooker::restart_parser)).
+//! [`Cooker::restart_parser`](dtmcp_core::cook::Cooker::restart_parser)).
 //!
 //! A new logger loads it and cooks `raw.log` from that offset to the end:
 //! at most one checkpoint interval of output, whatever the log's size.
@@ -23,8 +23,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::region::TrackerSnapshot;
-use crate::store::{StoreError, files};
+use dtmcp_core::region::TrackerSnapshot;
+use dtmcp_core::store::{StoreError, files};
 
 /// Output between two checkpoints, at most (one is taken at the first line
 /// end after this much).
@@ -54,7 +54,7 @@ pub fn load(dir: &Path) -> Option<Checkpoint> {
 pub fn save(dir: &Path, cp: &Checkpoint) -> Result<(), StoreError> {
     let path = dir.join(files::CHECKPOINT);
     let body = serde_json::to_vec(cp).map_err(|source| StoreError::Json { path: path.clone(), source })?;
-    crate::store::write_atomic(&path, &body).map_err(|source| StoreError::Io { path, source })
+    dtmcp_core::store::write_atomic(&path, &body).map_err(|source| StoreError::Io { path, source })
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub struct AgentState {
     /// Bumped by the router at every change it sends; the logger keeps
     /// the highest, so sends that overtake each other do no harm.
     pub version: u64,
-    /// The keys of the notes given (see [`crate::docent::notes`]).
+    /// The keys of the notes given (the router's docent notes).
     pub notes: BTreeSet<String>,
     /// Where the agent was last told the session is (a `moved:` note key);
     /// `None`: never told, which means at home.
@@ -55,7 +55,7 @@ pub struct AgentState {
     /// call".
     pub running: Vec<u64>,
     /// The regions of `running` whose end the agent has been sent as a log
-    /// message (see [`crate::tools`]' watches): a server started again
+    /// message (the router's watches): a server started again
     /// watches the rest, and tells each end once.
     pub announced: BTreeSet<u64>,
     /// The screen as the agent last saw it, for `screen="changes"`.

@@ -58,12 +58,12 @@ use super::LoggerError;
 use super::checkpoint::{self, Checkpoint};
 use super::input::{Mailbox, ToPump};
 use super::state::Shared;
-use crate::config::now_ms;
-use crate::cook::{self, Cooker};
-use crate::region::{InputSpec, Region, RegionChange, RegionTracker};
-use crate::session::Gap;
-use crate::store::{self, LineWriter, RegionLog, StoreError, files};
-use crate::types::{CookEvent, LineNo, RegionId};
+use dtmcp_core::contract::Gap;
+use dtmcp_core::cook::{self, Cooker};
+use dtmcp_core::now_ms;
+use dtmcp_core::region::{InputSpec, Region, RegionChange, RegionTracker};
+use dtmcp_core::store::{self, LineWriter, RegionLog, StoreError, files};
+use dtmcp_core::types::{CookEvent, LineNo, RegionId};
 
 /// The most bytes read from the pane at once.
 const READ_BYTES: usize = 1 << 18;
@@ -330,7 +330,7 @@ impl Pump {
         if self.cooker.cursor().line.0 != self.lines.lines() + 1 {
             self.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
         }
-        let had_gap = shared.dir.join(crate::session::GAP_PENDING).exists();
+        let had_gap = shared.dir.join(dtmcp_core::contract::GAP_PENDING).exists();
         super::gap::absorb(&shared.dir, &mut self.lines)?;
         if had_gap {
             // What the pane showed across the gap is in the gap's lines;
@@ -584,7 +584,7 @@ fn local_shell(r: &Region) -> Option<u32> {
 fn shell_at_prompt(r: &Region) -> bool {
     let Some(pid) = local_shell(r) else { return false };
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-    let Some(stat) = stat.as_deref().and_then(crate::procs::parse::stat) else { return false };
+    let Some(stat) = stat.as_deref().and_then(dtmcp_core::procs::parse::stat) else { return false };
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
     stat.tpgid == stat.pgrp && stat.state == 'S' && children.is_ok_and(|c| c.trim().is_empty())
 }
@@ -593,7 +593,7 @@ fn floor_sum(tracker: &RegionTracker) -> u128 {
     tracker.seq_floors().map_or(0, |f| f.values().map(|&v| u128::from(v)).sum())
 }
 
-fn upsert(live: &mut super::state::Live, r: crate::region::Region) {
+fn upsert(live: &mut super::state::Live, r: dtmcp_core::region::Region) {
     if live.regions.is_empty() {
         live.first_region = r.id.0;
     }
@@ -608,7 +608,7 @@ fn upsert(live: &mut super::state::Live, r: crate::region::Region) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::LineReader;
+    use dtmcp_core::store::LineReader;
 
     /// Hands out `bytes`, then fails as a killed logger's stdin would
     /// never end: the pump stops without its clean-exit checkpoint.

@@ -22,17 +22,11 @@ mod state;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::marker::Secret;
-use crate::store::{self, files};
+use dtmcp_core::contract::Gone;
+use dtmcp_core::marker::Secret;
+use dtmcp_core::store::{self, files};
 
 pub use state::Shared;
-
-/// The fixed `pipe-pane` command tmux runs for every pane.
-pub const PIPE_COMMAND: &str = "exec #{q:@dtmcp_logger} #{q:@dtmcp_dir}";
-/// The pane option holding the logger binary's path.
-pub const OPT_LOGGER: &str = "@dtmcp_logger";
-/// The pane option holding the session directory.
-pub const OPT_DIR: &str = "@dtmcp_dir";
 
 /// Why the logger could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -149,7 +143,7 @@ fn leave_word_of_deletion(dir: &Path, raw_len: u64, secret: Option<&str>, meta: 
     let what = if whole { "the session's log directory was deleted" } else { "raw.log was deleted" };
     let gone = Gone {
         reason: format!("{what} while the session ran ({raw_len} bytes logged before it are gone)"),
-        at_ms: crate::config::now_ms(),
+        at_ms: dtmcp_core::now_ms(),
     };
     let _ = store::write_atomic(&dir.join(files::GONE), &serde_json::to_vec(&gone).unwrap_or_default());
     eprintln!(
@@ -157,15 +151,6 @@ fn leave_word_of_deletion(dir: &Path, raw_len: u64, secret: Option<&str>, meta: 
         gone.reason,
         dir.display()
     );
-}
-
-/// What a logger that found its logs deleted leaves in [`files::GONE`].
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct Gone {
-    /// What happened, for the reply.
-    pub reason: String,
-    /// When the logger noticed, ms since the epoch.
-    pub at_ms: u64,
 }
 
 #[cfg(test)]

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
-use crate::config::now_ms;
-use crate::marker::Secret;
-use crate::protocol::{Mark, Status, WaitReason, WaitSpec};
-use crate::region::{Region, ShellState};
-use crate::store::{self, LineReader, StoreError};
-use crate::types::{ByteOffset, Cursor, LineNo, RegionId};
+use dtmcp_core::marker::Secret;
+use dtmcp_core::now_ms;
+use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
+use dtmcp_core::region::{Region, ShellState};
+use dtmcp_core::store::{self, LineReader, StoreError};
+use dtmcp_core::types::{ByteOffset, Cursor, LineNo, RegionId};
 
 /// The state every thread may read; only the pump writes it.
 #[derive(Default)]
@@ -128,7 +128,7 @@ impl Shared {
 
     /// Waits until `spec` is met, the output ends, or the timeout runs out.
     pub fn wait(&self, spec: &WaitSpec) -> Result<(WaitReason, Status), String> {
-        let timeout = Duration::from_millis(spec.timeout_ms.min(crate::protocol::MAX_WAIT_MS));
+        let timeout = Duration::from_millis(spec.timeout_ms.min(dtmcp_core::protocol::MAX_WAIT_MS));
         let deadline = Instant::now() + timeout;
         let pattern = match &spec.pattern {
             Some(p) => Some(Regex::new(p).map_err(|e| format!("invalid pattern: {e}"))?),
