@@ -1,14 +1,13 @@
 //! The command line of `docent-terminal-mcp` (alias `dtmcp`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
 use crate::config::Config;
 use crate::retention::{Action, SweepMode};
-use crate::session::Sessions;
+use crate::session::{Sessions, Sweep};
 use crate::tmux::Tmux;
 use crate::tools::Terminal;
 
@@ -257,8 +256,8 @@ async fn logs(cmd: LogsCommand) -> anyhow::Result<()> {
     let sessions = Sessions::new(cfg, tmux)?;
     let (name, action) = match cmd {
         LogsCommand::Due | LogsCommand::Sweep => {
-            let dry_run = matches!(cmd, LogsCommand::Due);
-            for d in sessions.sweep(SweepMode::Full, dry_run).await {
+            let how = if matches!(cmd, LogsCommand::Due) { Sweep::DryRun } else { Sweep::Delete };
+            for d in sessions.sweep(SweepMode::Full, how).await {
                 println!("{}\t{}", d.name, d.why);
             }
             return Ok(());
@@ -282,35 +281,13 @@ fn action_done(action: Action) -> &'static str {
     }
 }
 
-/// How often the full sweep runs.
-const FULL_SWEEP_EVERY: Duration = Duration::from_secs(60 * 60);
-/// How often sessions marked delete-on-close are swept.
-const CLOSE_SWEEP_EVERY: Duration = Duration::from_secs(60);
-
-/// Sweeps at start-up and hourly, and delete-on-close sessions every
-/// minute, until aborted. A sweep logs its own errors.
-pub(crate) async fn sweep_forever(sessions: Sessions) {
-    let mut last_full = tokio::time::Instant::now();
-    sessions.sweep(SweepMode::Full, false).await;
-    loop {
-        tokio::time::sleep(CLOSE_SWEEP_EVERY).await;
-        let mode = if last_full.elapsed() >= FULL_SWEEP_EVERY {
-            last_full = tokio::time::Instant::now();
-            SweepMode::Full
-        } else {
-            SweepMode::DeleteOnCloseOnly
-        };
-        sessions.sweep(mode, false).await;
-    }
-}
-
 /// Serves one MCP client over stdin/stdout until it disconnects.
 pub async fn serve_stdio() -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
     let _lock = crate::lock::acquire(&cfg.home)?;
     let tmux = Arc::new(Tmux::new(&cfg.socket));
     let sessions = Sessions::new(cfg.clone(), tmux.clone())?;
-    let sweeps = tokio::spawn(sweep_forever(Sessions::new(cfg, tmux)?));
+    let sweeps = tokio::spawn(crate::session::sweep_forever(Sessions::new(cfg, tmux)?));
     let terminal = Terminal::new(sessions);
     terminal.start_watchdog();
     let service = terminal.serve(rmcp::transport::stdio()).await;

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::retention::{Action, SweepMode, expires_ms};
+use crate::session::Sweep;
 use crate::tools::Terminal;
 use crate::tools::once::{agents_typed, creator_of, starter_of};
 
@@ -169,7 +170,8 @@ pub struct SweepQuery {
 /// `POST /api/sweep[?dry_run=1]`.
 pub async fn sweep(State(app): State<App>, Query(q): Query<SweepQuery>) -> Json<Value> {
     let dry_run = q.dry_run.as_deref().is_some_and(|v| matches!(v, "1" | "true" | "yes"));
-    let decisions = app.terminal.sessions().sweep(SweepMode::Full, dry_run).await;
+    let how = if dry_run { Sweep::DryRun } else { Sweep::Delete };
+    let decisions = app.terminal.sessions().sweep(SweepMode::Full, how).await;
     let list: Vec<Value> = decisions.iter().map(|d| json!({ "name": d.name, "why": d.why.to_string() })).collect();
     Json(json!({ "dry_run": dry_run, "deleted": if dry_run { json!([]) } else { json!(list) }, "due": list }))
 }

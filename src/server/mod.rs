@@ -136,7 +136,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
     let tmux = Arc::new(Tmux::new(&cfg.socket).with_scope(crate::tmux::scope_wanted()));
     let sessions = Sessions::new(cfg.clone(), tmux.clone())?;
     crate::tools::once::prune_requests(&cfg.home);
-    let sweeps = tokio::spawn(crate::cli::sweep_forever(Sessions::new(cfg.clone(), tmux)?));
+    let sweeps = tokio::spawn(crate::session::sweep_forever(Sessions::new(cfg.clone(), tmux)?));
     let terminal = Terminal::new(sessions);
     terminal.start_watchdog();
     let app = api::App { terminal, health: Arc::new(health(&bound.path)) };

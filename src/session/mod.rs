@@ -573,7 +573,7 @@ impl Sessions {
             self.tmux.shutdown_control().await;
         }
         // A session marked delete-on-close goes now, not at the next minute.
-        self.sweep(SweepMode::DeleteOnCloseOnly, false).await;
+        self.sweep(SweepMode::DeleteOnCloseOnly, Sweep::Delete).await;
     }
 
     /// The sweeper of this server's state home and tmux socket.
@@ -597,13 +597,13 @@ impl Sessions {
         }
     }
 
-    /// Runs a sweep (or, with `dry_run`, only says what it would delete).
-    /// Errors are logged, never returned: a sweep is housekeeping.
-    pub async fn sweep(&self, mode: SweepMode, dry_run: bool) -> Vec<Decision> {
+    /// Runs a sweep (or, with [`Sweep::DryRun`], only says what it would
+    /// delete). Errors are logged, never returned: a sweep is housekeeping.
+    pub async fn sweep(&self, mode: SweepMode, how: Sweep) -> Vec<Decision> {
         let sweeper = self.sweeper();
         let Some(live) = self.live_names().await else { return Vec::new() };
         let due = sweeper.due(now_ms(), &live, mode);
-        if dry_run || due.is_empty() {
+        if how == Sweep::DryRun || due.is_empty() {
             return due;
         }
         // Liveness again, just before deleting: a session may have been
@@ -754,5 +754,36 @@ pub fn shell_word(w: &str) -> String {
         w.to_string()
     } else {
         format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// Whether a sweep deletes what is due or only says what it would delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sweep {
+    /// Delete the directories that are due.
+    Delete,
+    /// Only list them.
+    DryRun,
+}
+
+/// How often the full sweep runs.
+const FULL_SWEEP_EVERY: Duration = Duration::from_secs(60 * 60);
+/// How often sessions marked delete-on-close are swept.
+const CLOSE_SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Sweeps at start-up and hourly, and delete-on-close sessions every
+/// minute, until aborted. A sweep logs its own errors.
+pub async fn sweep_forever(sessions: Sessions) {
+    let mut last_full = tokio::time::Instant::now();
+    sessions.sweep(SweepMode::Full, Sweep::Delete).await;
+    loop {
+        tokio::time::sleep(CLOSE_SWEEP_EVERY).await;
+        let mode = if last_full.elapsed() >= FULL_SWEEP_EVERY {
+            last_full = tokio::time::Instant::now();
+            SweepMode::Full
+        } else {
+            SweepMode::DeleteOnCloseOnly
+        };
+        sessions.sweep(mode, Sweep::Delete).await;
     }
 }
