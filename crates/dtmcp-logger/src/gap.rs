@@ -1,4 +1,4 @@
-//! Writing a log gap the router recorded (see `session::repair`) into the
+//! Writing a log gap the router recorded (its `session::repair`) into the
 //! log, before the new logger logs anything else.
 
 use std::io::Write;
