@@ -33,6 +33,7 @@ fn the_logger_links_no_router_crate() {
 fn the_core_links_no_router_crate() {
     let deps = normal_dependencies("dtmcp-core");
     assert!(deps.iter().any(|d| d == "vte"), "the tree was read: {deps:?}");
-    let bad: Vec<_> = deps.iter().filter(|d| FORBIDDEN.contains(&d.as_str()) || d.starts_with("dtmcp-logger")).collect();
+    let bad: Vec<_> =
+        deps.iter().filter(|d| FORBIDDEN.contains(&d.as_str()) || d.starts_with("dtmcp-logger")).collect();
     assert!(bad.is_empty(), "dtmcp-core depends on {bad:?}; the core names neither process");
 }

@@ -3,7 +3,18 @@
 //! interval systemd asks for, `STOPPING=1` on the way out. Outside systemd
 //! (`NOTIFY_SOCKET` unset) every call does nothing. A socket that cannot be
 //! reached is said once, not at every watchdog tick.
+//!
+//! A notification never blocks: it is sent without waiting (`sd_notify`'s
+//! own send waits while the manager's queue is full, and a datagram queue
+//! holds only `net.unix.max_dgram_qlen` messages, 10 by default). A manager
+//! that stopped reading gets no further pings, and the runtime's worker
+//! that would have waited for it keeps serving calls.
 
+use std::ffi::OsStr;
+use std::io;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -13,12 +24,27 @@ use sd_notify::NotifyState;
 static SAID: AtomicBool = AtomicBool::new(false);
 
 fn send(state: NotifyState<'_>) {
-    if std::env::var_os("NOTIFY_SOCKET").is_none() {
-        return;
-    }
-    if let Some(line) = complaint(sd_notify::notify(&[state]), &SAID) {
+    let Some(socket) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    if let Some(line) = complaint(send_to(&socket, &format!("{state}\n")), &SAID) {
         eprintln!("{line}");
     }
+}
+
+/// Sends `message` to the manager's socket `socket` (a path, or `@name`
+/// for an abstract one) without waiting: a full queue is an error
+/// (`WouldBlock`), not a wait.
+fn send_to(socket: &OsStr, message: &str) -> io::Result<()> {
+    let sock = UnixDatagram::unbound()?;
+    sock.set_nonblocking(true)?;
+    match socket.as_bytes().strip_prefix(b"@") {
+        Some(name) => sock.connect_addr(&SocketAddr::from_abstract_name(name)?)?,
+        None => sock.connect(socket)?,
+    }
+    let sent = sock.send(message.as_bytes())?;
+    if sent != message.len() {
+        return Err(io::Error::new(io::ErrorKind::WriteZero, "the notification was cut short"));
+    }
+    Ok(())
 }
 
 /// What to say about the outcome of a notification: the first failure
@@ -73,5 +99,33 @@ mod tests {
         assert!(first.contains("could not notify systemd"), "{first}");
         assert_eq!(complaint(gone(), &said), None);
         assert_eq!(complaint(Ok(()), &said), None);
+    }
+
+    #[test]
+    fn a_manager_that_stops_reading_never_blocks_a_notification() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("notify.sock");
+        let manager = UnixDatagram::bind(&path).expect("bind");
+        let started = std::time::Instant::now();
+        // Far more than any datagram queue holds; nobody reads.
+        let outcomes: Vec<_> = (0..200).map(|_| send_to(path.as_os_str(), "WATCHDOG=1\n")).collect();
+        assert!(started.elapsed() < Duration::from_secs(5), "a full queue made the sender wait");
+        assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
+        let full = outcomes.iter().find_map(|o| o.as_ref().err()).expect("the queue fills up");
+        assert_eq!(full.kind(), io::ErrorKind::WouldBlock);
+        let mut buf = [0u8; 64];
+        let n = manager.recv(&mut buf).expect("the first ping arrived");
+        assert_eq!(&buf[..n], b"WATCHDOG=1\n");
+    }
+
+    #[test]
+    fn an_abstract_socket_is_reached_by_its_at_name() {
+        let name = format!("dtmcp-notify-test-{}", std::process::id());
+        let addr = SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract name");
+        let manager = UnixDatagram::bind_addr(&addr).expect("bind");
+        send_to(OsStr::new(&format!("@{name}")), "READY=1\n").expect("sent");
+        let mut buf = [0u8; 64];
+        let n = manager.recv(&mut buf).expect("received");
+        assert_eq!(&buf[..n], b"READY=1\n");
     }
 }
