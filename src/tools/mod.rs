@@ -21,6 +21,7 @@ mod program;
 mod read;
 mod regions;
 mod run;
+pub mod schema;
 mod search;
 mod send;
 mod session;
@@ -86,8 +87,13 @@ impl Terminal {
         }
     }
 
-    /// Every tool's route, combined.
+    /// Every tool's route, combined, with schemas every client can load.
     fn router() -> ToolRouter<Terminal> {
+        schema::portable(Self::routes())
+    }
+
+    /// Every tool's route, combined, with the schemas rmcp derived.
+    fn routes() -> ToolRouter<Terminal> {
         Self::session_router()
             + Self::run_router()
             + Self::read_router()

@@ -7,6 +7,7 @@ mod docent;
 mod expect;
 mod faults;
 mod harness;
+mod inspector;
 mod logger;
 mod panes;
 mod procs;
