@@ -15,7 +15,13 @@
 //!
 //! Only markers the [`Verifier`] believes change anything; all other OSC 133
 //! sequences are output like any other. The tracker is pure: it sees no
-//! file, clock or terminal, only events and the time it is handed.
+//! file, clock or terminal, only events and the time it is handed; the
+//! cooker's events reach it through [`crate::pipeline`], the one loop the
+//! logger and every test feed bytes by.
+//!
+//! `input` holds the rules of input regions, `snapshot` what a checkpoint
+//! keeps of the tracker; `tests` are table tests on marker sequences, and
+//! `real_shell` drives the integration in a real bash under tmux.
 
 mod input;
 #[cfg(test)]
