@@ -57,8 +57,10 @@ impl Pipeline {
     }
 
     /// As [`Pipeline::feed`], for an `each` that can fail (the logger's
-    /// store): the first error stops the feed and is returned. The events
-    /// after it are dropped, never handed out twice.
+    /// store): the first error stops the feed and is returned. Neither
+    /// that event nor those after it reach the tracker, and the rest of
+    /// `bytes` is not cooked; the events are dropped, never handed out
+    /// again by a later feed.
     pub fn try_feed<E>(
         &mut self,
         bytes: &[u8],
