@@ -127,3 +127,51 @@ impl Pipeline {
         done
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{LineNo, RegionId};
+
+    fn pipeline() -> Pipeline {
+        Pipeline::new(Cooker::new(LineNo::FIRST), RegionTracker::new(None, RegionId(1)))
+    }
+
+    fn lines_of(pipe: &mut Pipeline, bytes: &[u8]) -> Vec<(u64, String)> {
+        let mut lines = Vec::new();
+        pipe.feed(bytes, 0, &mut Vec::new(), |event| {
+            if let CookEvent::Line { line, text } = event {
+                lines.push((line.0, text.clone()));
+            }
+        });
+        lines
+    }
+
+    #[test]
+    fn a_failed_store_stops_the_feed_and_nothing_comes_twice() {
+        let mut pipe = pipeline();
+        let mut seen = Vec::new();
+        let fed = pipe.try_feed(b"one\r\ntwo\r\nthree\r\n", 0, &mut Vec::new(), |event| match event {
+            CookEvent::Line { text, .. } if text == "two" => Err("disk full"),
+            CookEvent::Line { text, .. } => {
+                seen.push(text.clone());
+                Ok(())
+            }
+            _ => Ok(()),
+        });
+        assert_eq!((fed, seen), (Err("disk full"), vec!["one".to_string()]));
+        assert_eq!(lines_of(&mut pipe, b"four\r\n"), [(4, "four".to_string())]);
+    }
+
+    #[test]
+    fn big_feeds_are_cooked_in_pieces_with_the_same_result() {
+        let text: Vec<u8> = (0..5_000).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
+        assert!(text.len() > 2 * FEED_BYTES);
+        let whole = lines_of(&mut pipeline(), &text);
+        let mut pipe = pipeline();
+        let by_byte: Vec<(u64, String)> =
+            text.iter().flat_map(|b| lines_of(&mut pipe, std::slice::from_ref(b))).collect();
+        assert_eq!(whole.len(), 5_000);
+        assert_eq!(whole, by_byte);
+    }
+}
