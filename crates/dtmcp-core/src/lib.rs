@@ -4,7 +4,8 @@
 //! Both the pane logger (`dtmcp-logger`) and the router (the root package)
 //! build on this crate; it names neither of them. Nothing here starts a
 //! process, opens a socket or talks to tmux: it turns bytes into cooked
-//! lines and regions ([`cook`], [`region`], [`answers`], [`marker`]), keeps
+//! lines and regions ([`cook`], [`region`], [`answers`], [`marker`], fed as
+//! one by [`pipeline`]), keeps
 //! and reads the on-disk record ([`store`], [`search`], [`agent_state`]),
 //! defines the logger's wire ([`protocol`]) and start contract
 //! ([`contract`]), and reads `/proc` ([`procs`]).
@@ -17,6 +18,7 @@ pub mod answers;
 pub mod contract;
 pub mod cook;
 pub mod marker;
+pub mod pipeline;
 pub mod procs;
 pub mod protocol;
 pub mod region;

@@ -490,7 +490,7 @@ mod tests {
     /// Bash computes the same proofs with the integration's own expression.
     #[test]
     fn bash_and_rust_agree_on_proofs() {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/shell/integration.bash");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shell/integration.bash");
         let case = |kind: Kind, pid, seq| {
             format!("__DTMCP_KIND={} __DTMCP_PID={pid} __DTMCP_SEQ={seq}; echo $((__DTMCP_PF)); ", kind.code())
         };
@@ -501,7 +501,7 @@ mod tests {
     /// zsh computes them too, in `__dtmcp_mark` of `integration.zsh`.
     #[test]
     fn zsh_and_rust_agree_on_proofs() {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/shell/integration.zsh");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shell/integration.zsh");
         // The function counts up before it proves.
         let case = |kind: Kind, pid, seq| {
             let before = i128::from(seq) - 1;

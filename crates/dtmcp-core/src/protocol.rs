@@ -19,6 +19,23 @@
 //! than rejected, so a router that meets a different version stops and says
 //! so instead of talking on. Any change to a message bumps the version.
 //!
+//! A test holds the wire still: one frame of every message kind, nested
+//! region and agent-state types filled in, is checked in
+//! (`tests/golden/frames.txt` of this crate) and compared with what the
+//! encoder makes now. A field added anywhere in a message changes a frame
+//! and fails it. To change the wire on purpose, bump [`PROTOCOL_VERSION`],
+//! add a line below saying what changed, and regenerate the frames with
+//! `DTMCP_BLESS=1 cargo test -p dtmcp-core --test golden`.
+//!
+//! - 1: the first wire.
+//! - 2: input regions ([`Request::OpenInput`], regions' kind, the input
+//!   region in the shell state).
+//! - 3: the text typed at the prompt and not submitted ([`Status::typed`]).
+//! - 4: agents' state ([`Request::Agent`], [`Request::SetAgent`],
+//!   [`Response::Agent`], [`Response::Stored`]).
+//! - 5: the questions the output asked the terminal, in the shell state
+//!   (`ShellState::answers`).
+//!
 //! # Waiting
 //! [`Request::Wait`] holds the connection until its condition is met or its
 //! timeout (capped at [`MAX_WAIT_MS`]) runs out; a timeout is an ordinary

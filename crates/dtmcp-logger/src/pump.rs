@@ -59,17 +59,15 @@ use super::checkpoint::{self, Checkpoint};
 use super::input::{Mailbox, ToPump};
 use super::state::Shared;
 use dtmcp_core::contract::Gap;
-use dtmcp_core::cook::{self, Cooker};
+use dtmcp_core::cook::Cooker;
 use dtmcp_core::now_ms;
+use dtmcp_core::pipeline::Pipeline;
 use dtmcp_core::region::{InputSpec, Region, RegionChange, RegionTracker};
 use dtmcp_core::store::{self, LineWriter, RegionLog, StoreError, files};
 use dtmcp_core::types::{CookEvent, LineNo, RegionId};
 
 /// The most bytes read from the pane at once.
 const READ_BYTES: usize = 1 << 18;
-/// The most bytes cooked at once: bounds the events (and their strings)
-/// held between two stores.
-const FEED_BYTES: usize = 1 << 14;
 /// The pipe size asked of the kernel, so that tmux can hand over a burst
 /// without waiting for the logger.
 const PIPE_BYTES: i32 = 1 << 20;
@@ -98,9 +96,8 @@ pub struct Pump {
     raw_len: u64,
     lines: LineWriter,
     regions: RegionLog,
-    cooker: Cooker,
-    tracker: RegionTracker,
-    events: Vec<CookEvent>,
+    /// The cooker and the region tracker, fed as one.
+    pipe: Pipeline,
     changes: Vec<RegionChange>,
     /// The sum of the marker floors last saved: every believed marker
     /// raises it, so a change means `markers.state` must be written.
@@ -165,9 +162,7 @@ impl Pump {
             raw_len,
             lines,
             regions: RegionLog::open(dir)?,
-            cooker: Cooker::new(LineNo(next_line)),
-            tracker,
-            events: Vec::new(),
+            pipe: Pipeline::new(Cooker::new(LineNo(next_line)), tracker),
             changes: Vec::new(),
             floors_saved: 0,
             floors: store::MarkerFloors::open(dir)?,
@@ -213,7 +208,7 @@ impl Pump {
         loop {
             // Wakes at least every second, to notice deleted logs while the
             // pane is quiet.
-            let wait_ms = self.tracker.next_tick_ms().map_or(IDLE_CHECK_MS, |due| due.saturating_sub(now_ms()));
+            let wait_ms = self.pipe.tracker.next_tick_ms().map_or(IDLE_CHECK_MS, |due| due.saturating_sub(now_ms()));
             let timeout = PollTimeout::try_from(wait_ms.min(IDLE_CHECK_MS)).unwrap_or(PollTimeout::MAX);
             let mut fds =
                 [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
@@ -257,7 +252,7 @@ impl Pump {
     /// Output ended cleanly: a checkpoint spares the next logger (if the
     /// pane is ever piped again) any replay.
     fn ended(&mut self) {
-        if self.dropping.is_none() && self.cooker.at_rest() {
+        if self.dropping.is_none() && self.pipe.cooker.at_rest() {
             let _ = self.lines.flush().and_then(|()| self.checkpoint(now_ms()));
         }
     }
@@ -273,9 +268,9 @@ impl Pump {
 
     /// Opens an input region at the cursor, records and publishes it.
     fn open_input(&mut self, spec: &InputSpec, shared: &Shared) -> Result<Region, String> {
-        let (text, at) = (self.cooker.current_text(), self.cooker.cursor());
+        let (text, at) = (self.pipe.cooker.current_text(), self.pipe.cooker.cursor());
         self.changes.clear();
-        let region = self.tracker.open_input(spec, (&text, at), now_ms(), &mut self.changes)?;
+        let region = self.pipe.tracker.open_input(spec, (&text, at), now_ms(), &mut self.changes)?;
         self.record_regions(shared).map_err(|e| e.to_string())?;
         Ok(region)
     }
@@ -283,7 +278,7 @@ impl Pump {
     /// Time passed without output: an input region may end.
     fn tick(&mut self, shared: &Shared) -> Result<(), LoggerError> {
         self.changes.clear();
-        self.tracker.tick(self.cooker.cursor(), now_ms(), &mut self.changes);
+        self.pipe.tracker.tick(self.pipe.cooker.cursor(), now_ms(), &mut self.changes);
         Ok(self.record_regions(shared)?)
     }
 
@@ -294,7 +289,7 @@ impl Pump {
             let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
             self.regions.append(r)?;
         }
-        let shell = self.tracker.shell().clone();
+        let shell = self.pipe.tracker.shell().clone();
         let changes = std::mem::take(&mut self.changes);
         shared.publish(|live| {
             live.shell = shell;
@@ -327,23 +322,23 @@ impl Pump {
         self.lines.flush()?;
         // Lines the replay could not match with the file (a gap of an
         // older logger) must not be numbered twice: start afresh.
-        if self.cooker.cursor().line.0 != self.lines.lines() + 1 {
-            self.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
+        if self.pipe.cooker.cursor().line.0 != self.lines.lines() + 1 {
+            self.pipe.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
         }
         let had_gap = shared.dir.join(dtmcp_core::contract::GAP_PENDING).exists();
         super::gap::absorb(&shared.dir, &mut self.lines)?;
         if had_gap {
             // What the pane showed across the gap is in the gap's lines;
             // the unfinished line before it is not continued.
-            self.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
+            self.pipe.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
         }
-        self.tracker.raise_seq_floors(&store::read_marker_floors(&shared.dir));
-        self.floors_saved = floor_sum(&self.tracker);
-        let cursor = self.cooker.cursor();
-        self.tracker.close_orphans(shell_alive, cursor, now, &mut self.changes);
-        self.tracker.close_ended_unseen(shell_at_prompt, cursor, now, &mut self.changes);
+        self.pipe.tracker.raise_seq_floors(&store::read_marker_floors(&shared.dir));
+        self.floors_saved = floor_sum(&self.pipe.tracker);
+        let cursor = self.pipe.cooker.cursor();
+        self.pipe.tracker.close_orphans(shell_alive, cursor, now, &mut self.changes);
+        self.pipe.tracker.close_ended_unseen(shell_at_prompt, cursor, now, &mut self.changes);
         self.store_changes(shared)?;
-        if self.cooker.at_rest() {
+        if self.pipe.cooker.at_rest() {
             self.checkpoint(now)?;
         }
         self.publish(now, shared);
@@ -377,10 +372,10 @@ impl Pump {
         }
         let stored = self.resume(now).and_then(|()| self.cook_chunk(bytes, now, shared)).and_then(|()| {
             // An open input region may end at a prompt drawn without a newline.
-            if self.tracker.next_tick_ms().is_none() {
+            if self.pipe.tracker.next_tick_ms().is_none() {
                 return Ok(());
             }
-            self.tracker.after_output(&self.cooker.current_text(), self.cooker.cursor(), now, &mut self.changes);
+            self.pipe.after_output(now, &mut self.changes);
             self.store_changes(shared)
         });
         if let Err(e) = stored {
@@ -429,7 +424,7 @@ impl Pump {
             self.dropping = Some(Dropping { retry_ms: now + RETRY_MS, ..d });
             return Err(e);
         }
-        self.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
+        self.pipe.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
         self.checkpoint(now)
     }
 
@@ -445,7 +440,7 @@ impl Pump {
         };
         self.cook_part(&bytes[..at], now, shared)?;
         self.lines.flush()?;
-        if self.cooker.at_rest() {
+        if self.pipe.cooker.at_rest() {
             let raw_at = self.raw_len - (bytes.len() - at) as u64;
             self.checkpoint_at(raw_at, now)?;
         }
@@ -453,24 +448,15 @@ impl Pump {
         self.lines.flush()
     }
 
-    /// Cooks and tracks `bytes`, storing the lines and region records not
-    /// stored yet (a replay meets lines the old logger already wrote).
+    /// Cooks and tracks `bytes` through the core's one loop, storing the
+    /// lines and region records not stored yet (a replay meets lines the
+    /// old logger already wrote).
     fn cook_part(&mut self, bytes: &[u8], now: u64, shared: &Shared) -> Result<(), StoreError> {
-        for piece in bytes.chunks(FEED_BYTES) {
-            self.cooker.feed(piece, &mut self.events);
-            for i in 0..self.events.len() {
-                let running = self.tracker.open_regions().last().map(|r| r.command.as_str());
-                cook::name_screen(&mut self.events, i, running);
-                let event = &self.events[i];
-                if let CookEvent::Line { line, text } = event
-                    && line.0 > self.lines.lines()
-                {
-                    self.lines.push(text)?;
-                }
-                self.tracker.on_event(event, now, &mut self.changes);
-            }
-            self.cooker.recycle(&mut self.events);
-        }
+        let lines = &mut self.lines;
+        self.pipe.try_feed(bytes, now, &mut self.changes, |event| match event {
+            CookEvent::Line { line, text } if line.0 > lines.lines() => lines.push(text),
+            _ => Ok(()),
+        })?;
         self.save_floors()?;
         self.store_changes(shared)
     }
@@ -504,8 +490,12 @@ impl Pump {
     /// Takes a checkpoint at `raw_at`, where the cooker is at rest and
     /// every line and region record is stored.
     fn checkpoint_at(&mut self, raw_at: u64, now: u64) -> Result<(), StoreError> {
-        self.cooker.restart_parser();
-        let cp = Checkpoint { raw: raw_at, next_line: self.cooker.cursor().line.0, tracker: self.tracker.snapshot() };
+        self.pipe.cooker.restart_parser();
+        let cp = Checkpoint {
+            raw: raw_at,
+            next_line: self.pipe.cooker.cursor().line.0,
+            tracker: self.pipe.tracker.snapshot(),
+        };
         checkpoint::save(&self.dir, &cp)?;
         self.checkpoint_raw = raw_at;
         self.checkpoint_ms = now;
@@ -514,22 +504,22 @@ impl Pump {
 
     /// Saves the marker floors when a marker was believed in this chunk.
     fn save_floors(&mut self) -> Result<(), StoreError> {
-        let sum = floor_sum(&self.tracker);
+        let sum = floor_sum(&self.pipe.tracker);
         if sum == self.floors_saved {
             return Ok(());
         }
         self.floors_saved = sum;
-        match self.tracker.seq_floors() {
+        match self.pipe.tracker.seq_floors() {
             Some(floors) => self.floors.save(floors),
             None => Ok(()),
         }
     }
 
     fn publish(&mut self, now: u64, shared: &Shared) {
-        let cursor = self.cooker.cursor();
-        let text = self.cooker.current_text();
-        let typed = self.tracker.typed(cursor.line, &text);
-        let shell = self.tracker.shell().clone();
+        let cursor = self.pipe.cooker.cursor();
+        let text = self.pipe.cooker.current_text();
+        let typed = self.pipe.tracker.typed(cursor.line, &text);
+        let shell = self.pipe.tracker.shell().clone();
         let lines = self.lines.lines();
         let raw_len = self.raw_len;
         let changes = std::mem::take(&mut self.changes);

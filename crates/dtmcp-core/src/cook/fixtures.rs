@@ -1,6 +1,7 @@
 //! Reference tests from real bytes: every `tests/fixtures/cook/CASE/raw.log`
-//! (captured from a real tmux pane by `capture.sh` beside it) is cooked and
-//! tracked, and the result must equal the `session.txt` and
+//! of the workspace (captured from a real tmux pane by `capture.sh` beside
+//! it) is cooked and tracked as the logger does ([`crate::pipeline`]), and
+//! the result must equal the `session.txt` and
 //! `regions.jsonl` beside it, whether the log is fed whole, byte by byte
 //! or in pseudo-random chunks.
 //!
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use super::Cooker;
 use super::tests::lcg;
 use crate::marker::Secret;
+use crate::pipeline::Pipeline;
 use crate::region::{Region, RegionChange, RegionTracker};
 use crate::types::{CookEvent, LineNo, RegionId};
 
@@ -30,7 +32,7 @@ struct Expected {
 
 /// The fixture directories, in name order.
 fn cases() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cook");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/cook");
     let mut dirs: Vec<PathBuf> = fs::read_dir(&root)
         .unwrap_or_else(|err| panic!("reading {}: {err}", root.display()))
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
@@ -42,25 +44,20 @@ fn cases() -> Vec<PathBuf> {
 
 /// Cooks and tracks `raw`, fed in the pieces `chunks` gives.
 fn replay(raw: &[u8], secret: &Secret, mut chunks: impl FnMut() -> usize) -> Expected {
-    let mut cooker = Cooker::new(LineNo::FIRST);
-    let mut tracker = RegionTracker::new(Some(secret.clone()), RegionId(1));
-    let (mut events, mut changes) = (Vec::new(), Vec::new());
+    let tracker = RegionTracker::new(Some(secret.clone()), RegionId(1));
+    let mut pipe = Pipeline::new(Cooker::new(LineNo::FIRST), tracker);
+    let mut changes = Vec::new();
     let mut session = String::new();
     let mut rest = raw;
     while !rest.is_empty() {
         let (piece, tail) = rest.split_at(chunks().clamp(1, rest.len()));
         rest = tail;
-        cooker.feed(piece, &mut events);
-        for i in 0..events.len() {
-            let running = tracker.open_regions().last().map(|region| region.command.as_str());
-            super::name_screen(&mut events, i, running);
-            if let CookEvent::Line { text, .. } = &events[i] {
+        pipe.feed(piece, 0, &mut changes, |event| {
+            if let CookEvent::Line { text, .. } = event {
                 session.push_str(text);
                 session.push('\n');
             }
-            tracker.on_event(&events[i], 0, &mut changes);
-        }
-        cooker.recycle(&mut events);
+        });
     }
     Expected { session, regions: final_regions(changes) }
 }

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 
 use super::Cooker;
 use crate::marker::Secret;
+use crate::pipeline::Pipeline;
 use crate::region::RegionTracker;
 use crate::types::{CookEvent, LineNo, RegionId};
 
@@ -64,24 +65,21 @@ fn stream() -> impl Strategy<Value = Vec<u8>> {
 /// on the way that line numbers only grow and that the tracker copes.
 fn run(input: &[u8], cuts: &[usize]) -> (Vec<CookEvent>, String, u64) {
     let secret = Secret { keys: [11, 22, 33, 44] };
-    let mut cooker = Cooker::new(LineNo::FIRST);
-    let mut tracker = RegionTracker::new(Some(secret), RegionId(1));
+    let mut pipe = Pipeline::new(Cooker::new(LineNo::FIRST), RegionTracker::new(Some(secret), RegionId(1)));
     let (mut events, mut changes) = (Vec::new(), Vec::new());
     let mut last = LineNo::FIRST;
     let mut start = 0;
     for end in cuts.iter().copied().chain([input.len()]) {
         let end = end.clamp(start, input.len());
-        let before = events.len();
-        cooker.feed(&input[start..end], &mut events);
-        for event in &events[before..] {
+        pipe.feed(&input[start..end], 0, &mut changes, |event| {
             last = check_order(last, event);
-            tracker.on_event(event, 0, &mut changes);
-        }
-        assert!(cooker.cursor().line >= last, "cursor went back");
-        last = cooker.cursor().line;
+            events.push(event.clone());
+        });
+        assert!(pipe.cooker.cursor().line >= last, "cursor went back");
+        last = pipe.cooker.cursor().line;
         start = end;
     }
-    (events, cooker.current_text(), cooker.cursor().line.0)
+    (events, pipe.cooker.current_text(), pipe.cooker.cursor().line.0)
 }
 
 /// Lines come in order without gaps, and no event points before the last.

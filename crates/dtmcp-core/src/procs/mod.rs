@@ -279,9 +279,8 @@ fn read_mem(pid: i32, addr: u64, len: u64) -> Result<Vec<u8>, String> {
 
 /// A descriptor and what it is open on, for a reason: `descriptor 5 (pipe)`.
 fn fd_name(pid: i32, fd: u64) -> String {
-    match fd_target(pid, fd) {
-        Some(t) if t.starts_with('/') => format!("descriptor {fd} ({t})"),
-        Some(t) => format!("descriptor {fd} ({})", t.split(':').next().unwrap_or(&t).trim_start_matches("anon_inode")),
+    match fd_link(pid, fd) {
+        Some(link) => format!("descriptor {fd} ({})", parse::fd_label(&link)),
         None => format!("descriptor {fd}"),
     }
 }
@@ -310,12 +309,13 @@ fn by_wchan(pid: i32, base: &str, tty: &str) -> (Activity, String) {
     }
 }
 
-fn fd_target(pid: i32, fd: u64) -> Option<String> {
+/// What `/proc/PID/fd/FD` links to (see [`parse::fd_label`]).
+fn fd_link(pid: i32, fd: u64) -> Option<String> {
     fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok().map(|p| p.display().to_string())
 }
 
 fn fd_is_tty(pid: i32, fd: u64, tty: &str) -> bool {
-    fd_target(pid, fd).is_some_and(|t| t == tty)
+    fd_link(pid, fd).is_some_and(|link| parse::fd_is(&link, tty))
 }
 
 /// Whether the terminal reads lines with echo off (`ECHO` clear, `ICANON`

@@ -1,5 +1,26 @@
 //! Pure readers of `/proc` text: no file is opened here, so every rule is
 //! tested on captured text.
+//!
+//! `stat`, `syscall` and the targets of descriptor links are read with
+//! `procfs-core`'s parsers, handed the text [`super`] has already read:
+//! its types are the `procfs` crate's without the file access, so they
+//! cost no system call and no start-up work. Three wrinkles are handled
+//! here: procfs-core cuts a `stat` line at its parentheses without
+//! checking they are where the kernel puts them (text of another shape
+//! would panic there, so [`stat`] checks the shape first); it expects six
+//! arguments after every `syscall` number, while the kernel writes only
+//! `-1 sp pc` for a thread blocked outside a system call (that form is
+//! read here); and its `Status` insists on some thirty fields whose set
+//! varies with the kernel, so the one number wanted from `status` (the
+//! real uid) is read here too.
+//!
+//! What procfs-core has no parser for is read by hand: an epoll
+//! descriptor's `fdinfo` (the `tfd:` lines), the wait channel (`wchan`),
+//! `cmdline`, the system call numbers of each architecture, and the
+//! `pollfd` arrays and `fd_set` bitmaps read from a process's memory.
+
+use procfs_core::FromRead;
+use procfs_core::process::FDTarget;
 
 /// The fields of `/proc/PID/stat` this crate uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,19 +42,17 @@ pub struct Stat {
 /// Reads `pid (comm) state ppid pgrp session tty_nr tpgid …`. The command
 /// name may hold spaces and `)`, so it ends at the last `)`.
 pub fn stat(text: &str) -> Option<Stat> {
-    let (head, rest) = text.rsplit_once(')')?;
-    let (pid, comm) = head.split_once(" (")?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let state = f.first()?.chars().next()?;
-    let num = |i: usize| f.get(i)?.parse().ok();
-    Some(Stat {
-        pid: pid.trim().parse().ok()?,
-        comm: comm.to_string(),
-        state,
-        ppid: num(1)?,
-        pgrp: num(2)?,
-        tpgid: num(5)?,
-    })
+    // procfs-core slices at `" ("` before the first `(` and `") "` after
+    // the last `)` unchecked: both must be there.
+    let line = text.trim();
+    let (open, close) = (line.find('(')?, line.rfind(')')?);
+    let shaped =
+        open > 0 && close > open && line.as_bytes()[open - 1] == b' ' && line.as_bytes().get(close + 1) == Some(&b' ');
+    if !shaped {
+        return None;
+    }
+    let s = procfs_core::process::Stat::from_read(line.as_bytes()).ok()?;
+    Some(Stat { pid: s.pid, comm: s.comm, state: s.state, ppid: s.ppid, pgrp: s.pgrp, tpgid: s.tpgid })
 }
 
 /// The real uid from `/proc/PID/status` (`Uid:\treal\teffective\tsaved\tfs`).
@@ -62,26 +81,17 @@ pub enum Syscall {
 /// Reads `nr arg0 … arg5 sp pc` (numbers in hex after the first), `-1 sp pc`
 /// or `running`.
 pub fn syscall(text: &str) -> Option<Syscall> {
-    let mut f = text.split_whitespace();
-    let first = f.next()?;
-    if first == "running" {
-        return Some(Syscall::Running);
+    use procfs_core::process::Syscall as Read;
+    match Read::from_read(text.as_bytes()) {
+        Ok(Read::Running) => Some(Syscall::Running),
+        Ok(Read::Blocked { syscall_number, argument_registers, .. }) => match u64::try_from(syscall_number) {
+            Ok(nr) => Some(Syscall::In { nr, args: argument_registers }),
+            Err(_) => Some(Syscall::Outside),
+        },
+        // The short form procfs-core does not take (see the module doc).
+        Err(_) if text.split_whitespace().next() == Some("-1") => Some(Syscall::Outside),
+        _ => None,
     }
-    if first == "-1" {
-        return Some(Syscall::Outside);
-    }
-    let nr = first.parse().ok()?;
-    let mut args = [0u64; 6];
-    for (i, arg) in args.iter_mut().enumerate() {
-        let text = f.next();
-        // The first argument must be there; the others are read when present.
-        match text.map(|t| u64::from_str_radix(t.trim_start_matches("0x"), 16)) {
-            Some(Ok(v)) => *arg = v,
-            _ if i == 0 => return None,
-            _ => break,
-        }
-    }
-    Some(Syscall::In { nr, args })
 }
 
 /// A system call a thread can wait in, by what it waits for, whatever the
@@ -188,6 +198,27 @@ pub fn epoll_fds(fdinfo: &str) -> Vec<u64> {
         .filter_map(|l| l.trim_start().strip_prefix("tfd:"))
         .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
         .collect()
+}
+
+/// What a descriptor is open on, as a reason names it, from its
+/// `/proc/PID/fd/N` link: a path as it is, else the kind of object
+/// (`pipe`, `socket`).
+pub fn fd_label(link: &str) -> String {
+    match link.parse::<FDTarget>() {
+        Ok(FDTarget::Path(path)) => path.display().to_string(),
+        Ok(FDTarget::MemFD(_)) => link.to_string(),
+        Ok(FDTarget::Socket(_)) => "socket".into(),
+        Ok(FDTarget::Net(_)) => "net".into(),
+        Ok(FDTarget::Pipe(_)) => "pipe".into(),
+        Ok(FDTarget::AnonInode(_)) => String::new(),
+        Ok(FDTarget::Other(kind, _) | FDTarget::Unknown(kind, _)) => kind,
+        Err(_) => link.split(':').next().unwrap_or(link).to_string(),
+    }
+}
+
+/// Whether a descriptor's link names the file at `path` (a terminal's).
+pub fn fd_is(link: &str, path: &str) -> bool {
+    matches!(link.parse::<FDTarget>(), Ok(FDTarget::Path(p)) if p.as_os_str() == path)
 }
 
 /// What kind of wait a system call (x86_64 numbers) or wait channel is.
@@ -431,9 +462,10 @@ mod tests {
 
     use super::*;
 
-    /// Captured from a bash at its prompt, from `python3 -q` and a name with `) (` in it.
+    /// Captured from a bash at its prompt, from `python3 -q` and a name with `) (` in it
+    /// (a busy bash copied to that name).
     const BASH: &str = "4242 (bash) S 4200 4242 4242 34816 4242 4194560 1082 0 0 0 1 0 0 0 20 0 1 0 1234 8589312 1280 18446744073709551615 1 1 0 0 0 0 65536 3686404 1266761467 0 0 0 17 1 0 0 0 0 0";
-    const ODD: &str = "77 (a) b (c) R 1 77 77 0 -1 4194304 0";
+    const ODD: &str = "13463 (a) b (c) R 13460 13460 9601 0 -1 4194304 197 0 0 0 6 0 0 0 20 0 1 0 246096 4464640 739 18446744073709551615 93869868961792 93869869751197 140730993081248 0 0 0 0 6 65536 0 0 0 17 0 0 0 0 0 0 93869869984496 93869870032740 93869968146432 140730993085138 140730993085174 140730993085174 140730993086443 0\n";
 
     #[test]
     fn stat_of_a_shell() {
@@ -455,6 +487,33 @@ mod tests {
         assert_eq!(stat(text), None);
     }
 
+    /// Command names as odd as a process can choose (`prctl`, a file
+    /// name), in an otherwise real line, and lines cut where procfs-core
+    /// would slice them without looking.
+    #[rstest]
+    #[case::space("a b", Some("a b"))]
+    #[case::parens_only("()", Some("()"))]
+    #[case::close_then_space(") ", Some(") "))]
+    #[case::open_paren_first("(x", Some("(x"))]
+    #[case::empty("", Some(""))]
+    #[case::multibyte("ü)(ü", Some("ü)(ü"))]
+    fn command_names_of_any_shape(#[case] comm: &str, #[case] want: Option<&str>) {
+        let rest = BASH.split_once(") ").map_or("", |(_, rest)| rest);
+        let line = format!("4242 ({comm}) {rest}");
+        assert_eq!(stat(&line).map(|s| s.comm).as_deref(), want, "{line}");
+    }
+
+    #[rstest]
+    #[case::nothing_after_the_name("1 (x)")]
+    #[case::no_space_after_the_name("1 (x)S 1 2")]
+    #[case::no_space_before_the_name("1(x) S 1 2")]
+    #[case::closed_before_opened("1 )x( S 1 2")]
+    #[case::only_an_open("1 (x S 1 2")]
+    #[case::multibyte_before_the_name("ü(x) S 1 2")]
+    fn misshapen_stat_lines_are_refused_not_panicked_on(#[case] text: &str) {
+        assert_eq!(stat(text), None);
+    }
+
     #[test]
     fn uid_is_the_real_one() {
         let status =
@@ -471,6 +530,42 @@ mod tests {
     #[case::running("running", Syscall::Running)]
     fn syscall_lines(#[case] text: &str, #[case] want: Syscall) {
         assert_eq!(syscall(text), Some(want));
+    }
+
+    #[rstest]
+    #[case::empty("")]
+    #[case::word("sleeping")]
+    #[case::no_arguments("0")]
+    #[case::cut_short("0 0x0 0x7ffd")]
+    #[case::not_hex("0 0xzz 0x1 0x0 0x0 0x0 0x0 0x7ffe 0x7f01")]
+    fn bad_syscall_lines(#[case] text: &str) {
+        assert_eq!(syscall(text), None);
+    }
+
+    /// Links as `readlink /proc/PID/fd/N` shows them.
+    #[rstest]
+    #[case::tty("/dev/pts/3", "/dev/pts/3")]
+    #[case::file_with_colon("/tmp/a:b", "/tmp/a:b")]
+    #[case::deleted_file("/tmp/x (deleted)", "/tmp/x (deleted)")]
+    #[case::memfd("/memfd:wayland-shm (deleted)", "/memfd:wayland-shm (deleted)")]
+    #[case::pipe("pipe:[123456]", "pipe")]
+    #[case::socket("socket:[98765]", "socket")]
+    #[case::net("net:[4026531840]", "net")]
+    #[case::anon_inode("anon_inode:[eventpoll]", "")]
+    #[case::other_kind("mnt:[4026531841]", "mnt")]
+    #[case::unknown_kind("weird:thing", "weird")]
+    #[case::no_kind(":[1]", "")]
+    fn descriptor_links(#[case] link: &str, #[case] want: &str) {
+        assert_eq!(fd_label(link), want);
+    }
+
+    #[rstest]
+    #[case::same("/dev/pts/3", "/dev/pts/3", true)]
+    #[case::other_tty("/dev/pts/30", "/dev/pts/3", false)]
+    #[case::pipe("pipe:[3]", "/dev/pts/3", false)]
+    #[case::deleted("/dev/pts/3 (deleted)", "/dev/pts/3", false)]
+    fn descriptor_on_the_terminal(#[case] link: &str, #[case] tty: &str, #[case] want: bool) {
+        assert_eq!(fd_is(link, tty), want);
     }
 
     #[rstest]
