@@ -128,7 +128,7 @@ impl Terminal {
         let dir = self.files_dir(&job);
         let remote = dir.starts_with('~');
         if remote && !p.retry && crate::hosts::missing_since(home, &host, now).is_some() {
-            return Err(ToolError::Refused(missing(&s.name, &host, shell, true)));
+            return Err(ToolError::Refused(missing(&s.name, &host, shell, Learned::Earlier)));
         }
         let secret = std::fs::read_to_string(s.dir.join(dtmcp_core::store::files::SECRET))
             .map_err(|e| ToolError::Failed(format!("reading the session's secret: {e}")))?;
@@ -154,7 +154,7 @@ impl Terminal {
                 crate::hosts::remember_missing(home, &host, now).map_err(|e| {
                     ToolError::Failed(format!("the files are missing on {host}, and remembering that failed: {e}"))
                 })?;
-                Err(ToolError::Failed(missing(&s.name, &host, shell, false)))
+                Err(ToolError::Failed(missing(&s.name, &host, shell, Learned::Now)))
             }
             Loaded::Missing => Err(ToolError::Failed(format!(
                 "{} could not read {dir}/{}; the server's shell directory may be gone (a restart of the server writes it again). Nothing else was changed.",
@@ -277,11 +277,22 @@ fn unsupported(session: &str, name: &str) -> String {
     )
 }
 
+/// When a host was found without the integration files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Learned {
+    /// In the last 12 hours, as remembered: nothing was typed this time.
+    Earlier,
+    /// Just now: the shell said the file is not there.
+    Now,
+}
+
 /// The reply for a host without the files.
-fn missing(session: &str, host: &str, shell: Shell, remembered: bool) -> String {
-    let when = match remembered {
-        true => "was found without the integration files in the last 12 hours, so nothing was typed",
-        false => "has no integration files (the shell said the file is not there); this is remembered for 12 hours",
+fn missing(session: &str, host: &str, shell: Shell, learned: Learned) -> String {
+    let when = match learned {
+        Learned::Earlier => "was found without the integration files in the last 12 hours, so nothing was typed",
+        Learned::Now => {
+            "has no integration files (the shell said the file is not there); this is remembered for 12 hours"
+        }
     };
     format!(
         "{host} {when}. Ask the user to run `docent-terminal-mcp install {host}` on the server's host once (it copies them to ~/.local/share/docent-terminal-mcp/v{}), then call shell_integrate session={session} retry=true. Until then the {} in {session} works by prompt matching, without exit statuses.",

@@ -22,7 +22,7 @@ use super::output::{self, Plan};
 use super::program::{self, Target};
 use super::read::{fetch, last_line};
 use super::reply::{Reply, ToolError};
-use super::views::{self, ScreenMode};
+use super::views::{self, PaneState, ScreenMode};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
@@ -186,7 +186,7 @@ impl Terminal {
             None => {
                 let actor = self.actor();
                 let _hold = self.inner.holds.take(&s.name, &actor, "send").map_err(ToolError::Refused)?;
-                let typed = self.type_in(pane, &req, state.in_mode).await?;
+                let typed = self.type_in(pane, &req, &state).await?;
                 if let Some(text) = &req.text {
                     let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
                     let enter = match enter || text.contains(['\r', '\n']) {
@@ -221,11 +221,12 @@ impl Terminal {
         Ok(out)
     }
 
-    /// Leaves copy mode if need be, types the text, presses the keys; says what it did.
-    async fn type_in(&self, pane: &str, req: &Request, in_mode: bool) -> Result<String, ToolError> {
+    /// Leaves copy mode if the pane (in `state`) is in it, types the text,
+    /// presses the keys; says what it did.
+    async fn type_in(&self, pane: &str, req: &Request, state: &PaneState) -> Result<String, ToolError> {
         let tmux = &self.sessions().tmux;
         let mut done = Vec::new();
-        if in_mode {
+        if state.in_mode {
             tmux.leave_mode(pane).await?;
             done.push("left copy mode".to_string());
         }

@@ -156,8 +156,9 @@ impl Shape {
         last: LineNo,
         tail: Option<&str>,
     ) -> Result<Option<String>, ToolError> {
-        let Some(SaveTo { path, overwrite }) = &self.save_to else { return Ok(None) };
-        let mut f = open_target(path, *overwrite).map_err(ToolError::Failed)?;
+        let Some(target) = &self.save_to else { return Ok(None) };
+        let path = &target.path;
+        let mut f = open_target(target).map_err(ToolError::Failed)?;
         let err = |e: std::io::Error| ToolError::Failed(format!("writing {}: {e}", path.display()));
         let mut from = first;
         let mut count = 0u64;
@@ -256,15 +257,15 @@ fn within(path: &Path, root: &Path) -> bool {
 }
 
 /// Opens the target without following a symlink planted meanwhile.
-fn open_target(path: &Path, overwrite: bool) -> Result<std::fs::File, String> {
+fn open_target(target: &SaveTo) -> Result<std::fs::File, String> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
-    if overwrite {
+    if target.overwrite {
         opts.create(true).truncate(true);
     } else {
         opts.create_new(true);
     }
-    opts.open(path).map_err(|e| format!("save_to: cannot write {}: {e}", path.display()))
+    opts.open(&target.path).map_err(|e| format!("save_to: cannot write {}: {e}", target.path.display()))
 }
 
 #[cfg(test)]
