@@ -61,14 +61,56 @@ enum Failure {
     Refused(String),
 }
 
+/// Whether the client waits for an answer to a message it sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Awaits {
+    /// A request: it is answered whatever happens.
+    Answer,
+    /// A notification, or a response to the server: nothing comes back.
+    Nothing,
+}
+
+/// The MCP session the bridge speaks in, as the server named it.
+#[derive(Clone, Debug, Default)]
+struct McpSession {
+    /// The session id (the `mcp-session-id` header), once the server gave one.
+    id: Option<String>,
+    /// The protocol version the server chose at `initialize`.
+    version: Option<String>,
+}
+
+/// Where the bridge stopped reading an event stream, to go on from there.
+#[derive(Clone, Debug)]
+struct Resume {
+    /// The server process that sent the events (`/health`'s instance).
+    instance: String,
+    /// The MCP session they were sent in.
+    session: String,
+    /// The id of the last event read.
+    event: String,
+}
+
+/// How a reconnect tries to get a server to answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// The client's first `initialize` is still unanswered: send it, and
+    /// its answer goes to the client.
+    FirstInitialize,
+    /// Go on in the same MCP session (a `ping` takes it up again).
+    SameSession,
+    /// Make a new MCP session with the client's `initialize`, its answer
+    /// kept from the client, which has its own already.
+    NewSession,
+}
+
 /// The bridge's shared state.
 struct Bridge {
     socket: PathBuf,
     actor: Option<String>,
     /// The client's `initialize` request, replayed on reconnect.
     init: Mutex<Option<Value>>,
-    /// The current MCP session id and protocol version.
-    session: std::sync::Mutex<(Option<String>, Option<String>)>,
+    /// The current MCP session.
+    session: std::sync::Mutex<McpSession>,
     /// Bumped at every successful reconnect.
     generation: AtomicU64,
     /// Held while reconnecting.
@@ -94,7 +136,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         socket,
         actor,
         init: Mutex::new(None),
-        session: std::sync::Mutex::new((None, None)),
+        session: std::sync::Mutex::new(McpSession::default()),
         generation: AtomicU64::new(0),
         reconnecting: Mutex::new(()),
         init_answered: Default::default(),
@@ -143,38 +185,39 @@ impl Bridge {
             Some("initialize") => {
                 *self.init.lock().await = Some(msg.clone());
                 // In order: nothing else may go before the session exists.
-                self.forward(msg, true).await;
+                self.forward(msg, Awaits::Answer).await;
                 self.init_answered.store(true, Ordering::SeqCst);
             }
             Some("tools/call") => {
                 add_key(&mut msg);
-                tokio::spawn(async move { self.forward(msg, true).await });
+                tokio::spawn(async move { self.forward(msg, Awaits::Answer).await });
             }
             _ if is_request => {
-                tokio::spawn(async move { self.forward(msg, true).await });
+                tokio::spawn(async move { self.forward(msg, Awaits::Answer).await });
             }
             // Notifications and responses: in order, quick.
-            _ => self.forward(msg, false).await,
+            _ => self.forward(msg, Awaits::Nothing).await,
         }
     }
 
     /// Sends `msg` until it is answered, reconnecting as needed; a request
     /// is answered whatever happens (an error, if no server comes back).
-    async fn forward(&self, msg: Value, is_request: bool) {
+    async fn forward(&self, msg: Value, awaits: Awaits) {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
-        if is_request {
+        if awaits == Awaits::Answer {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(id.clone());
         }
-        self.forward_until_answered(&msg, &id, is_request).await;
-        if is_request {
+        self.forward_until_answered(&msg, &id, awaits).await;
+        if awaits == Awaits::Answer {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != id);
         }
     }
 
-    async fn forward_until_answered(&self, msg: &Value, id: &Value, is_request: bool) {
+    async fn forward_until_answered(&self, msg: &Value, id: &Value, awaits: Awaits) {
+        let is_request = awaits == Awaits::Answer;
         loop {
             let seen = self.generation.load(Ordering::SeqCst);
-            match self.exchange(msg, is_request).await {
+            match self.exchange(msg, awaits).await {
                 Ok(()) => return,
                 Err(Failure::Refused(why)) => {
                     if is_request {
@@ -239,31 +282,35 @@ impl Bridge {
         let Some(init) = self.init.lock().await.clone() else { return false };
         eprintln!("docent-terminal-mcp connect: the server went away ({why}); reconnecting");
         let started = Instant::now();
-        let first = !self.init_answered.load(Ordering::SeqCst);
-        let mut same_session = !first && self.session.lock().unwrap_or_else(|e| e.into_inner()).0.is_some();
+        let has_session = self.session.lock().unwrap_or_else(|e| e.into_inner()).id.is_some();
+        let mut attempt = match (self.init_answered.load(Ordering::SeqCst), has_session) {
+            (false, _) => Attempt::FirstInitialize,
+            (true, true) => Attempt::SameSession,
+            (true, false) => Attempt::NewSession,
+        };
         let mut pause = Duration::from_millis(50);
         while started.elapsed() < GIVE_UP_AFTER {
-            let outcome = match (same_session, first) {
-                (true, _) => self.ping().await,
+            let outcome = match attempt {
+                Attempt::SameSession => self.ping().await,
                 // The client's very first initialize is answered to the
                 // client; a replayed one is not (the client already has
                 // its answer).
-                (false, true) => {
-                    *self.session.lock().unwrap_or_else(|e| e.into_inner()) = (None, None);
-                    self.exchange(&init, true).await
+                Attempt::FirstInitialize => {
+                    *self.session.lock().unwrap_or_else(|e| e.into_inner()) = McpSession::default();
+                    self.exchange(&init, Awaits::Answer).await
                 }
-                (false, false) => self.initialize_again(&init).await,
+                Attempt::NewSession => self.initialize_again(&init).await,
             };
             match outcome {
                 Ok(()) => {
-                    if !first {
+                    if attempt != Attempt::FirstInitialize {
                         eprintln!("docent-terminal-mcp connect: reconnected");
                     }
                     self.generation.fetch_add(1, Ordering::SeqCst);
                     return true;
                 }
-                Err(Failure::Forgotten | Failure::Refused(_)) if same_session => {
-                    same_session = false;
+                Err(Failure::Forgotten | Failure::Refused(_)) if attempt == Attempt::SameSession => {
+                    attempt = Attempt::NewSession;
                     continue;
                 }
                 Err(_) => {}
@@ -284,13 +331,13 @@ impl Bridge {
     /// A new MCP session with the client's `initialize`, its answer kept
     /// from the client (which has its own already).
     async fn initialize_again(&self, init: &Value) -> Result<(), Failure> {
-        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = (None, None);
+        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = McpSession::default();
         let (headers, answer) = self.post(init).await?;
         self.remember(&headers);
         let version = answer.iter().find_map(|m| m["result"]["protocolVersion"].as_str().map(str::to_string));
-        self.session.lock().unwrap_or_else(|e| e.into_inner()).1 = version;
+        self.session.lock().unwrap_or_else(|e| e.into_inner()).version = version;
         let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let _ = self.exchange(&done, false).await;
+        let _ = self.exchange(&done, Awaits::Nothing).await;
         self.moved.send_modify(|n| *n += 1);
         Ok(())
     }
@@ -298,19 +345,19 @@ impl Bridge {
     fn remember(&self, headers: &hyper::HeaderMap) {
         let mut session = self.session.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
-            session.0 = Some(id.to_string());
+            session.id = Some(id.to_string());
         }
     }
 
     /// One POST whose answers go to the client.
-    async fn exchange(&self, msg: &Value, is_request: bool) -> Result<(), Failure> {
+    async fn exchange(&self, msg: &Value, awaits: Awaits) -> Result<(), Failure> {
         let id = msg.get("id").cloned();
         let (headers, messages) = self.post(msg).await?;
         self.remember(&headers);
-        let mut answered = !is_request;
+        let mut answered = awaits == Awaits::Nothing;
         for m in messages {
             if let Some(v) = m.get("result").and_then(|r| r.get("protocolVersion")).and_then(Value::as_str) {
-                self.session.lock().unwrap_or_else(|e| e.into_inner()).1 = Some(v.to_string());
+                self.session.lock().unwrap_or_else(|e| e.into_inner()).version = Some(v.to_string());
             }
             answered |= m.get("id") == id.as_ref() && (m.get("result").is_some() || m.get("error").is_some());
             self.emit(m);
@@ -365,9 +412,9 @@ impl Bridge {
     /// A request to `/mcp` with this bridge's session, protocol version and
     /// actor.
     fn request(&self, method: hyper::Method) -> hyper::http::request::Builder {
-        let (session, version) = self.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let McpSession { id, version } = self.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut request = hyper::Request::builder().method(method).uri("/mcp").header("host", "localhost");
-        if let Some(s) = session {
+        if let Some(s) = id {
             request = request.header(SESSION_HEADER, s);
         }
         if let Some(v) = version {
@@ -397,12 +444,11 @@ impl Bridge {
     /// changes. It stops only if the server has no such stream (405).
     async fn listen(self: Arc<Self>) {
         let mut moved = self.moved.subscribe();
-        // Where the last stream stopped: server instance, MCP session,
-        // the id of the last event read.
-        let mut last: Option<(String, String, String)> = None;
+        // Where the last stream stopped.
+        let mut last: Option<Resume> = None;
         let mut pause = LISTEN_PAUSE;
         loop {
-            let session = self.session.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
+            let session = self.session.lock().unwrap_or_else(|e| e.into_inner()).id.clone();
             let Some(session) = session.filter(|_| self.init_answered.load(Ordering::SeqCst)) else {
                 tokio::time::sleep(LISTEN_PAUSE).await;
                 continue;
@@ -412,11 +458,12 @@ impl Bridge {
                 pause = (pause * 2).min(Duration::from_secs(1));
                 continue;
             };
-            let resume = last.as_ref().filter(|(i, s, _)| *i == instance && *s == session).map(|(.., id)| id.clone());
+            let resume =
+                last.as_ref().filter(|r| r.instance == instance && r.session == session).map(|r| r.event.clone());
             moved.mark_unchanged();
             let mut sse = Sse::default();
             let outcome = self.events(resume.as_deref(), &mut sse, &mut moved).await;
-            let read = sse.last_id.take().map(|id| (instance, session, id));
+            let read = sse.last_id.take().map(|event| Resume { instance, session, event });
             match outcome {
                 Listened::Unsupported => return,
                 Listened::Refused => last = None,

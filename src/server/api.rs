@@ -135,7 +135,7 @@ pub async fn close(State(app): State<App>, Path(name): Path<String>, body: Optio
     let force = body.is_some_and(|b| b.force);
     match app.terminal.close_session(&name, force, None).await {
         Ok(text) => Json(json!({ "closed": name, "message": text })).into_response(),
-        Err(text) => (StatusCode::CONFLICT, Json(json!({ "error": text }))).into_response(),
+        Err(e) => (StatusCode::CONFLICT, Json(json!({ "error": e.to_string() }))).into_response(),
     }
 }
 

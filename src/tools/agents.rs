@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::Terminal;
+use super::holds::Enter;
 use crate::session::LoggerClient;
 use dtmcp_core::agent_state::{AgentState, LeftText};
 use dtmcp_core::protocol::Status;
@@ -169,15 +170,9 @@ impl Terminal {
 impl Terminal {
     /// Records what the calling agent typed at session `name`'s prompt
     /// when the logger's state was `before`: kept while it is left
-    /// unsubmitted, dropped once submitted.
-    pub(super) async fn note_left(
-        &self,
-        name: &str,
-        text: &str,
-        submitted: bool,
-        before: &dtmcp_core::protocol::Status,
-    ) {
-        let left = (!submitted).then(|| LeftText {
+    /// unsubmitted, dropped once Enter submitted it.
+    pub(super) async fn note_left(&self, name: &str, text: &str, enter: Enter, before: &Status) {
+        let left = (enter == Enter::NotPressed).then(|| LeftText {
             text: text.to_string(),
             prompts: before.mark.prompts,
             regions: before.mark.regions,

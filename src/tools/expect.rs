@@ -12,8 +12,11 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
+use super::holds::Enter;
 use super::program::{self, Target};
-use super::run::{command_lines, describe, ready_status, timeout_ms};
+use super::reply::{Reply, ToolError};
+use super::report::{Waited, describe};
+use super::run::{command_lines, ready_status, timeout_ms};
 use super::shape::Shape;
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
@@ -94,37 +97,37 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn expect_body(&self, p: ExpectParams) -> Result<String, String> {
-        let timeout = timeout_ms(p.timeout)?;
-        let checked = check(&p)?;
-        let lines = p.command.as_deref().map(command_lines).transpose()?;
+    async fn expect_body(&self, p: ExpectParams) -> Result<Reply, ToolError> {
+        let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
+        let checked = check(&p).map_err(ToolError::BadInput)?;
+        let lines = p.command.as_deref().map(command_lines).transpose().map_err(ToolError::BadInput)?;
         if lines.as_ref().is_some_and(|l| l.len() > 1) {
-            return Err("expect types one command line; run the others first".into());
+            return Err(ToolError::BadInput("expect types one command line; run the others first".into()));
         }
-        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
+        let s = self.sessions().resolve(&p.session).await?;
+        let mut logger = self.sessions().logger(&s).await?;
         let actor = self.actor();
         let hold = match &lines {
-            Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect")?),
+            Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect").map_err(ToolError::Refused)?),
             None => None,
         };
         let mut before = match &lines {
             Some(_) => ready_status(&s, &mut logger).await?,
-            None => logger.status().await.map_err(|e| e.to_string())?,
+            None => logger.status().await?,
         };
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
             let target = program::target(&s, &before).await?;
             if matches!(target, Target::Shell) {
-                before = self.clear_stray_answers(&s, &mut logger, before).await?.0;
+                before = self.clear_stray_answers(&s, &mut logger, before).await?.status;
                 let last = self.last_typed(&s);
                 if let Some(why) =
                     super::holds::refusal(&s.name, &before, last.as_ref(), &actor, s.pane.session_attached)
                 {
-                    return Err(why);
+                    return Err(ToolError::Refused(why));
                 }
             }
-            self.type_line(&s, &mut logger, (&before, Some(target)), line).await?;
-            self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, &before);
+            self.type_line(&s, &mut logger, &before, Some(target), line).await?;
+            self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, Enter::Pressed, &before);
         }
         drop(hold);
         let deadline = Instant::now() + Duration::from_millis(timeout);
@@ -139,7 +142,7 @@ impl Terminal {
         checked: &Checked,
         start: Mark,
         deadline: Instant,
-    ) -> Result<String, String> {
+    ) -> Result<Reply, ToolError> {
         let mut mark = start;
         let mut log = String::new();
         for answers in 0..=MAX_ANSWERS {
@@ -152,11 +155,11 @@ impl Terminal {
                 timeout_ms: left.max(1),
                 full_screen: false,
             };
-            let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+            let (reason, status) = logger.wait(spec).await?;
             let note = match reason {
                 WaitReason::Matched(line) => {
                     let text = line_text(logger, &status, line).await?;
-                    match self.apply(s, logger, (&status, checked), &text).await? {
+                    match self.apply(s, logger, &status, checked, &text).await? {
                         Some(done) => done,
                         None if answers < MAX_ANSWERS => {
                             let _ = writeln!(log, "answered line {line}: {}", quote(&text));
@@ -177,19 +180,22 @@ impl Terminal {
                 }
                 _ => String::new(),
             };
-            return self.reply(s, logger, (&status, &reason), start, log, note).await;
+            let ending = Ending { status: &status, reason: &reason, start, log, note };
+            return self.reply(s, logger, ending).await;
         }
-        Err("expect ended without an outcome".into())
+        Err(ToolError::Failed("expect ended without an outcome".into()))
     }
 
-    /// Applies the first rule matching `text`; `Some` ends the loop.
+    /// Applies the first rule matching `text`, a line of output when the
+    /// logger's status was `status`; `Some` ends the loop.
     async fn apply(
         &self,
         s: &Session,
         logger: &mut LoggerClient,
-        (status, checked): (&Status, &Checked),
+        status: &Status,
+        checked: &Checked,
         text: &str,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, ToolError> {
         let bytes = text.as_bytes();
         // A prompt's trailing blank is trimmed from the log; a pattern may name it.
         let padded = format!("{text} ");
@@ -202,59 +208,68 @@ impl Terminal {
         };
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
-        let err = |e: crate::tmux::TmuxError| e.to_string();
         match action {
             Action::Stop => return Ok(Some(format!("a stop rule matched: {}", quote(text)))),
-            Action::Line(l) => self.type_line(s, logger, (status, program::target(s, status).await.ok()), l).await?,
-            Action::Text(t) => tmux.send_text(pane, t).await.map_err(err)?,
+            Action::Line(l) => self.type_line(s, logger, status, program::target(s, status).await.ok(), l).await?,
+            Action::Text(t) => tmux.send_text(pane, t).await?,
             Action::Keys(keys) => {
                 for key in keys {
                     match key {
                         Key::Named(name) => tmux.send_key(pane, name).await,
                         Key::Char(c) => tmux.send_text(pane, c.encode_utf8(&mut [0; 4])).await,
-                    }
-                    .map_err(err)?;
+                    }?;
                 }
             }
         }
         Ok(None)
     }
 
-    /// Types `line` and Enter; into a program, an input region opens first.
+    /// Types `line` and Enter where `target` says, the logger's status being
+    /// `status`; into a program, an input region opens first.
     async fn type_line(
         &self,
         s: &Session,
         logger: &mut LoggerClient,
-        (status, target): (&Status, Option<Target>),
+        status: &Status,
+        target: Option<Target>,
         line: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), ToolError> {
         if let Some(Target::Program(job)) = &target {
             program::open_input(s, logger, status, job, line).await?;
         }
         let tmux = &self.sessions().tmux;
-        tmux.send_line(s.pane.pane_id.as_str(), line).await.map_err(|e| e.to_string())
+        Ok(tmux.send_line(s.pane.pane_id.as_str(), line).await?)
     }
 
-    async fn reply(
-        &self,
-        s: &Session,
-        logger: &mut LoggerClient,
-        (status, reason): (&Status, &WaitReason),
-        start: Mark,
-        log: String,
-        note: String,
-    ) -> Result<String, String> {
+    /// The reply once answering has ended: the answers given, then the
+    /// command's report under expect's own word on the outcome.
+    async fn reply(&self, s: &Session, logger: &mut LoggerClient, ending: Ending<'_>) -> Result<Reply, ToolError> {
+        let Ending { status, reason, start, log, note } = ending;
         let region = match status.mark.regions > start.regions {
-            true => logger.region(RegionId(start.regions + 1)).await.map_err(|e| e.to_string())?,
+            true => logger.region(RegionId(start.regions + 1)).await?,
             false => None,
         };
         let note = (!note.is_empty()).then_some(note.as_str());
-        let body =
-            describe(s, logger, (status, reason), region.as_ref(), start.line, (&Shape::default(), note)).await?;
-        let mut out = log;
-        out.push_str(&body);
-        Ok(out)
+        let waited = Waited { status, reason, region: region.as_ref(), typed_on: start.line };
+        let body = describe(s, logger, &waited, &Shape::default(), note).await?;
+        Ok(body.lead(&log))
     }
+}
+
+/// How answering ended, before the reply is composed.
+struct Ending<'a> {
+    /// The logger's status then.
+    status: &'a Status,
+    /// Why the last wait stopped.
+    reason: &'a WaitReason,
+    /// The mark answering started from: the command's region is the first
+    /// one after it.
+    start: Mark,
+    /// One line per answer given.
+    log: String,
+    /// expect's own word on the outcome (empty: none), in place of the
+    /// headline.
+    note: String,
 }
 
 /// Where to look from when answering a program that already runs: its
@@ -270,11 +285,11 @@ fn resume_mark(status: &Status) -> Mark {
 }
 
 /// The text of `line`: the unfinished line from the status, else the log.
-async fn line_text(logger: &mut LoggerClient, status: &Status, line: LineNo) -> Result<String, String> {
+async fn line_text(logger: &mut LoggerClient, status: &Status, line: LineNo) -> Result<String, ToolError> {
     if line >= status.mark.line {
         return Ok(status.current_text.clone());
     }
-    Ok(logger.read(line, 1).await.map_err(|e| e.to_string())?.into_iter().next().unwrap_or_default())
+    Ok(logger.read(line, 1).await?.into_iter().next().unwrap_or_default())
 }
 
 fn quote(text: &str) -> String {

@@ -7,6 +7,7 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
+use super::reply::ToolError;
 use crate::docent::texts::{self, TOPICS};
 
 /// Arguments of `guide`.
@@ -28,7 +29,7 @@ impl Terminal {
         meta = super::always_load()
     )]
     pub async fn guide(&self, Parameters(p): Parameters<GuideParams>) -> CallToolResult {
-        self.call("guide", None, async move { guide_text(p.topic.as_deref()) }).await
+        self.call("guide", None, async move { guide_text(p.topic.as_deref()).map_err(ToolError::BadInput) }).await
     }
 }
 

@@ -67,6 +67,15 @@ pub struct Typed {
     pub at: Instant,
 }
 
+/// Whether Enter was pressed after a piece of typed text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enter {
+    /// It was: the text was submitted.
+    Pressed,
+    /// It was not: the text waits at the prompt.
+    NotPressed,
+}
+
 /// Every session's holder and last agent typing, server-wide.
 #[derive(Debug, Default)]
 pub struct Holds {
@@ -117,12 +126,12 @@ impl Holds {
 
     /// Notes that `actor` typed `text` into the pane `session` (its id: a
     /// new session of an old name is another pane) when the logger's state
-    /// was `before`, pressing Enter after it or not.
-    pub fn note_typed(&self, session: &str, actor: &str, text: &str, submitted: bool, before: &Status) {
+    /// was `before`, and whether Enter followed it.
+    pub fn note_typed(&self, session: &str, actor: &str, text: &str, enter: Enter, before: &Status) {
         let typed = Typed {
             actor: actor.into(),
             text: text.into(),
-            submitted,
+            submitted: enter == Enter::Pressed,
             prompts: before.mark.prompts,
             regions: before.mark.regions,
             shell_pid: before.shell.pid,
@@ -235,7 +244,8 @@ mod tests {
     fn typed(actor: &str, text: &str, submitted: bool, prompts: u64) -> Typed {
         let at = status("", prompts);
         let holds = Holds::default();
-        holds.note_typed("%1", actor, text, submitted, &at);
+        let enter = if submitted { Enter::Pressed } else { Enter::NotPressed };
+        holds.note_typed("%1", actor, text, enter, &at);
         holds.last_typed("%1").expect("noted")
     }
 

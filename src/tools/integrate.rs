@@ -28,6 +28,7 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::program;
+use super::reply::ToolError;
 use crate::session::{LoggerClient, Session};
 use crate::shell::Shell;
 use dtmcp_core::procs::{Activity, Job};
@@ -91,18 +92,21 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn integrate_body(&self, p: IntegrateParams) -> Result<String, String> {
-        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
+    async fn integrate_body(&self, p: IntegrateParams) -> Result<String, ToolError> {
+        let s = self.sessions().resolve(&p.session).await?;
+        let mut logger = self.sessions().logger(&s).await?;
         // A command that has just ended: its shell's next prompt is a moment away.
         let status = super::run::ready_status(&s, &mut logger).await?;
         if status.eof {
-            return Err(format!("the session {} has ended; session_create makes a new one", s.name));
+            return Err(ToolError::Refused(format!(
+                "the session {} has ended; session_create makes a new one",
+                s.name
+            )));
         }
         if status.shell.integrated && status.shell.at_prompt {
             return Ok(already(&s, &status));
         }
-        let job = program::with_busy_grace(|| waiting_job(&s)).await?;
+        let job = program::with_busy_grace(|| waiting_job(&s)).await.map_err(ToolError::Refused)?;
         let host = host_key(&job);
         let found = match local_shell(&job) {
             Some(found) => found,
@@ -110,13 +114,13 @@ impl Terminal {
         };
         let shell = match found {
             Found::Known(shell) => shell,
-            Found::Other(name) => return Err(unsupported(&s.name, &name)),
+            Found::Other(name) => return Err(ToolError::Refused(unsupported(&s.name, &name))),
             Found::Unknown => {
-                return Err(format!(
+                return Err(ToolError::Refused(format!(
                     "could not tell which shell is at {}'s prompt (it did not answer `{QUESTION}`); nothing was typed. If it is bash or zsh, load the integration yourself: {}",
                     s.name,
                     line_for(Shell::Bash, &self.files_dir(&job), "…").replace("…", "<secret>")
-                ));
+                )));
             }
         };
         let home = &self.sessions().cfg.home;
@@ -124,17 +128,17 @@ impl Terminal {
         let dir = self.files_dir(&job);
         let remote = dir.starts_with('~');
         if remote && !p.retry && crate::hosts::missing_since(home, &host, now).is_some() {
-            return Err(missing(&s.name, &host, shell, true));
+            return Err(ToolError::Refused(missing(&s.name, &host, shell, Learned::Earlier)));
         }
         let secret = std::fs::read_to_string(s.dir.join(dtmcp_core::store::files::SECRET))
-            .map_err(|e| format!("reading the session's secret: {e}"))?;
+            .map_err(|e| ToolError::Failed(format!("reading the session's secret: {e}")))?;
         let line = line_for(shell, &dir, secret.trim());
         match self.load(&s, &mut logger, &line).await? {
             Loaded::Yes => {
                 if remote {
                     let _ = crate::hosts::forget_missing(home, &host);
                 }
-                let status = logger.status().await.map_err(|e| e.to_string())?;
+                let status = logger.status().await?;
                 let mut out = format!("{} now has the shell integration ({}", s.name, shell.name());
                 if !status.shell.host.is_empty() {
                     let _ = write!(out, " as {}@{}", status.shell.user, status.shell.host);
@@ -147,28 +151,29 @@ impl Terminal {
                 Ok(out)
             }
             Loaded::Missing if remote => {
-                crate::hosts::remember_missing(home, &host, now)
-                    .map_err(|e| format!("the files are missing on {host}, and remembering that failed: {e}"))?;
-                Err(missing(&s.name, &host, shell, false))
+                crate::hosts::remember_missing(home, &host, now).map_err(|e| {
+                    ToolError::Failed(format!("the files are missing on {host}, and remembering that failed: {e}"))
+                })?;
+                Err(ToolError::Failed(missing(&s.name, &host, shell, Learned::Now)))
             }
-            Loaded::Missing => Err(format!(
+            Loaded::Missing => Err(ToolError::Failed(format!(
                 "{} could not read {dir}/{}; the server's shell directory may be gone (a restart of the server writes it again). Nothing else was changed.",
                 s.name,
                 shell.script()
-            )),
-            Loaded::NoSign => Err(format!(
+            ))),
+            Loaded::NoSign => Err(ToolError::Failed(format!(
                 "typed `{}` in {}, but no marked prompt came within {} s. The shell may be older than bash 4.4 or zsh 5.3, or still busy: look with read session={} view=\"screen\".",
                 line.replace(secret.trim(), "<secret>").trim(),
                 s.name,
                 ANSWER_MS / 1000,
                 s.name
-            )),
+            ))),
         }
     }
 
     /// Types the question and reads which shell answered.
-    async fn ask(&self, s: &Session, logger: &mut LoggerClient) -> Result<Found, String> {
-        let before = logger.status().await.map_err(|e| e.to_string())?;
+    async fn ask(&self, s: &Session, logger: &mut LoggerClient) -> Result<Found, ToolError> {
+        let before = logger.status().await?;
         self.type_integration_line(s, QUESTION).await?;
         let spec = WaitSpec {
             after: before.mark,
@@ -176,20 +181,20 @@ impl Terminal {
             timeout_ms: ANSWER_MS,
             ..WaitSpec::default()
         };
-        let (_, after) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let (_, after) = logger.wait(spec).await?;
         // Let the shell's next prompt come, so the line typed next is not
         // typed into the middle of the answer.
         let settle = WaitSpec { after: after.mark, settle_ms: Some(150), timeout_ms: 1_000, ..WaitSpec::default() };
         let _ = logger.wait(settle).await;
         let count = after.mark.line.0.saturating_sub(before.mark.line.0) + 2;
-        let lines = logger.read(before.mark.line, count).await.map_err(|e| e.to_string())?;
+        let lines = logger.read(before.mark.line, count).await?;
         Ok(answer(&lines))
     }
 
     /// Types the line loading the integration and waits for a marked prompt
     /// or the shell's word that the file is missing.
-    async fn load(&self, s: &Session, logger: &mut LoggerClient, line: &str) -> Result<Loaded, String> {
-        let before = logger.status().await.map_err(|e| e.to_string())?;
+    async fn load(&self, s: &Session, logger: &mut LoggerClient, line: &str) -> Result<Loaded, ToolError> {
+        let before = logger.status().await?;
         self.type_integration_line(s, line).await?;
         let spec = WaitSpec {
             after: before.mark,
@@ -198,7 +203,7 @@ impl Terminal {
             timeout_ms: ANSWER_MS,
             ..WaitSpec::default()
         };
-        let (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let (reason, status) = logger.wait(spec).await?;
         Ok(match reason {
             WaitReason::Matched(_) => Loaded::Missing,
             _ if status.shell.integrated && status.mark.prompts > before.mark.prompts => Loaded::Yes,
@@ -206,14 +211,14 @@ impl Terminal {
         })
     }
 
-    async fn type_integration_line(&self, s: &Session, line: &str) -> Result<(), String> {
+    async fn type_integration_line(&self, s: &Session, line: &str) -> Result<(), ToolError> {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         // Keys sent to a pane in copy mode are swallowed; out of a mode
         // this fails harmlessly.
         let _ = tmux.leave_mode(pane).await;
-        tmux.send_text(pane, line).await.map_err(|e| e.to_string())?;
-        tmux.send_enter(pane).await.map_err(|e| e.to_string())
+        tmux.send_text(pane, line).await?;
+        Ok(tmux.send_enter(pane).await?)
     }
 
     /// Where the shell at the prompt finds the scripts: the server's own
@@ -272,11 +277,22 @@ fn unsupported(session: &str, name: &str) -> String {
     )
 }
 
+/// When a host was found without the integration files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Learned {
+    /// In the last 12 hours, as remembered: nothing was typed this time.
+    Earlier,
+    /// Just now: the shell said the file is not there.
+    Now,
+}
+
 /// The reply for a host without the files.
-fn missing(session: &str, host: &str, shell: Shell, remembered: bool) -> String {
-    let when = match remembered {
-        true => "was found without the integration files in the last 12 hours, so nothing was typed",
-        false => "has no integration files (the shell said the file is not there); this is remembered for 12 hours",
+fn missing(session: &str, host: &str, shell: Shell, learned: Learned) -> String {
+    let when = match learned {
+        Learned::Earlier => "was found without the integration files in the last 12 hours, so nothing was typed",
+        Learned::Now => {
+            "has no integration files (the shell said the file is not there); this is remembered for 12 hours"
+        }
     };
     format!(
         "{host} {when}. Ask the user to run `docent-terminal-mcp install {host}` on the server's host once (it copies them to ~/.local/share/docent-terminal-mcp/v{}), then call shell_integrate session={session} retry=true. Until then the {} in {session} works by prompt matching, without exit statuses.",

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use std::fmt::Write;
 
 use super::Terminal;
+use super::reply::ToolError;
 use crate::retention::tombstone::utc;
 use crate::retention::{Action, expires_ms};
 use dtmcp_core::store::files;
@@ -64,8 +65,8 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn logs_body(&self, p: LogsParams) -> Result<String, String> {
-        let dir = self.sessions().set_retention(&p.session, p.action.into()).await.map_err(|e| e.to_string())?;
+    async fn logs_body(&self, p: LogsParams) -> Result<String, ToolError> {
+        let dir = self.sessions().set_retention(&p.session, p.action.into()).await?;
         let name = &p.session;
         Ok(match p.action {
             LogsAction::Keep => format!("the logs of {name} are kept for good ({})", dir.display()),

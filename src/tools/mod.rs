@@ -20,6 +20,8 @@ pub mod presence;
 mod program;
 mod read;
 mod regions;
+mod reply;
+mod report;
 mod run;
 pub mod schema;
 mod search;
@@ -43,6 +45,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
 use crate::calls::CallLog;
 use crate::session::Sessions;
+pub use reply::ToolError;
+use reply::{Facts, Reply};
 
 /// The server's instructions to the model, kept in `texts/instructions.md`.
 const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;
@@ -146,14 +150,16 @@ impl Terminal {
     }
 
     /// Runs one tool body, records it in `calls.log`, and turns its outcome
-    /// into a tool result.
-    async fn call<F>(&self, tool: &str, session: Option<&str>, body: F) -> CallToolResult
+    /// into a tool result. A body that has no facts to tell gives its text
+    /// alone.
+    async fn call<F, R>(&self, tool: &str, session: Option<&str>, body: F) -> CallToolResult
     where
-        F: Future<Output = Result<String, String>>,
+        F: Future<Output = Result<R, ToolError>>,
+        R: Into<Reply>,
     {
         let started = Instant::now();
         let finished = self.finished_before(tool, session).await;
-        let outcome = body.await;
+        let outcome = body.await.map(Into::into);
         if let Some(name) = session.filter(|_| matches!(tool, "read" | "search" | "regions")) {
             self.note_reply(name).await;
         }
@@ -170,27 +176,29 @@ impl Terminal {
         }
     }
 
-    /// Records a call that began at `started` and turns its outcome into a
-    /// tool result, led by what finished since the agent's last call and
-    /// any note the session left for it.
+    /// Records a call that began at `started` (in `calls.log`, and who made
+    /// a session it made) and turns its outcome into a tool result, led by
+    /// what finished since the agent's last call and any note the session
+    /// left for it. This is the one place a reply or an error becomes text
+    /// for the client.
     fn finish_call(
         &self,
         tool: &str,
         session: Option<&str>,
         started: Instant,
-        mut outcome: Result<String, String>,
+        outcome: Result<Reply, ToolError>,
         finished: Option<String>,
     ) -> CallToolResult {
         let who = caller::Caller::current();
         self.inner.calls.record(tool, session, who.actor.as_deref(), started.elapsed(), outcome.is_ok());
-        let note = session.and_then(|name| self.sessions().take_note(name));
-        for lead in [finished, note].into_iter().flatten().rev() {
-            let (Ok(text) | Err(text)) = &mut outcome;
-            text.insert_str(0, &lead);
+        if let Ok(Reply { facts: Facts { created: Some(name), .. }, .. }) = &outcome {
+            once::note_created(&self.sessions().cfg.home, name, who.actor.as_deref());
         }
+        let note = session.and_then(|name| self.sessions().take_note(name));
+        let leads: String = [finished, note].into_iter().flatten().collect();
         match outcome {
-            Ok(text) => CallToolResult::success(vec![ContentBlock::text(clean(&text))]),
-            Err(text) => CallToolResult::error(vec![ContentBlock::text(clean(&text))]),
+            Ok(reply) => CallToolResult::success(vec![ContentBlock::text(clean(&(leads + &reply.text)))]),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(clean(&format!("{leads}{e}")))]),
         }
     }
 }
@@ -228,12 +236,7 @@ impl ServerHandler for Terminal {
                 let actor = who.actor.clone();
                 return self.run_once(request, context, actor.as_deref(), key.as_deref()).await;
             }
-            let created = request.name == "session_create";
-            let answer = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
-            if created && let Ok(CallToolResponse::Complete(result)) = &answer {
-                once::note_created(&self.sessions().cfg.home, result, who.actor.as_deref());
-            }
-            answer
+            self.tool_router.call(ToolCallContext::new(self, request, context)).await
         };
         who.clone().scope(body).await
     }

@@ -1,5 +1,6 @@
 //! The facts behind the docent's notes, gathered after a `run`, `wait`,
-//! `send` or `expect` has composed its reply: what holds the terminal
+//! `send` or `expect` has composed its reply: the reply's own facts (see
+//! [`Reply`]), and, unless those say all, what holds the terminal
 //! (`/proc`), what the logger knows of the shell, what tmux shows (the
 //! alternate screen, attached clients). The notes themselves are chosen by
 //! the pure [`crate::docent::notes::notes`]; this only looks.
@@ -10,6 +11,7 @@ use std::time::Instant;
 use rmcp::model::CallToolResult;
 
 use super::Terminal;
+use super::reply::{Reply, ToolError};
 use crate::docent::notes::{self, Situation};
 use dtmcp_core::procs::{self, Activity};
 
@@ -33,15 +35,15 @@ impl Terminal {
         body: F,
     ) -> CallToolResult
     where
-        F: Future<Output = Result<String, String>>,
+        F: Future<Output = Result<Reply, ToolError>>,
     {
         let started = Instant::now();
         let finished = self.finished_before(tool, Some(session)).await;
         let mut outcome = body.await;
-        if let Ok(text) = &mut outcome {
-            for note in self.notes_for(tool, session, command, text).await {
-                text.push_str(&note);
-                text.push('\n');
+        if let Ok(reply) = &mut outcome {
+            for note in self.notes_for(tool, session, command, reply).await {
+                reply.push_str(&note);
+                reply.push_str("\n");
             }
         }
         self.finish_call(tool, Some(session), started, outcome, finished)
@@ -50,23 +52,19 @@ impl Terminal {
     /// The fresh notes for a reply `reply` of `tool` in session `name`.
     /// The agent's state in the session records them as given, the time
     /// of this reply, and the commands it leaves running.
-    async fn notes_for(&self, tool: &str, name: &str, command: Option<&str>, reply: &str) -> Vec<String> {
+    async fn notes_for(&self, tool: &str, name: &str, command: Option<&str>, reply: &Reply) -> Vec<String> {
         let Some(before) = self.agent_state(name).await else { return Vec::new() };
         let now_s = crate::config::now_ms() / 1000;
-        // A command that finished leaves its shell at the prompt: what the
-        // reply and the command line say is all there is to note, and the
-        // fast path (`run` of `true`) pays for no look at tmux or /proc.
-        if reply.starts_with("exit ") {
-            let region = region_of(reply);
-            let situation =
-                Situation { session: name, tool, command, clipped: is_clipped(reply), region, ..Situation::default() };
+        // The fast path (`run` of `true`) pays for no look at tmux or /proc.
+        if let Some(situation) = told_by_reply(reply, name, tool, command) {
+            let region = situation.region;
             let all = notes::notes(&situation);
             return self.given(name, now_s, all, |running| running.retain(|&id| Some(id) != region)).await;
         }
         let Some((situation, open)) = self.look(name, before.last_reply_s).await else {
             return Vec::new();
         };
-        let all = notes::notes(&situation.as_situation(name, tool, command, reply));
+        let all = notes::notes(&situation.as_situation(name, tool, command, reply.facts.clipped.is_some()));
         self.watch_running(name, &open);
         self.given(name, now_s, all, |running| *running = open).await
     }
@@ -178,7 +176,7 @@ impl Looked {
         session: &'a str,
         tool: &'a str,
         command: Option<&'a str>,
-        reply: &str,
+        clipped: bool,
     ) -> Situation<'a> {
         Situation {
             session,
@@ -198,7 +196,7 @@ impl Looked {
             place_known: self.place_known,
             attached: self.attached,
             person_typed: self.person_typed,
-            clipped: is_clipped(reply),
+            clipped,
         }
     }
 }
@@ -216,26 +214,58 @@ fn marked_place<'a>(home: &str, shell: &'a dtmcp_core::region::ShellState) -> (O
     (host, user)
 }
 
-/// Whether a reply clipped its output (the gap line `output::clipped` writes).
-fn is_clipped(reply: &str) -> bool {
-    reply.contains(" lines not shown (")
-}
-
-/// The region a reply names in its headline (`… · region N`).
-fn region_of(reply: &str) -> Option<u64> {
-    let head = reply.lines().next()?;
-    head.split(" · region ").nth(1)?.split_whitespace().next()?.parse().ok()
+/// The situation of `reply` when its facts alone tell it: a command that
+/// finished with an exit status, reported alone, has left its shell at the
+/// prompt, and what the reply and the command line say is all there is to
+/// note. `None`: the session must be looked at.
+fn told_by_reply<'a>(
+    reply: &Reply,
+    session: &'a str,
+    tool: &'a str,
+    command: Option<&'a str>,
+) -> Option<Situation<'a>> {
+    reply.finished_alone().then(|| Situation {
+        session,
+        tool,
+        command,
+        clipped: reply.facts.clipped.is_some(),
+        region: reply.facts.region.map(|r| r.0),
+        ..Situation::default()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::reply::{Facts, Outcome};
+    use dtmcp_core::types::{LineNo, RegionId};
+
+    fn finished(exit: Option<i32>, clipped: bool) -> Reply {
+        let facts = Facts {
+            region: Some(RegionId(12)),
+            outcome: Outcome::Ended { exit },
+            clipped: clipped.then_some(LineNo(17)..=LineNo(568)),
+            ..Facts::default()
+        };
+        Reply { text: "exit 0 · 6 ms · region 12\n".into(), facts }
+    }
 
     #[test]
-    fn replies_are_read_for_their_region_and_clipping() {
-        assert_eq!(region_of("exit 0 · 6 ms · region 12\nx"), Some(12));
-        assert_eq!(region_of("still running; output so far:"), None);
-        assert!(is_clipped("  … 552 lines not shown (17-568): read"));
-        assert!(!is_clipped("exit 0"));
+    fn a_finished_command_is_noted_from_its_facts_alone() {
+        let s = told_by_reply(&finished(Some(0), true), "t1", "run", Some("make | tail")).expect("told");
+        assert_eq!((s.region, s.clipped, s.command), (Some(12), true, Some("make | tail")));
+        let keys: Vec<String> = notes::notes(&s).into_iter().map(|n| n.key).collect();
+        assert_eq!(keys, ["pipe-tail-head", "clipped"]);
+        let plain = told_by_reply(&finished(Some(1), false), "t1", "wait", None).expect("told");
+        assert!(!plain.clipped && !plain.place_known, "nothing looked at");
+    }
+
+    #[test]
+    fn anything_else_is_looked_at() {
+        assert!(told_by_reply(&finished(None, false), "t1", "run", None).is_none(), "status unknown");
+        assert!(told_by_reply(&finished(Some(0), false).lead("$ true\n"), "t1", "run", None).is_none());
+        let running = Reply { facts: Facts { outcome: Outcome::Running, ..Facts::default() }, ..Reply::default() };
+        assert!(told_by_reply(&running, "t1", "run", None).is_none());
+        assert!(told_by_reply(&Reply::text("typed 2 characters"), "t1", "send", None).is_none());
     }
 }

@@ -24,6 +24,8 @@ use rmcp::{ErrorData, RoleServer};
 use serde::{Deserialize, Serialize};
 
 use super::Terminal;
+use super::reply::{Reply, ToolError};
+use super::report::{Waited, describe};
 use dtmcp_core::protocol::Mark;
 use dtmcp_core::types::RegionId;
 
@@ -92,13 +94,9 @@ pub fn creator_of(home: &Path, session: &str) -> Option<String> {
         .map(|t| t.actor)
 }
 
-/// Notes that `actor` made `session` (the reply of a `session_create`).
-pub fn note_created(home: &Path, result: &CallToolResult, actor: Option<&str>) {
-    if result.is_error == Some(true) {
-        return;
-    }
-    let text = result.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.as_str()).next().unwrap_or("");
-    let Some(name) = text.strip_prefix("session ").and_then(|t| t.split_whitespace().next()) else { return };
+/// Notes that `actor` made session `name` (as a `session_create` reply's
+/// facts say).
+pub fn note_created(home: &Path, name: &str, actor: Option<&str>) {
     if crate::session::validate_name(name).is_err() {
         return;
     }
@@ -240,7 +238,7 @@ impl Terminal {
             // The reply a fresh run would have given: the same shaping (head
             // and tail, a clipped middle's summary, show, last_lines).
             let command = args.get("command").and_then(|v| v.as_str()).map(str::to_string);
-            let body = async move { reply.map(|text| format!("{note}{text}")) };
+            let body = async move { reply.map(|r| r.lead(&note)) };
             let r = self.call_noted("run", session, command.as_deref(), body).await;
             if let Ok(body) = serde_json::to_vec(&Record::Done { result: r.clone() }) {
                 let _ = write_whole(path, &body);
@@ -289,7 +287,7 @@ async fn finished_reply(
     region: RegionId,
     mark: Mark,
     args: &JsonObject,
-) -> Option<Result<String, String>> {
+) -> Option<Result<Reply, ToolError>> {
     let mut logger = s.logger().await.ok()?;
     let status = logger.status().await.ok()?;
     let r = logger.region(region).await.ok()??;
@@ -312,5 +310,6 @@ async fn finished_reply(
         Err(e) => return Some(Err(e)),
     };
     let reason = dtmcp_core::protocol::WaitReason::RegionEnded(region);
-    Some(super::run::describe(s, &mut logger, (&status, &reason), Some(&r), mark.line, (&shape, None)).await)
+    let waited = Waited { status: &status, reason: &reason, region: Some(&r), typed_on: mark.line };
+    Some(describe(s, &mut logger, &waited, &shape, None).await)
 }

@@ -8,6 +8,7 @@ use std::fmt::Write;
 use super::Terminal;
 use super::holds::Holder;
 use super::once::{agents_typed, starter_of};
+use super::reply::ToolError;
 use crate::tmux::PaneInfo;
 
 /// Who else uses a session, for a refusal.
@@ -48,16 +49,16 @@ impl Presence {
 impl Terminal {
     /// Closes session `name` for `actor`, unless someone else uses it and
     /// `force` is off.
-    pub async fn close_session(&self, name: &str, force: bool, actor: Option<&str>) -> Result<String, String> {
+    pub async fn close_session(&self, name: &str, force: bool, actor: Option<&str>) -> Result<String, ToolError> {
         if !force && let Some(why) = self.presence(name).await?.refusal(name, actor) {
-            return Err(why);
+            return Err(ToolError::Refused(why));
         }
         // Pane ids start again at %0 with a new tmux server: what was typed
         // into this pane must not be taken for the next one's.
         if let Ok(s) = self.sessions().resolve(name).await {
             self.inner.holds.forget(s.pane.pane_id.as_str());
         }
-        let dir = self.sessions().close(name).await.map_err(|e| e.to_string())?;
+        let dir = self.sessions().close(name).await?;
         if !dir.exists() {
             return Ok(format!("session {name} closed; its logs were deleted, as it was marked"));
         }
@@ -65,8 +66,8 @@ impl Terminal {
     }
 
     /// Who uses session `name` now.
-    pub async fn presence(&self, name: &str) -> Result<Presence, String> {
-        let s = self.sessions().resolve(name).await.map_err(|e| e.to_string())?;
+    pub async fn presence(&self, name: &str) -> Result<Presence, ToolError> {
+        let s = self.sessions().resolve(name).await?;
         let attached = s.pane.session_attached;
         let mut running = None;
         if let Ok(mut logger) = s.logger().await
@@ -244,22 +245,22 @@ impl Terminal {
 
     /// Closes every pane of session `name`'s window for `actor`, unless
     /// someone else uses one of them and `force` is off.
-    pub async fn close_window(&self, name: &str, force: bool, actor: Option<&str>) -> Result<String, String> {
-        let s = self.sessions().resolve(name).await.map_err(|e| e.to_string())?;
-        let panes = self.sessions().panes().await.map_err(|e| e.to_string())?;
+    pub async fn close_window(&self, name: &str, force: bool, actor: Option<&str>) -> Result<String, ToolError> {
+        let s = self.sessions().resolve(name).await?;
+        let panes = self.sessions().panes().await?;
         let in_window: Vec<PaneInfo> = panes.into_iter().filter(|p| p.window_id == s.pane.window_id).collect();
         let window: Vec<String> = in_window.iter().map(|p| p.session_name.clone()).collect();
         if !force {
             for other in &window {
                 if let Some(why) = self.presence(other).await?.refusal(other, actor) {
-                    return Err(format!("the window of {name} holds {}; {why}", window.join(", ")));
+                    return Err(ToolError::Refused(format!("the window of {name} holds {}; {why}", window.join(", "))));
                 }
             }
         }
         for p in &in_window {
             self.inner.holds.forget(p.pane_id.as_str());
         }
-        let gone = self.sessions().close_window(name).await.map_err(|e| e.to_string())?;
+        let gone = self.sessions().close_window(name).await?;
         let mut out = format!("closed the window of {name}: {} session(s)\n", gone.len());
         for (n, dir) in gone {
             let _ = writeln!(out, "  {n}: log stays in {}", dir.display());

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use super::reply::ToolError;
 use crate::keys::typing::{self, StrokeKey, Typing};
 use crate::session::{LoggerClient, Session};
 use crate::tmux::Tmux;
@@ -35,7 +36,7 @@ pub fn job(s: &Session) -> Result<Job, String> {
 
 /// Decides where a line typed now would go, refusing when a command is
 /// busy rather than reading its input.
-pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
+pub async fn target(s: &Session, status: &Status) -> Result<Target, ToolError> {
     let started = std::time::Instant::now();
     loop {
         let waited = started.elapsed();
@@ -46,7 +47,7 @@ pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
             // A plain shell still busy after its grace gets the line all the
             // same: it reads it once it is ready.
             Err(Look::Starting(job)) => return Ok(Target::Program(*job)),
-            Err(Look::Refused(why)) => return Err(why),
+            Err(Look::Refused(why)) => return Err(ToolError::Refused(why)),
         }
         tokio::time::sleep(Duration::from_millis(15)).await;
     }
@@ -57,7 +58,11 @@ pub async fn target(s: &Session, status: &Status) -> Result<Target, String> {
 /// [`STARTING_GRACE`]: a shell just started (a pane just split) may not
 /// have drawn its first prompt, and a line typed before it would be taken
 /// as answered by it.
-pub async fn plain_shell_ready(s: &Session, logger: &mut LoggerClient, mut status: Status) -> Result<Status, String> {
+pub async fn plain_shell_ready(
+    s: &Session,
+    logger: &mut LoggerClient,
+    mut status: Status,
+) -> Result<Status, ToolError> {
     let started = std::time::Instant::now();
     while !status.shell.integrated
         && !status.eof
@@ -66,7 +71,7 @@ pub async fn plain_shell_ready(s: &Session, logger: &mut LoggerClient, mut statu
         && job(s).is_ok_and(|j| j.is_shell)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        status = logger.status().await.map_err(|e| e.to_string())?;
+        status = logger.status().await?;
     }
     Ok(status)
 }
@@ -82,7 +87,7 @@ const STARTING_GRACE: Duration = Duration::from_secs(2);
 /// on a CPU for a moment before it blocks reading the terminal (more so on
 /// a loaded machine), so a look that finds it busy is repeated for a short
 /// while before it counts.
-pub async fn with_busy_grace<T>(mut look: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+pub async fn with_busy_grace<T, E>(mut look: impl FnMut() -> Result<T, E>) -> Result<T, E> {
     let deadline = std::time::Instant::now() + BUSY_GRACE;
     loop {
         match look() {
@@ -160,27 +165,26 @@ pub async fn open_input(
     status: &Status,
     job: &Job,
     line: &str,
-) -> Result<Region, String> {
+) -> Result<Region, ToolError> {
     let spec = InputSpec {
         label: label(&status.current_text, line, job.password),
         pid: u32::try_from(job.pgid).unwrap_or(0),
         prompt_pattern: s.meta.prompt_pattern.clone(),
         timeout_ms: MAX_WAIT_MS,
     };
-    logger.open_input(spec).await.map_err(|e| e.to_string())
+    Ok(logger.open_input(spec).await?)
 }
 
 /// Types `text` into `pane`, at once or as a person would.
-pub async fn type_text(tmux: &Tmux, pane: &str, text: &str, how: Option<Typing>) -> Result<(), String> {
-    let err = |e: crate::tmux::TmuxError| e.to_string();
+pub async fn type_text(tmux: &Tmux, pane: &str, text: &str, how: Option<Typing>) -> Result<(), ToolError> {
     let Some(how) = how else {
-        return tmux.send_text(pane, text).await.map_err(err);
+        return Ok(tmux.send_text(pane, text).await?);
     };
     for stroke in typing::plan(text, how) {
         tokio::time::sleep(Duration::from_millis(stroke.delay_ms)).await;
         match stroke.key {
-            StrokeKey::Char(c) => tmux.send_text(pane, c.encode_utf8(&mut [0; 4])).await.map_err(err)?,
-            StrokeKey::Backspace => tmux.send_key(pane, "BSpace").await.map_err(err)?,
+            StrokeKey::Char(c) => tmux.send_text(pane, c.encode_utf8(&mut [0; 4])).await?,
+            StrokeKey::Backspace => tmux.send_key(pane, "BSpace").await?,
         }
     }
     Ok(())

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::output::{self, digits};
+use super::reply::ToolError;
 use crate::session::{LoggerClient, SessionError};
 use dtmcp_core::protocol::Status;
 use dtmcp_core::region::{LinePos, Region};
@@ -63,25 +64,34 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn read_body(&self, p: ReadParams) -> Result<String, String> {
+    async fn read_body(&self, p: ReadParams) -> Result<String, ToolError> {
         match p.view.as_deref() {
             None | Some("cooked") => {}
             Some("screen") => return self.screen_view(&p.session).await,
             Some("raw") => return self.raw_view(&p.session, p.from_byte, p.bytes).await,
-            Some(v) => return Err(format!("view {v:?} is not available; use \"cooked\", \"screen\" or \"raw\"")),
+            Some(v) => {
+                return Err(ToolError::BadInput(format!(
+                    "view {v:?} is not available; use \"cooked\", \"screen\" or \"raw\""
+                )));
+            }
         }
         let (dir, mut source, status) = self.open_source(&p.session).await?;
         let last_line = last_line(&status);
         let (first, last, region) = match (p.region, p.from_line, p.to_line) {
             (Some(id), None, None) => {
                 let r = source.region(RegionId(id)).await?.ok_or_else(|| {
-                    format!("session {} has no region {id}; it has {} regions", p.session, status.mark.regions)
+                    ToolError::BadInput(format!(
+                        "session {} has no region {id}; it has {} regions",
+                        p.session, status.mark.regions
+                    ))
                 })?;
                 let (a, b) = region_lines(&r, &status);
                 (a, b, Some(r))
             }
-            (Some(_), _, _) => return Err("give either region or from_line/to_line, not both".into()),
-            (None, from, to) => line_range(from, to, last_line)?,
+            (Some(_), _, _) => {
+                return Err(ToolError::BadInput("give either region or from_line/to_line, not both".into()));
+            }
+            (None, from, to) => line_range(from, to, last_line).map_err(ToolError::BadInput)?,
         };
         let (last, more) =
             if last.0 >= first.0 + MAX_READ { (LineNo(first.0 + MAX_READ - 1), true) } else { (last, false) };
@@ -108,22 +118,22 @@ impl Terminal {
 
     /// The session's lines: through its logger while its pane lives, else
     /// straight from its directory, with a status made from what is there.
-    async fn open_source(&self, name: &str) -> Result<(PathBuf, Source, Status), String> {
+    async fn open_source(&self, name: &str) -> Result<(PathBuf, Source, Status), ToolError> {
         match self.sessions().resolve(name).await {
             Ok(s) => {
-                let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
-                let status = logger.status().await.map_err(|e| e.to_string())?;
+                let mut logger = self.sessions().logger(&s).await?;
+                let status = logger.status().await?;
                 Ok((s.dir, Source::Logger(logger), status))
             }
             // A bad name may still be an archived generation, NAME.N, which
             // has logs but no pane; open_logs judges it by that rule.
             Err(SessionError::NotFound { .. } | SessionError::BadName(_)) => {
-                let logs = self.sessions().open_logs(name).await.map_err(|e| e.to_string())?;
-                let reader = LineReader::open(&logs.dir).map_err(|e| e.to_string())?;
-                let status = closed_status(&logs.dir, &reader).map_err(|e| e.to_string())?;
+                let logs = self.sessions().open_logs(name).await?;
+                let reader = LineReader::open(&logs.dir)?;
+                let status = closed_status(&logs.dir, &reader)?;
                 Ok((logs.dir.clone(), Source::Store(reader, logs.dir), status))
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -137,11 +147,11 @@ enum Source {
 }
 
 impl Source {
-    async fn region(&mut self, id: RegionId) -> Result<Option<Region>, String> {
+    async fn region(&mut self, id: RegionId) -> Result<Option<Region>, ToolError> {
         match self {
-            Source::Logger(l) => l.region(id).await.map_err(|e| e.to_string()),
+            Source::Logger(l) => Ok(l.region(id).await?),
             Source::Store(_, dir) => {
-                let regions = store::read_regions(dir).map_err(|e| e.to_string())?;
+                let regions = store::read_regions(dir)?;
                 Ok(regions.into_iter().find(|r| r.id == id))
             }
         }
@@ -153,10 +163,10 @@ impl Source {
         first: LineNo,
         last: LineNo,
         region: Option<&Region>,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, ToolError> {
         match self {
-            Source::Logger(l) => fetch(l, status, first, last, region).await.map_err(|e| e.to_string()),
-            Source::Store(r, _) => store_fetch(r, first, last, region).map_err(|e| e.to_string()),
+            Source::Logger(l) => Ok(fetch(l, status, first, last, region).await?),
+            Source::Store(r, _) => Ok(store_fetch(r, first, last, region)?),
         }
     }
 }

@@ -10,6 +10,7 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
+use super::reply::ToolError;
 use super::search::first_line;
 use crate::config::now_ms;
 use dtmcp_core::region::{Region, RegionKind};
@@ -52,10 +53,10 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn regions_body(&self, p: RegionsParams) -> Result<String, String> {
-        let logs = self.sessions().open_logs(&p.session).await.map_err(|e| e.to_string())?;
-        let all = store::read_regions(&logs.dir).map_err(|e| e.to_string())?;
-        let (lines, _) = LineReader::open(&logs.dir).and_then(|r| r.extent()).map_err(|e| e.to_string())?;
+    async fn regions_body(&self, p: RegionsParams) -> Result<String, ToolError> {
+        let logs = self.sessions().open_logs(&p.session).await?;
+        let all = store::read_regions(&logs.dir)?;
+        let (lines, _) = LineReader::open(&logs.dir).and_then(|r| r.extent())?;
         let failed_only = p.failed_only.unwrap_or(false);
         let last = p.last.unwrap_or(DEFAULT_LAST).clamp(1, MAX_LAST) as usize;
         let chosen: Vec<&Region> = all.iter().filter(|r| !failed_only || failed(r)).collect();

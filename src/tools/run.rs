@@ -9,15 +9,16 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
-use super::output::{self, Plan};
+use super::holds::{Enter, Hold};
 use super::program::{self, Target};
-use super::read::{fetch, region_lines};
+use super::reply::{Facts, Outcome, Reply, ToolError};
+use super::report::{Waited, describe};
 use super::shape::{Shape, ShapeParams};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::session::{LoggerClient, Session};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
-use dtmcp_core::region::{Region, RegionKind};
-use dtmcp_core::types::{LineNo, RegionId};
+use dtmcp_core::region::RegionKind;
+use dtmcp_core::types::RegionId;
 
 /// The default wait, well under the 60 s some clients allow one call.
 const DEFAULT_TIMEOUT_S: f64 = 30.0;
@@ -115,9 +116,9 @@ macro_rules! options_of {
 }
 
 impl Options {
-    fn parse(until: Option<String>, shape: &ShapeParams) -> Result<Options, String> {
+    fn parse(until: Option<String>, shape: &ShapeParams) -> Result<Options, ToolError> {
         if let Some(u) = &until {
-            regex::Regex::new(u).map_err(|e| format!("until: invalid pattern: {e}"))?;
+            regex::Regex::new(u).map_err(|e| ToolError::BadInput(format!("until: invalid pattern: {e}")))?;
         }
         Ok(Options { until, shape: Shape::parse(shape)? })
     }
@@ -171,40 +172,41 @@ impl Terminal {
         }
     }
 
-    async fn run_body(&self, p: RunParams) -> Result<String, String> {
-        let timeout = timeout_ms(p.timeout)?;
-        let lines = command_lines(&p.command)?;
+    async fn run_body(&self, p: RunParams) -> Result<Reply, ToolError> {
+        let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
+        let lines = command_lines(&p.command).map_err(ToolError::BadInput)?;
         let opts = options_of!(p)?;
-        let typing = p.typing.as_ref().map(|t| Typing::parse(t, program::fresh_seed())).transpose()?;
-        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
-        let mut out = String::new();
-        let deadline = Instant::now() + Duration::from_millis(timeout);
+        let typing = p.typing.as_ref().map(|t| Typing::parse(t, program::fresh_seed())).transpose();
+        let typing = typing.map_err(ToolError::BadInput)?;
+        let s = self.sessions().resolve(&p.session).await?;
+        let mut logger = self.sessions().logger(&s).await?;
+        let mut out = Reply::default();
+        let call = Call { opts: &opts, deadline: Instant::now() + Duration::from_millis(timeout), typing };
         let actor = self.actor();
         for (i, line) in lines.iter().enumerate() {
             // Held from the look at the prompt to the Enter: nobody else's
             // characters get into this line.
-            let hold = self.inner.holds.take(&s.name, &actor, "run")?;
+            let hold = self.inner.holds.take(&s.name, &actor, "run").map_err(ToolError::Refused)?;
             let status = ready_status(&s, &mut logger).await?;
             let mut status = program::plain_shell_ready(&s, &mut logger, status).await?;
             let target = match program::target(&s, &status).await {
                 Ok(target) => target,
-                Err(e) => return Err(format!("{e}{}", self.started_by(&s, &status))),
+                Err(e) => return Err(ToolError::Refused(format!("{e}{}", self.started_by(&s, &status)))),
             };
             // At a continuation prompt the text typed so far is this
             // command's own earlier lines, not someone else's.
             let ours = i > 0 && status.typed.trim_start().starts_with(lines[0].trim());
             if matches!(target, Target::Shell) && !ours {
-                let (now, cleared) = self.clear_stray_answers(&s, &mut logger, status).await?;
-                status = now;
-                if let Some(note) = cleared {
+                let cleared = self.clear_stray_answers(&s, &mut logger, status).await?;
+                status = cleared.status;
+                if let Some(note) = cleared.note {
                     let _ = writeln!(out, "{note}");
                 }
                 let last = self.last_typed(&s);
                 if let Some(why) =
                     super::holds::refusal(&s.name, &status, last.as_ref(), &actor, s.pane.session_attached)
                 {
-                    return Err(format!("{out}{why}"));
+                    return Err(ToolError::Refused(format!("{}{why}", out.text)));
                 }
             }
             let caller = super::caller::Caller::current();
@@ -214,12 +216,13 @@ impl Terminal {
                 let home = &self.sessions().cfg.home;
                 super::once::record_typed(home, &s.name, caller.actor.as_deref(), "run", status.mark.regions);
             }
-            let (text, finished) =
-                self.run_line(&s, &mut logger, (&status, target, hold), line, (&opts, deadline, typing)).await?;
+            let typed = Line { text: line, before: &status, target, hold };
+            let part = self.run_line(&s, &mut logger, typed, &call).await?;
             if lines.len() > 1 {
                 let _ = writeln!(out, "$ {line}");
             }
-            out.push_str(&text);
+            let finished = part.facts.outcome.lets_next_line_go();
+            out.push(part);
             if !finished && i + 1 < lines.len() {
                 let _ = writeln!(out, "(the remaining {} lines were not typed)", lines.len() - i - 1);
                 break;
@@ -232,45 +235,45 @@ impl Terminal {
         &self,
         s: &Session,
         logger: &mut LoggerClient,
-        (before, target, hold): (&Status, Target, super::holds::Hold<'_>),
-        line: &str,
-        (opts, deadline, typing): (&Options, Instant, Option<Typing>),
-    ) -> Result<(String, bool), String> {
+        line: Line<'_>,
+        call: &Call<'_>,
+    ) -> Result<Reply, ToolError> {
+        let Line { text: line, before, target, hold } = line;
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         if let Target::Program(job) = &target {
             program::open_input(s, logger, before, job, line).await?;
         }
         let actor = self.actor();
-        if typing.is_none() {
+        if call.typing.is_none() {
             // The line and its Enter in one tmux command: no person's key
             // can fall between them.
-            tmux.send_line(pane, line).await.map_err(|e| e.to_string())?;
+            tmux.send_line(pane, line).await?;
         } else {
-            program::type_text(tmux, pane, line, typing).await?;
+            program::type_text(tmux, pane, line, call.typing).await?;
             // Typed slowly, a person attached may have typed at the same
             // time: the line must read as typed before Enter submits it.
             if matches!(target, Target::Shell)
                 && s.pane.session_attached > 0
                 && let Err(why) = typed_alone(logger, line).await
             {
-                self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, false, before);
-                return Err(format!("{why} (in {})", s.name));
+                self.inner.holds.note_typed(pane, &actor, line, Enter::NotPressed, before);
+                return Err(why.reworded(|why| format!("{why} (in {})", s.name)));
             }
-            tmux.send_enter(pane).await.map_err(|e| e.to_string())?;
+            tmux.send_enter(pane).await?;
         }
-        self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, true, before);
+        self.inner.holds.note_typed(pane, &actor, line, Enter::Pressed, before);
         drop(hold);
-        let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        let left = call.deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         // Typed already: whatever stops the wait now, the reply says so.
-        let typed = |e: String| {
-            format!(
+        let typed = |e: ToolError| {
+            ToolError::Failed(format!(
                 "`{line}` was typed into {} (it runs there), but its outcome cannot be followed: {e}. Once that is fixed, wait session={} shows how it went",
                 s.name, s.name
-            )
+            ))
         };
         let (mut reason, mut status) =
-            wait_line(s, logger, opts.spec(before.mark, left.max(1))).await.map_err(typed)?;
+            wait_line(s, logger, call.opts.spec(before.mark, left.max(1))).await.map_err(typed)?;
         if reason == WaitReason::FullScreen {
             let spec = WaitSpec {
                 after: before.mark,
@@ -279,9 +282,9 @@ impl Terminal {
                 timeout_ms: FIRST_SCREEN_MS,
                 ..WaitSpec::default()
             };
-            (reason, status) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+            (reason, status) = logger.wait(spec).await?;
             if !matches!(reason, WaitReason::RegionEnded(_) | WaitReason::Prompt | WaitReason::Eof) {
-                return Ok((self.first_screen(s).await?, false));
+                return self.first_screen(s).await;
             }
         }
         let into_program = matches!(target, Target::Program(_));
@@ -293,42 +296,64 @@ impl Terminal {
             status = ready_status(s, logger).await?;
         }
         let region = match status.mark.regions > before.mark.regions {
-            true => logger.region(RegionId(before.mark.regions + 1)).await.map_err(|e| e.to_string())?,
+            true => logger.region(RegionId(before.mark.regions + 1)).await?,
             false => None,
         };
-        let finished = !matches!(reason, WaitReason::Timeout | WaitReason::Eof | WaitReason::Matched(_));
-        let text =
-            describe(s, logger, (&status, &reason), region.as_ref(), before.mark.line, (&opts.shape, None)).await?;
-        Ok((text, finished))
+        let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: before.mark.line };
+        describe(s, logger, &waited, &call.opts.shape, None).await
     }
 
     /// The reply when a full-screen program took the screen: what it shows.
-    async fn first_screen(&self, s: &Session) -> Result<String, String> {
+    async fn first_screen(&self, s: &Session) -> Result<Reply, ToolError> {
         let screen = self.screen(s, super::views::ScreenMode::Full).await?;
         let who = program::job(s).map(|j| format!(" (`{}`)", j.comm)).unwrap_or_default();
-        Ok(format!(
+        let text = format!(
             "a full-screen program{who} holds the screen; it keeps running. Its first screen:\n{screen}Press its keys with send (e.g. keys=[\"q\"], or [\"escape\", \":\", \"q\", \"enter\"] in vi) and look again with read view=\"screen\".\n"
-        ))
+        );
+        Ok(Reply { text, facts: Facts { outcome: Outcome::FullScreen, ..Facts::default() } })
     }
 
-    async fn wait_body(&self, p: WaitParams) -> Result<String, String> {
-        let timeout = timeout_ms(p.timeout)?;
+    async fn wait_body(&self, p: WaitParams) -> Result<Reply, ToolError> {
+        let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let opts = options_of!(p)?;
-        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
-        let status = logger.status().await.map_err(|e| e.to_string())?;
+        let s = self.sessions().resolve(&p.session).await?;
+        let mut logger = self.sessions().logger(&s).await?;
+        let status = logger.status().await?;
         // A line typed into a program is what runs, when one is still open.
         let Some(open) = status.shell.input.or_else(|| status.shell.open.first().copied()) else {
-            return Ok(format!("nothing is running in {}; it is at its prompt", s.name));
+            return Ok(Reply::text(format!("nothing is running in {}; it is at its prompt", s.name)));
         };
         // Wait as if the command had just been typed: its region is the
         // first one after a mark taken just before it opened.
         let mut after = status.mark;
         after.regions = open.0 - 1;
         let (reason, status) = wait_line(&s, &mut logger, opts.spec(after, timeout)).await?;
-        let region = logger.region(open).await.map_err(|e| e.to_string())?;
-        describe(&s, &mut logger, (&status, &reason), region.as_ref(), status.mark.line, (&opts.shape, None)).await
+        let region = logger.region(open).await?;
+        let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line };
+        describe(&s, &mut logger, &waited, &opts.shape, None).await
     }
+}
+
+/// One line of a `run`, about to be typed.
+struct Line<'a> {
+    /// The line.
+    text: &'a str,
+    /// The logger's status just before it is typed.
+    before: &'a Status,
+    /// Where it goes.
+    target: Target,
+    /// The session, held for this call until the line's Enter.
+    hold: Hold<'a>,
+}
+
+/// What holds for every line of one `run` call.
+struct Call<'a> {
+    /// How to wait and shape the reply.
+    opts: &'a Options,
+    /// When the call's wait runs out, for all its lines together.
+    deadline: Instant,
+    /// How to type each line: as a person would, or at once (`None`).
+    typing: Option<Typing>,
 }
 
 /// How long the echo of a typed line may take to show at the prompt.
@@ -341,20 +366,27 @@ const ANSWER_QUIET_MS: u64 = 60;
 /// How long clearing such an answer may take to show.
 const CLEAR_MS: u64 = 1_000;
 
+/// The prompt after [`Terminal::clear_stray_answers`].
+pub(super) struct Cleared {
+    /// The status to go on from.
+    pub status: Status,
+    /// A note for the reply, when something was cleared.
+    pub note: Option<String>,
+}
+
 impl Terminal {
     /// Clears what the shell's line editor left at its prompt of terminal
     /// answers nobody read (see [`dtmcp_core::answers`]): it is nobody's text,
     /// so it neither makes the run refused as someone's unsubmitted line
-    /// nor gets typed in front of the command. Returns the status to go on
-    /// from and, when something was cleared, a note for the reply.
+    /// nor gets typed in front of the command.
     pub(super) async fn clear_stray_answers(
         &self,
         s: &Session,
         logger: &mut LoggerClient,
         mut status: Status,
-    ) -> Result<(Status, Option<String>), String> {
+    ) -> Result<Cleared, ToolError> {
         if !status.shell.answers.due(status.shell.prompts) || !status.shell.at_prompt {
-            return Ok((status, None));
+            return Ok(Cleared { status, note: None });
         }
         if status.typed.is_empty() {
             // The output asked just before this prompt: the answer may
@@ -365,18 +397,20 @@ impl Terminal {
                 timeout_ms: ANSWER_WAIT_MS,
                 ..WaitSpec::default()
             };
-            status = logger.wait(spec).await.map_err(|e| e.to_string())?.1;
+            status = logger.wait(spec).await?.1;
         }
         let last = self.last_typed(s);
-        let Some(text) = super::holds::stray_answer(&status, last.as_ref()) else { return Ok((status, None)) };
+        let Some(text) = super::holds::stray_answer(&status, last.as_ref()) else {
+            return Ok(Cleared { status, note: None });
+        };
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         for key in ["C-e", "C-u"] {
-            tmux.send_key(pane, key).await.map_err(|e| e.to_string())?;
+            tmux.send_key(pane, key).await?;
         }
         let deadline = Instant::now() + Duration::from_millis(CLEAR_MS);
         loop {
-            let now = logger.status().await.map_err(|e| e.to_string())?;
+            let now = logger.status().await?;
             if now.typed.is_empty() || Instant::now() >= deadline {
                 // Not cleared in time: the refusal that follows says what is there.
                 let note = now.typed.is_empty().then(|| {
@@ -385,7 +419,7 @@ impl Terminal {
                          output, which nothing read; it was cleared before typing)"
                     )
                 });
-                return Ok((now, note));
+                return Ok(Cleared { status: now, note });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -396,21 +430,21 @@ impl Terminal {
 /// typed: nobody else's keys got in. A line whose echo is still on its way
 /// when [`ECHO_MS`] is up, or that is wider than the logger can tell
 /// (wrapped), is let through.
-async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), String> {
+async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), ToolError> {
     let deadline = Instant::now() + Duration::from_millis(ECHO_MS);
     let want = line.trim_end();
     loop {
-        let status = logger.status().await.map_err(|e| e.to_string())?;
+        let status = logger.status().await?;
         let typed = status.typed.trim_end();
         if typed == want || !status.shell.at_prompt {
             return Ok(());
         }
         let on_its_way = want.starts_with(typed);
         if !on_its_way && !typed.contains('\n') {
-            return Err(format!(
+            return Err(ToolError::Refused(format!(
                 "someone else typed at the prompt while this line was being typed: it now reads `{typed}`. \
                  Enter was not pressed, so nothing ran; ask the person (or clear the line with send keys=[\"ctrl+e\", \"ctrl+u\"]) and try again"
-            ));
+            )));
         }
         if Instant::now() >= deadline {
             return Ok(());
@@ -422,13 +456,17 @@ async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), String
 /// Waits as `spec` says, and also returns (as [`WaitReason::Prompt`]) when
 /// output has gone quiet with the foreground program waiting for input at
 /// a prompt or question: a REPL the command started, `read -p`.
-async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -> Result<(WaitReason, Status), String> {
+async fn wait_line(
+    s: &Session,
+    logger: &mut LoggerClient,
+    mut spec: WaitSpec,
+) -> Result<(WaitReason, Status), ToolError> {
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
     let typed_at = spec.after.raw;
     loop {
         let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         spec.timeout_ms = left.clamp(1, RECHECK_MS.max(QUIET_MS * 2));
-        let (reason, status) = logger.wait(spec.clone()).await.map_err(|e| e.to_string())?;
+        let (reason, status) = logger.wait(spec.clone()).await?;
         let last = left <= spec.timeout_ms;
         match reason {
             WaitReason::Settled | WaitReason::Timeout => {
@@ -456,13 +494,13 @@ async fn wait_line(s: &Session, logger: &mut LoggerClient, mut spec: WaitSpec) -
 /// The logger's status once the shell shows its prompt: a command that has
 /// just finished leaves a moment between its end and the next prompt, and a
 /// mark taken in it would take that prompt for the end of the next command.
-pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, String> {
-    let status = logger.status().await.map_err(|e| e.to_string())?;
+pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, ToolError> {
+    let status = logger.status().await?;
     if !between_commands(s, &status) || status.eof {
         return Ok(status);
     }
     let spec = WaitSpec { after: status.mark, command_done: true, timeout_ms: PROMPT_GRACE_MS, ..WaitSpec::default() };
-    Ok(logger.wait(spec).await.map_err(|e| e.to_string())?.1)
+    Ok(logger.wait(spec).await?.1)
 }
 
 /// Whether the innermost integrated shell has ended a command and not yet
@@ -482,151 +520,6 @@ fn between_commands(s: &Session, status: &Status) -> bool {
             .as_ref()
             .is_some_and(|r| r.kind == RegionKind::Command && r.end.is_some() && r.depth as usize >= shell.open.len());
     own || inner
-}
-
-/// The reply for a finished (or timed-out) command.
-pub(super) async fn describe(
-    s: &Session,
-    logger: &mut LoggerClient,
-    (status, reason): (&Status, &WaitReason),
-    region: Option<&Region>,
-    typed_on: LineNo,
-    (shape, note): (&Shape, Option<&str>),
-) -> Result<String, String> {
-    // A caller's own note (expect's outcome) stands in for the headline.
-    let mut out = note.map_or_else(|| headline(s, (status, reason), region), |n| format!("{n}\n"));
-    if let Some(line) = foreground_line(s, reason, region) {
-        let _ = writeln!(out, "{line}");
-    }
-    let (first, last) = match region {
-        Some(r) => region_lines(r, status),
-        None => (typed_on.next(), super::read::last_line(status)),
-    };
-    // Lines before the unfinished one are on disk; that one only the logger has.
-    let committed = LineNo(last.0.min(status.mark.line.0.saturating_sub(1)));
-    let unfinished = match last >= status.mark.line {
-        true => fetch(logger, status, status.mark.line, status.mark.line, region).await.map_err(|e| e.to_string())?,
-        false => Vec::new(),
-    };
-    if let Some(note) = shape.save(&s.dir, first, committed, unfinished.first().map(String::as_str))? {
-        let _ = writeln!(out, "{note}");
-    }
-    if shape.replaces_clipping() {
-        out.push_str(&shape.render(&s.dir, first, committed)?);
-        out.push_str(&output::plain(&unfinished));
-        return Ok(finish(out, s, reason, region));
-    }
-    let hint = |a: u64, b: u64| match region {
-        Some(r) => format!("read session={} region={} (or from_line={a} to_line={b})", s.name, r.id),
-        None => format!("read session={} from_line={a} to_line={b}", s.name),
-    };
-    match output::plan(first, last) {
-        Plan::Empty => out.push_str("(no output)\n"),
-        Plan::Whole(a, b) => {
-            let lines = fetch(logger, status, a, b, region).await.map_err(|e| e.to_string())?;
-            out.push_str(&output::plain(&lines));
-        }
-        Plan::Clipped { head, tail } => {
-            let h = fetch(logger, status, head.0, head.1, region).await.map_err(|e| e.to_string())?;
-            let t = fetch(logger, status, tail.0, tail.1, region).await.map_err(|e| e.to_string())?;
-            out.push_str(&super::shape::summary(&s.dir, head.1.next(), LineNo(tail.0.0 - 1))?);
-            let _ =
-                writeln!(out, "{} lines of output (lines {first}-{last}); first and last shown:", last.0 - first.0 + 1);
-            out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));
-            // A finished region that was clipped is the one most likely to be
-            // read again: its file is written now, for grep and less.
-            if let Some(r) = region.filter(|r| r.end.is_some()) {
-                let dir = s.dir.clone();
-                let r = r.clone();
-                let note = tokio::task::spawn_blocking(move || super::read::region_file_note(&dir, &r))
-                    .await
-                    .unwrap_or_default();
-                out.push_str(&note);
-            }
-        }
-    }
-    Ok(finish(out, s, reason, region))
-}
-
-/// Ends a reply with what to do about a command that still runs.
-fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Region>) -> String {
-    let running = region.is_some_and(|r| r.end.is_none());
-    if matches!(reason, WaitReason::Timeout) || (running && matches!(reason, WaitReason::Matched(_))) {
-        let _ = writeln!(out, "It keeps running: call wait session={} to keep waiting.", s.name);
-    }
-    out
-}
-
-/// What the foreground job does, while a command still runs or waits.
-fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) -> Option<String> {
-    let waits = matches!(reason, WaitReason::Prompt) && region.is_some();
-    let input = matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input);
-    if !waits && !input && !matches!(reason, WaitReason::Timeout | WaitReason::Matched(_)) {
-        return None;
-    }
-    let pane = dtmcp_core::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
-    Some(dtmcp_core::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
-}
-
-/// Whether the pane's foreground job is a shell (one without markers,
-/// since an integrated one ends its commands with a status).
-fn at_plain_shell(s: &Session) -> bool {
-    program::job(s).is_ok_and(|j| j.is_shell || super::notes::is_shell_name(&j.comm))
-}
-
-fn headline(s: &Session, (status, reason): (&Status, &WaitReason), region: Option<&Region>) -> String {
-    let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
-    // A command run by a shell inside the session's own (over ssh, in a
-    // container) says where, as region lists do.
-    if let Some(r) = region.filter(|r| r.depth > 0 && !r.host.is_empty()) {
-        let _ = write!(id, " · on {}", r.host);
-    }
-    let prompt = status.current_text.trim_end();
-    match (reason, region) {
-        (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => {
-            let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
-            match prompt.is_empty() {
-                _ if s.meta.integrated && status.shell.at_prompt => {
-                    format!("the program ended; back at the shell's prompt · {}{id}\n", duration(ms))
-                }
-                true => format!("output settled · {}{id}\n", duration(ms)),
-                false if at_plain_shell(s) => format!(
-                    "back at the shell's prompt `{prompt}` · exit status unknown (this shell has no shell integration) · {}{id}\n",
-                    duration(ms)
-                ),
-                false => format!("at the program's prompt `{prompt}` again · {}{id}\n", duration(ms)),
-            }
-        }
-        (WaitReason::RegionEnded(_), Some(r)) => {
-            let exit = r.exit.map_or("finished (exit status unknown)".to_string(), |e| format!("exit {e}"));
-            let pipe = if r.pipestatus.len() > 1 {
-                format!(" (pipeline: {})", r.pipestatus.iter().map(i32::to_string).collect::<Vec<_>>().join(" "))
-            } else {
-                String::new()
-            };
-            let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
-            format!("{exit}{pipe} · {}{id}\n", duration(ms))
-        }
-        (WaitReason::Prompt, Some(_)) if !prompt.is_empty() => format!("waiting for input at `{prompt}`{id}\n"),
-        (WaitReason::Prompt, Some(_)) => {
-            format!("waiting at a new prompt (a shell or program inside is ready for input){id}\n")
-        }
-        (WaitReason::Prompt, None) => {
-            "back at the prompt; nothing ran (an empty line, a comment, or a syntax error)\n".to_string()
-        }
-        (WaitReason::Eof, _) => format!("the session {} ended (its pane closed){id}\n", s.name),
-        (WaitReason::Timeout, _) => format!("still running{id}; output so far:\n"),
-        (WaitReason::Matched(line), _) => format!("`until` matched on line {line}{id}\n"),
-        _ => format!("done{id}\n"),
-    }
-}
-
-fn duration(ms: u64) -> String {
-    match ms {
-        0..1000 => format!("{ms} ms"),
-        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        _ => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
-    }
 }
 
 pub(super) fn timeout_ms(t: Option<f64>) -> Result<u64, String> {
@@ -669,12 +562,5 @@ mod tests {
         assert!(timeout_ms(Some(0.0)).is_err());
         assert!(timeout_ms(Some(f64::NAN)).is_err());
         assert!(timeout_ms(Some(601.0)).is_err());
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(duration(12), "12 ms");
-        assert_eq!(duration(1500), "1.5 s");
-        assert_eq!(duration(125_000), "2m05s");
     }
 }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::output::digits;
+use super::reply::ToolError;
 use dtmcp_core::region::Region;
 use dtmcp_core::search::{self, Found, Page, Shown};
 use dtmcp_core::store::{self, LineReader};
@@ -66,15 +67,15 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn search_body(&self, p: SearchParams) -> Result<String, String> {
-        let logs = self.sessions().open_logs(&p.session).await.map_err(|e| e.to_string())?;
+    async fn search_body(&self, p: SearchParams) -> Result<String, ToolError> {
+        let logs = self.sessions().open_logs(&p.session).await?;
         let re = search::compile(&p.pattern).map_err(|e| {
-            format!("{e}\n(the pattern is a Rust regex: escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)")
+            ToolError::from(e).reworded(|e| format!("{e}\n(the pattern is a Rust regex: escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)"))
         })?;
         let dir = logs.dir.clone();
         tokio::task::spawn_blocking(move || run_search(&dir, &re, &p))
             .await
-            .map_err(|e| format!("the search failed: {e}"))?
+            .map_err(|e| ToolError::Failed(format!("the search failed: {e}")))?
     }
 }
 
@@ -87,24 +88,28 @@ struct Answer {
     region_file: Option<Result<PathBuf, String>>,
 }
 
-fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, String> {
+fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, ToolError> {
     let context = p.context.unwrap_or(0);
     if context > MAX_CONTEXT {
-        return Err(format!("context is at most {MAX_CONTEXT} lines"));
+        return Err(ToolError::BadInput(format!("context is at most {MAX_CONTEXT} lines")));
     }
     let page = Page { offset: p.offset.unwrap_or(0), max_hits: p.max_hits.unwrap_or(DEFAULT_HITS).clamp(1, MAX_HITS) };
-    let regions = store::read_regions(dir).map_err(|e| e.to_string())?;
-    let (lines, _) = LineReader::open(dir).and_then(|r| r.extent()).map_err(|e| e.to_string())?;
+    let regions = store::read_regions(dir)?;
+    let (lines, _) = LineReader::open(dir).and_then(|r| r.extent())?;
     let region = match p.region {
         None => None,
         Some(id) => Some(regions.iter().find(|r| r.id == RegionId(id)).cloned().ok_or_else(|| {
-            format!("session {} has no region {id}; it has {} (regions lists them)", p.session, regions.len())
+            ToolError::BadInput(format!(
+                "session {} has no region {id}; it has {} (regions lists them)",
+                p.session,
+                regions.len()
+            ))
         })?),
     };
     let scope = region.as_ref().map(|r| search::region_scope(r, LineNo(lines)));
-    let found = search::search(dir, re, scope, page).map_err(|e| e.to_string())?;
+    let found = search::search(dir, re, scope, page)?;
     let groups = match found.scope {
-        Some(s) => search::with_context(dir, &found.hits, context, s).map_err(|e| e.to_string())?,
+        Some(s) => search::with_context(dir, &found.hits, context, s)?,
         None => Vec::new(),
     };
     let region_file = region.as_ref().map(|r| store::write_region_file(dir, r).map_err(|e| e.to_string()));

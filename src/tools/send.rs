@@ -17,15 +17,18 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
+use super::holds::Enter;
 use super::output::{self, Plan};
 use super::program::{self, Target};
 use super::read::{fetch, last_line};
-use super::views::{self, ScreenMode};
+use super::reply::{Reply, ToolError};
+use super::views::{self, PaneState, ScreenMode};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
 use dtmcp_core::procs::{self, Foreground, comm, foreground};
 use dtmcp_core::protocol::{Status, WaitSpec};
+use dtmcp_core::types::LineNo;
 
 /// How long output may take to arrive when no wait is given.
 const DEFAULT_WAIT_S: f64 = 0.3;
@@ -158,13 +161,16 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn send_body(&self, p: SendParams) -> Result<String, String> {
-        let req = check(&p)?;
-        let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
-        let mut logger = self.sessions().logger(&s).await.map_err(|e| e.to_string())?;
-        let before = logger.status().await.map_err(|e| e.to_string())?;
+    async fn send_body(&self, p: SendParams) -> Result<Reply, ToolError> {
+        let req = check(&p).map_err(ToolError::BadInput)?;
+        let s = self.sessions().resolve(&p.session).await?;
+        let mut logger = self.sessions().logger(&s).await?;
+        let before = logger.status().await?;
         if before.eof {
-            return Err(format!("the session {} has ended; session_create makes a new one", s.name));
+            return Err(ToolError::Refused(format!(
+                "the session {} has ended; session_create makes a new one",
+                s.name
+            )));
         }
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
@@ -175,30 +181,33 @@ impl Terminal {
         {
             program::open_input(&s, &mut logger, &before, &job, line).await?;
         }
-        let mut out = match req.signal {
+        let mut out = Reply::text(match req.signal {
             Some(sig) => deliver(state.pane_pid, sig)?,
             None => {
                 let actor = self.actor();
-                let _hold = self.inner.holds.take(&s.name, &actor, "send")?;
-                let typed = self.type_in(pane, &req, state.in_mode).await?;
+                let _hold = self.inner.holds.take(&s.name, &actor, "send").map_err(ToolError::Refused)?;
+                let typed = self.type_in(pane, &req, &state).await?;
                 if let Some(text) = &req.text {
                     let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
-                    let submitted = enter || text.contains(['\r', '\n']);
-                    self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, text, submitted, &before);
-                    self.note_left(&s.name, text, submitted, &before).await;
+                    let enter = match enter || text.contains(['\r', '\n']) {
+                        true => Enter::Pressed,
+                        false => Enter::NotPressed,
+                    };
+                    self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, text, enter, &before);
+                    self.note_left(&s.name, text, enter, &before).await;
                 }
                 typed
             }
-        };
+        });
         let spec = WaitSpec { after: before.mark, timeout_ms: req.wait_ms, ..WaitSpec::default() };
-        let (_, after) = logger.wait(spec).await.map_err(|e| e.to_string())?;
+        let (_, after) = logger.wait(spec).await?;
         let _ = writeln!(out, "; {} s later:", req.wait_ms as f64 / 1000.0);
         if after.eof {
             let _ = writeln!(out, "the session {} ended (its pane closed)", s.name);
         } else if let Some(mode) = req.screen {
             out.push_str(&self.screen(&s, mode).await?);
         } else {
-            out.push_str(&appeared(&s, &mut logger, &before, &after).await?);
+            out.push(appeared(&s, &mut logger, &before, &after).await?);
         }
         if (req.interrupts() || req.signal.is_some()) && !after.eof {
             out.push_str(&foreground_note(state.pane_pid).await);
@@ -212,12 +221,13 @@ impl Terminal {
         Ok(out)
     }
 
-    /// Leaves copy mode if need be, types the text, presses the keys; says what it did.
-    async fn type_in(&self, pane: &str, req: &Request, in_mode: bool) -> Result<String, String> {
+    /// Leaves copy mode if the pane (in `state`) is in it, types the text,
+    /// presses the keys; says what it did.
+    async fn type_in(&self, pane: &str, req: &Request, state: &PaneState) -> Result<String, ToolError> {
         let tmux = &self.sessions().tmux;
         let mut done = Vec::new();
-        if in_mode {
-            tmux.leave_mode(pane).await.map_err(|e| e.to_string())?;
+        if state.in_mode {
+            tmux.leave_mode(pane).await?;
             done.push("left copy mode".to_string());
         }
         if let Some(text) = &req.text {
@@ -228,8 +238,7 @@ impl Terminal {
             match key {
                 Key::Named(name) => tmux.send_key(pane, name).await,
                 Key::Char(c) => tmux.send_text(pane, c.encode_utf8(&mut [0; 4])).await,
-            }
-            .map_err(|e| e.to_string())?;
+            }?;
         }
         if !req.keys.is_empty() {
             let names: Vec<&str> = req.keys.iter().map(|(n, _)| n.as_str()).collect();
@@ -240,35 +249,39 @@ impl Terminal {
 }
 
 /// The log lines from the one the send began on to the last with text.
-async fn appeared(s: &Session, logger: &mut LoggerClient, before: &Status, after: &Status) -> Result<String, String> {
+async fn appeared(s: &Session, logger: &mut LoggerClient, before: &Status, after: &Status) -> Result<Reply, ToolError> {
     if after.mark.raw == before.mark.raw {
-        return Ok("(no output yet)\n".into());
+        return Ok(Reply::text("(no output yet)\n"));
     }
     let (first, last) = (before.mark.line, last_line(after));
-    let err = |e: crate::session::ClientError| e.to_string();
     Ok(match output::plan(first, last) {
-        Plan::Empty => "(output arrived, but no text in the log: ask for screen=\"full\" to see the screen)\n".into(),
-        Plan::Whole(a, b) => output::plain(&fetch(logger, after, a, b, None).await.map_err(err)?),
+        Plan::Empty => {
+            Reply::text("(output arrived, but no text in the log: ask for screen=\"full\" to see the screen)\n")
+        }
+        Plan::Whole(a, b) => Reply::text(output::plain(&fetch(logger, after, a, b, None).await?)),
         Plan::Clipped { head, tail } => {
-            let h = fetch(logger, after, head.0, head.1, None).await.map_err(err)?;
-            let t = fetch(logger, after, tail.0, tail.1, None).await.map_err(err)?;
+            let h = fetch(logger, after, head.0, head.1, None).await?;
+            let t = fetch(logger, after, tail.0, tail.1, None).await?;
             let hint = format!("read session={} from_line={} to_line={}", s.name, head.1.0 + 1, tail.0.0 - 1);
-            output::clipped((head.0, &h), (tail.0, &t), &hint)
+            let mut shown = Reply::text(output::clipped((head.0, &h), (tail.0, &t), &hint));
+            shown.facts.clipped = Some(head.1.next()..=LineNo(tail.0.0 - 1));
+            shown
         }
     })
 }
 
 /// Sends `sig` to the pane's foreground job, refusing when the shell
 /// itself is in the foreground.
-fn deliver(pane_pid: u32, sig: Signal) -> Result<String, String> {
-    match foreground(pane_pid)? {
-        Foreground::Shell => Err(format!(
+fn deliver(pane_pid: u32, sig: Signal) -> Result<String, ToolError> {
+    match foreground(pane_pid).map_err(ToolError::Failed)? {
+        Foreground::Shell => Err(ToolError::Refused(format!(
             "only the pane's own process (`{}`, usually its shell) is in the foreground; signals go only to jobs started from it, so nothing was sent (session_close ends the pane)",
             comm(pane_pid as i32)
-        )),
+        ))),
         Foreground::Job { pgid, comm } => {
-            killpg(Pid::from_raw(pgid), sig)
-                .map_err(|e| format!("could not send {sig} to `{comm}` (process group {pgid}): {e}"))?;
+            killpg(Pid::from_raw(pgid), sig).map_err(|e| {
+                ToolError::Failed(format!("could not send {sig} to `{comm}` (process group {pgid}): {e}"))
+            })?;
             Ok(format!("sent {sig} to `{comm}` (process group {pgid})"))
         }
     }

@@ -9,6 +9,7 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
+use super::reply::{Facts, Reply, ToolError};
 use crate::session::CreateOptions;
 
 /// Arguments of `session_create`.
@@ -156,7 +157,7 @@ impl Terminal {
 }
 
 impl Terminal {
-    async fn create_body(&self, p: CreateParams) -> Result<String, String> {
+    async fn create_body(&self, p: CreateParams) -> Result<Reply, ToolError> {
         let opts = CreateOptions {
             name: p.name,
             command: p.command,
@@ -167,8 +168,9 @@ impl Terminal {
             delete_logs_on_close: p.delete_logs_on_close,
             prompt_pattern: p.prompt_pattern,
         };
-        let (s, status) = self.sessions().create(opts).await.map_err(|e| e.to_string())?;
-        Ok(self.ready_text(&s, &status, ""))
+        let (s, status) = self.sessions().create(opts).await?;
+        let text = self.ready_text(&s, &status, "");
+        Ok(Reply { text, facts: Facts { created: Some(s.name), ..Facts::default() } })
     }
 
     /// The reply for a session just made: what it runs, how to watch it, its log.
@@ -199,9 +201,9 @@ impl Terminal {
         out
     }
 
-    async fn split_body(&self, p: SplitParams) -> Result<String, String> {
+    async fn split_body(&self, p: SplitParams) -> Result<String, ToolError> {
         if p.size.is_some_and(|n| !(2..=1000).contains(&n)) {
-            return Err("size must be between 2 and 1000 cells".into());
+            return Err(ToolError::BadInput("size must be between 2 and 1000 cells".into()));
         }
         let opts = CreateOptions {
             command: p.command,
@@ -210,22 +212,23 @@ impl Terminal {
             ..CreateOptions::default()
         };
         let split = crate::session::Split { beside: p.beside, size: p.size };
-        let (s, status) = self.sessions().split(&p.session, split, opts).await.map_err(|e| e.to_string())?;
+        let (s, status) = self.sessions().split(&p.session, split, opts).await?;
         let whence = format!(" (split from {}, {})", p.session, if p.beside { "beside it" } else { "below it" });
         Ok(self.ready_text(&s, &status, &whence))
     }
 
-    async fn resize_body(&self, p: ResizeParams) -> Result<String, String> {
+    async fn resize_body(&self, p: ResizeParams) -> Result<String, ToolError> {
         use crate::session::Size;
+        let bad = |why: &str| Err(ToolError::BadInput(why.to_string()));
         let size = match (p.follow, p.cols, p.rows) {
             (true, None, None) => Size::Follow,
-            (true, _, _) => return Err("give follow=true alone, or cols and rows to pin a size".into()),
-            (false, None, None) => return Err("give cols and/or rows to pin a size, or follow=true".into()),
+            (true, _, _) => return bad("give follow=true alone, or cols and rows to pin a size"),
+            (false, None, None) => return bad("give cols and/or rows to pin a size, or follow=true"),
             (false, cols, rows) => {
                 if [cols, rows].iter().flatten().any(|n| !(2..=1000).contains(n)) {
-                    return Err("cols and rows must be between 2 and 1000".into());
+                    return bad("cols and rows must be between 2 and 1000");
                 }
-                let s = self.sessions().resolve(&p.session).await.map_err(|e| e.to_string())?;
+                let s = self.sessions().resolve(&p.session).await?;
                 let cur = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
                 Size::Pinned {
                     cols: cols.unwrap_or(cur(s.pane.pane_width)),
@@ -233,7 +236,7 @@ impl Terminal {
                 }
             }
         };
-        let (w, h) = self.sessions().resize(&p.session, size).await.map_err(|e| e.to_string())?;
+        let (w, h) = self.sessions().resize(&p.session, size).await?;
         Ok(match size {
             Size::Follow => {
                 format!("{} follows the attached clients' size again; now {w}x{h} (columns x rows)", p.session)
@@ -245,8 +248,8 @@ impl Terminal {
         })
     }
 
-    async fn list_body(&self) -> Result<String, String> {
-        let panes = self.sessions().panes().await.map_err(|e| e.to_string())?;
+    async fn list_body(&self) -> Result<String, ToolError> {
+        let panes = self.sessions().panes().await?;
         let closed = self.closed_lines().await;
         if panes.is_empty() {
             return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
@@ -273,7 +276,7 @@ impl Terminal {
         Ok(out)
     }
 
-    async fn close_body(&self, p: CloseParams) -> Result<String, String> {
+    async fn close_body(&self, p: CloseParams) -> Result<String, ToolError> {
         let actor = super::caller::Caller::current().actor;
         match p.window {
             true => self.close_window(&p.session, false, actor.as_deref()).await,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use regex::bytes::Regex;
 
 use super::output;
+use super::reply::ToolError;
 use crate::docent::summary;
 use dtmcp_core::search::{self, Page, Scope};
 use dtmcp_core::store::LineReader;
@@ -44,14 +45,36 @@ pub struct ShapeParams {
 /// The options, checked.
 #[derive(Clone, Debug, Default)]
 pub struct Shape {
-    show: Option<(Regex, u64)>,
+    show: Option<Show>,
     last_lines: Option<u64>,
-    save_to: Option<(PathBuf, bool)>,
+    save_to: Option<SaveTo>,
+}
+
+/// `show`, checked.
+#[derive(Clone, Debug)]
+struct Show {
+    /// The lines to show.
+    re: Regex,
+    /// How many lines after each match to show too.
+    after: u64,
+}
+
+/// `save_to`, checked.
+#[derive(Clone, Debug)]
+struct SaveTo {
+    /// The file to write.
+    path: PathBuf,
+    /// It may replace an existing regular file.
+    overwrite: bool,
 }
 
 impl Shape {
     /// Checks the options; the error says what to fix.
-    pub fn parse(p: &ShapeParams) -> Result<Shape, String> {
+    pub fn parse(p: &ShapeParams) -> Result<Shape, ToolError> {
+        Shape::check(p).map_err(ToolError::BadInput)
+    }
+
+    fn check(p: &ShapeParams) -> Result<Shape, String> {
         if p.show.is_some() && p.last_lines.is_some() {
             return Err("give show or last_lines, not both".into());
         }
@@ -63,14 +86,15 @@ impl Shape {
             return Err("show_after needs show".into());
         }
         let show = match &p.show {
-            Some(pat) => Some((search::compile(pat).map_err(|e| format!("show: {e}"))?, after)),
+            Some(pat) => Some(Show { re: search::compile(pat).map_err(|e| format!("show: {e}"))?, after }),
             None => None,
         };
         if p.last_lines.is_some_and(|n| n == 0 || n > MAX_LAST_LINES) {
             return Err(format!("last_lines must be between 1 and {MAX_LAST_LINES}"));
         }
+        let overwrite = p.overwrite.unwrap_or(false);
         let save_to = match &p.save_to {
-            Some(path) => Some((check_save_path(path, p.overwrite.unwrap_or(false))?, p.overwrite.unwrap_or(false))),
+            Some(path) => Some(SaveTo { path: check_save_path(path, overwrite)?, overwrite }),
             None if p.overwrite.is_some() => return Err("overwrite needs save_to".into()),
             None => None,
         };
@@ -84,7 +108,7 @@ impl Shape {
 
     /// The reply body for lines `first..=last` of the log in `dir`, when
     /// [`Shape::replaces_clipping`]; the unfinished line is not included.
-    pub fn render(&self, dir: &Path, first: LineNo, last: LineNo) -> Result<String, String> {
+    pub fn render(&self, dir: &Path, first: LineNo, last: LineNo) -> Result<String, ToolError> {
         if let Some(n) = self.last_lines {
             let from = LineNo(last.0.saturating_sub(n - 1).max(first.0));
             let lines = read(dir, from, last)?;
@@ -96,18 +120,18 @@ impl Shape {
             out.push_str(&output::numbered(from, &lines, output::digits(last.0)));
             return Ok(out);
         }
-        let Some((re, after)) = &self.show else { return Ok(String::new()) };
-        self.render_show(dir, re, *after, Scope { first, last })
+        let Some(show) = &self.show else { return Ok(String::new()) };
+        self.render_show(dir, show, Scope { first, last })
     }
 
-    fn render_show(&self, dir: &Path, re: &Regex, after: u64, scope: Scope) -> Result<String, String> {
+    fn render_show(&self, dir: &Path, show: &Show, scope: Scope) -> Result<String, ToolError> {
         let page = Page { offset: 0, max_hits: MAX_SHOW_HITS };
-        let found = search::search(dir, re, Some(scope), page).map_err(|e| e.to_string())?;
+        let found = search::search(dir, &show.re, Some(scope), page)?;
         let mut out = format!("{} of {} output lines match show:\n", found.total, scope.last.0 + 1 - scope.first.0);
         let mut shown_to = 0u64;
         for hit in &found.hits {
             let from = LineNo(hit.0.max(shown_to + 1));
-            let to = LineNo((hit.0 + after).min(scope.last.0));
+            let to = LineNo((hit.0 + show.after).min(scope.last.0));
             if from > to {
                 continue;
             }
@@ -125,10 +149,17 @@ impl Shape {
 
     /// Copies lines `first..=last` (plus `tail`, an unfinished last line) to
     /// the `save_to` file, if one was asked for; says what it did.
-    pub fn save(&self, dir: &Path, first: LineNo, last: LineNo, tail: Option<&str>) -> Result<Option<String>, String> {
-        let Some((path, overwrite)) = &self.save_to else { return Ok(None) };
-        let mut f = open_target(path, *overwrite)?;
-        let err = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    pub fn save(
+        &self,
+        dir: &Path,
+        first: LineNo,
+        last: LineNo,
+        tail: Option<&str>,
+    ) -> Result<Option<String>, ToolError> {
+        let Some(target) = &self.save_to else { return Ok(None) };
+        let path = &target.path;
+        let mut f = open_target(target).map_err(ToolError::Failed)?;
+        let err = |e: std::io::Error| ToolError::Failed(format!("writing {}: {e}", path.display()));
         let mut from = first;
         let mut count = 0u64;
         while from <= last {
@@ -151,7 +182,7 @@ impl Shape {
 /// out), rendered to lead the reply; empty when there are none or
 /// `DOCENT_TERMINAL_MCP_SUMMARY=0`. The lines are read in chunks, so a
 /// huge output is never held whole.
-pub fn summary(dir: &Path, first: LineNo, last: LineNo) -> Result<String, String> {
+pub fn summary(dir: &Path, first: LineNo, last: LineNo) -> Result<String, ToolError> {
     if !summary::enabled() || last < first {
         return Ok(String::new());
     }
@@ -183,12 +214,11 @@ fn render_summary(s: &summary::Summary, first: LineNo, last: LineNo) -> String {
     out
 }
 
-fn read(dir: &Path, from: LineNo, to: LineNo) -> Result<Vec<String>, String> {
+fn read(dir: &Path, from: LineNo, to: LineNo) -> Result<Vec<String>, ToolError> {
     if to < from {
         return Ok(Vec::new());
     }
-    let reader = LineReader::open(dir).map_err(|e| e.to_string())?;
-    reader.read(from, to.0 - from.0 + 1).map_err(|e| e.to_string())
+    Ok(LineReader::open(dir)?.read(from, to.0 - from.0 + 1)?)
 }
 
 /// Checks a `save_to` path before anything is typed: absolute, its parent a
@@ -227,15 +257,15 @@ fn within(path: &Path, root: &Path) -> bool {
 }
 
 /// Opens the target without following a symlink planted meanwhile.
-fn open_target(path: &Path, overwrite: bool) -> Result<std::fs::File, String> {
+fn open_target(target: &SaveTo) -> Result<std::fs::File, String> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
-    if overwrite {
+    if target.overwrite {
         opts.create(true).truncate(true);
     } else {
         opts.create_new(true);
     }
-    opts.open(path).map_err(|e| format!("save_to: cannot write {}: {e}", path.display()))
+    opts.open(&target.path).map_err(|e| format!("save_to: cannot write {}: {e}", target.path.display()))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::Terminal;
 use super::output::digits;
+use super::reply::ToolError;
 use crate::session::{Session, validate_name};
 use crate::tmux::Tmux;
 use dtmcp_core::agent_state::{SeenScreen, row_hash};
@@ -69,9 +70,9 @@ pub fn parse_pane_state(text: &str) -> Result<PaneState, String> {
 }
 
 /// Asks tmux for the state of `pane`.
-pub async fn pane_state(tmux: &Tmux, pane: &str) -> Result<PaneState, String> {
-    let text = tmux.display(pane, PANE_STATE_FORMAT).await.map_err(|e| e.to_string())?;
-    parse_pane_state(&text)
+pub async fn pane_state(tmux: &Tmux, pane: &str) -> Result<PaneState, ToolError> {
+    let text = tmux.display(pane, PANE_STATE_FORMAT).await?;
+    parse_pane_state(&text).map_err(ToolError::Failed)
 }
 
 /// One capture of a pane's screen.
@@ -135,10 +136,10 @@ impl Terminal {
     /// Captures the screen of `s` and renders it as `mode` asks; the
     /// calling agent's last look (kept with the session, so it survives a
     /// restart) is what `screen="changes"` compares with.
-    pub(super) async fn screen(&self, s: &Session, mode: ScreenMode) -> Result<String, String> {
+    pub(super) async fn screen(&self, s: &Session, mode: ScreenMode) -> Result<String, ToolError> {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
-        let capture = tmux.capture_screen(pane).await.map_err(|e| e.to_string())?;
+        let capture = tmux.capture_screen(pane).await?;
         let state = pane_state(tmux, pane).await?;
         let screen = Screen { rows: screen_rows(&capture, state.rows), state };
         let seen = SeenScreen::of(screen.state.cols, &screen.rows);
@@ -269,11 +270,11 @@ pub fn raw_range(len: u64, from_byte: Option<u64>, count: Option<u64>) -> Result
 }
 
 /// The raw view of the log at `path`, as `raw_range` selects.
-pub async fn raw(session: &str, path: &Path, from_byte: Option<u64>, count: Option<u64>) -> Result<String, String> {
-    let io = |e: std::io::Error| format!("reading {}: {e}", path.display());
+pub async fn raw(session: &str, path: &Path, from_byte: Option<u64>, count: Option<u64>) -> Result<String, ToolError> {
+    let io = |e: std::io::Error| ToolError::Failed(format!("reading {}: {e}", path.display()));
     let mut file = tokio::fs::File::open(path).await.map_err(io)?;
     let len = file.metadata().await.map_err(io)?.len();
-    let (start, end) = raw_range(len, from_byte, count)?;
+    let (start, end) = raw_range(len, from_byte, count).map_err(ToolError::BadInput)?;
     file.seek(std::io::SeekFrom::Start(start)).await.map_err(io)?;
     let mut bytes = Vec::with_capacity((end - start) as usize);
     file.take(end - start).read_to_end(&mut bytes).await.map_err(io)?;
@@ -298,8 +299,8 @@ pub async fn raw(session: &str, path: &Path, from_byte: Option<u64>, count: Opti
 
 impl Terminal {
     /// `read view="screen"`: the whole screen of a live session.
-    pub(super) async fn screen_view(&self, session: &str) -> Result<String, String> {
-        let s = self.sessions().resolve(session).await.map_err(|e| e.to_string())?;
+    pub(super) async fn screen_view(&self, session: &str) -> Result<String, ToolError> {
+        let s = self.sessions().resolve(session).await?;
         self.screen(&s, ScreenMode::Full).await
     }
 
@@ -309,11 +310,13 @@ impl Terminal {
         session: &str,
         from_byte: Option<u64>,
         count: Option<u64>,
-    ) -> Result<String, String> {
-        validate_name(session)?;
+    ) -> Result<String, ToolError> {
+        validate_name(session).map_err(ToolError::BadInput)?;
         let path = self.sessions().cfg.session_dir(session).join(files::RAW);
         if !path.exists() {
-            return Err(format!("no session named {session:?} has a log here; session_list shows the open ones"));
+            return Err(ToolError::BadInput(format!(
+                "no session named {session:?} has a log here; session_list shows the open ones"
+            )));
         }
         raw(session, &path, from_byte, count).await
     }

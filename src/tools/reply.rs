@@ -1,0 +1,296 @@
+//! What a tool body gives back: a [`Reply`] (its text and the facts the text
+//! was made from) or a [`ToolError`].
+//!
+//! Tool bodies build these values; the docent's notes and the once-per-agent
+//! records read the facts, never the text; and `Terminal::finish_call`
+//! alone turns either into an MCP tool result.
+
+use std::ops::RangeInclusive;
+
+use crate::session::{ClientError, SessionError};
+use crate::tmux::TmuxError;
+use dtmcp_core::protocol::WaitReason;
+use dtmcp_core::region::{Region, RegionKind};
+use dtmcp_core::search::SearchError;
+use dtmcp_core::store::StoreError;
+use dtmcp_core::types::{LineNo, RegionId};
+
+/// A tool's answer: what the model reads, and what it was made from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reply {
+    /// The text, as the model reads it (before the notes and the leads the
+    /// edge adds).
+    pub text: String,
+    /// The facts the text was made from.
+    pub facts: Facts,
+}
+
+/// The facts behind a reply's text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// The region of the command the reply reports on, when it has one.
+    pub region: Option<RegionId>,
+    /// How that command stands.
+    pub outcome: Outcome,
+    /// The output lines left out of the middle, when the reply clipped some.
+    pub clipped: Option<RangeInclusive<LineNo>>,
+    /// Something is told before the command's report: an earlier line of a
+    /// multi-line `run`, a terminal answer cleared from the prompt, a
+    /// replay's note, the answers `expect` gave, or a caller's own note in
+    /// place of the headline.
+    pub preface: bool,
+    /// The session the call made, if it made one.
+    pub created: Option<String>,
+}
+
+/// How the command a reply reports on stands, as its headline says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Outcome {
+    /// The reply reports on no command (keys sent, a listing, a screen).
+    #[default]
+    None,
+    /// The command ended; with its exit status when its shell told it.
+    Ended {
+        /// The exit status, if known.
+        exit: Option<i32>,
+    },
+    /// Back at the prompt with nothing run (an empty line, a comment, a
+    /// syntax error).
+    NothingRan,
+    /// A program (or a shell inside) waits for input at its prompt.
+    Waiting,
+    /// `until` matched; the command may still run.
+    Matched,
+    /// The wait ran out; the command keeps running.
+    Running,
+    /// The wait ended otherwise (the output settled).
+    Settled,
+    /// A full-screen program took the screen; the reply shows its first one.
+    FullScreen,
+    /// The session's pane closed.
+    SessionEnded,
+}
+
+impl Outcome {
+    /// The outcome a wait that stopped for `reason` reports, `region` being
+    /// the command's region (if it has one yet).
+    pub fn of(reason: &WaitReason, region: Option<&Region>) -> Outcome {
+        match (reason, region) {
+            (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => Outcome::Ended { exit: None },
+            (WaitReason::RegionEnded(_), Some(r)) => Outcome::Ended { exit: r.exit },
+            (WaitReason::Prompt, Some(_)) => Outcome::Waiting,
+            (WaitReason::Prompt, None) => Outcome::NothingRan,
+            (WaitReason::Eof, _) => Outcome::SessionEnded,
+            (WaitReason::Timeout, _) => Outcome::Running,
+            (WaitReason::Matched(_), _) => Outcome::Matched,
+            _ => Outcome::Settled,
+        }
+    }
+
+    /// Whether the next line of a multi-line `run` may be typed after this:
+    /// the command came to an end or a prompt, rather than the wait being
+    /// cut short (a timeout, `until`, a full screen, the pane gone).
+    pub fn lets_next_line_go(self) -> bool {
+        !matches!(self, Outcome::Running | Outcome::Matched | Outcome::FullScreen | Outcome::SessionEnded)
+    }
+}
+
+impl Reply {
+    /// A reply of `text` that reports on no command.
+    pub fn text(text: impl Into<String>) -> Reply {
+        Reply { text: text.into(), facts: Facts::default() }
+    }
+
+    /// Puts `lead` before the text: the command's report no longer opens
+    /// the reply.
+    pub fn lead(mut self, lead: &str) -> Reply {
+        if !lead.is_empty() {
+            self.text.insert_str(0, lead);
+            self.facts.preface = true;
+        }
+        self
+    }
+
+    /// Adds text after what the reply says so far.
+    pub fn push_str(&mut self, text: &str) {
+        self.text.push_str(text);
+    }
+
+    /// Adds `part` after what the reply says so far. The reply then reports
+    /// on `part`'s command; anything already said is its preface, and a
+    /// clipped range or a session made stays known.
+    pub fn push(&mut self, part: Reply) {
+        let preface = part.facts.preface || !self.text.is_empty();
+        self.text.push_str(&part.text);
+        let earlier = std::mem::take(&mut self.facts);
+        self.facts = Facts {
+            clipped: part.facts.clipped.or(earlier.clipped),
+            created: part.facts.created.or(earlier.created),
+            preface,
+            ..part.facts
+        };
+    }
+
+    /// Whether the reply is the report of one command that ended with an
+    /// exit status, and nothing else: its shell is back at the prompt, and
+    /// the reply and the command line say all there is to note.
+    pub fn finished_alone(&self) -> bool {
+        matches!(self.facts.outcome, Outcome::Ended { exit: Some(_) }) && !self.facts.preface
+    }
+}
+
+/// Text written into a reply (`write!`, `writeln!`) is added after what it
+/// says so far, as [`Reply::push_str`] does.
+impl std::fmt::Write for Reply {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push_str(s);
+        Ok(())
+    }
+}
+
+impl From<String> for Reply {
+    fn from(text: String) -> Reply {
+        Reply::text(text)
+    }
+}
+
+/// Why a tool body failed. Each variant renders the message the model
+/// reads, which already says what to do next.
+///
+/// The wrapped errors are not offered as `source`s: their messages carry
+/// their causes already, and a chain printed from them would say each
+/// cause twice.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The call's arguments cannot be acted on; nothing was done.
+    #[error("{0}")]
+    BadInput(String),
+    /// The session is not in a state to take this call now (held by another
+    /// call, text at its prompt, in use, busy); nothing was typed.
+    #[error("{0}")]
+    Refused(String),
+    /// Finding, making or changing a session failed.
+    #[error("{0}")]
+    Session(SessionError),
+    /// The session's logger failed.
+    #[error("{0}")]
+    Logger(ClientError),
+    /// tmux failed.
+    #[error("{0}")]
+    Tmux(TmuxError),
+    /// A session's files could not be read.
+    #[error("{0}")]
+    Store(StoreError),
+    /// Another failure, said in words: `/proc` that cannot be read, a file
+    /// that cannot be written, a typed command whose outcome cannot be
+    /// followed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ToolError {
+    /// The same failure told in other words: `f` gets the message. Bad
+    /// input and refusals stay what they were; anything else becomes
+    /// [`ToolError::Failed`], its message now being the new one.
+    pub fn reworded(self, f: impl FnOnce(String) -> String) -> ToolError {
+        match self {
+            ToolError::BadInput(m) => ToolError::BadInput(f(m)),
+            ToolError::Refused(m) => ToolError::Refused(f(m)),
+            other => ToolError::Failed(f(other.to_string())),
+        }
+    }
+}
+
+impl From<SessionError> for ToolError {
+    fn from(e: SessionError) -> ToolError {
+        ToolError::Session(e)
+    }
+}
+
+impl From<ClientError> for ToolError {
+    fn from(e: ClientError) -> ToolError {
+        ToolError::Logger(e)
+    }
+}
+
+impl From<TmuxError> for ToolError {
+    fn from(e: TmuxError) -> ToolError {
+        ToolError::Tmux(e)
+    }
+}
+
+impl From<StoreError> for ToolError {
+    fn from(e: StoreError) -> ToolError {
+        ToolError::Store(e)
+    }
+}
+
+impl From<SearchError> for ToolError {
+    fn from(e: SearchError) -> ToolError {
+        match e {
+            SearchError::Pattern(_) => ToolError::BadInput(e.to_string()),
+            SearchError::Store(e) => ToolError::Store(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(exit: Option<i32>, region: u64) -> Reply {
+        let facts = Facts { region: Some(RegionId(region)), outcome: Outcome::Ended { exit }, ..Facts::default() };
+        Reply { text: "exit 0 · 3 ms · region 4\n".into(), facts }
+    }
+
+    #[test]
+    fn a_finished_command_alone_is_told_from_its_facts() {
+        assert!(ended(Some(0), 4).finished_alone());
+        assert!(!ended(None, 4).finished_alone(), "no exit status: the session is looked at");
+        assert!(!ended(Some(0), 4).lead("$ true\n").finished_alone(), "a preface");
+        assert!(!Reply::text("typed 3 characters").finished_alone());
+        let running = Reply { facts: Facts { outcome: Outcome::Running, ..Facts::default() }, ..ended(None, 4) };
+        assert!(!running.finished_alone());
+    }
+
+    #[test]
+    fn parts_pushed_after_text_are_prefaced_and_keep_what_came_before() {
+        let mut first = ended(Some(0), 4);
+        first.facts.clipped = Some(LineNo(17)..=LineNo(568));
+        let mut whole = Reply::default();
+        whole.push(first);
+        assert!(whole.finished_alone(), "the first part opens the reply");
+        whole.push(ended(Some(1), 5));
+        assert_eq!(whole.facts.region, Some(RegionId(5)));
+        assert_eq!(whole.facts.outcome, Outcome::Ended { exit: Some(1) });
+        assert_eq!(whole.facts.clipped, Some(LineNo(17)..=LineNo(568)));
+        assert!(whole.facts.preface && !whole.finished_alone());
+        assert_eq!(Reply::text("x").lead(""), Reply::text("x"), "an empty lead changes nothing");
+    }
+
+    #[test]
+    fn outcomes_follow_the_wait_and_the_region() {
+        let command = Region { exit: Some(2), ..Region::default() };
+        let input = Region { kind: RegionKind::Input, exit: Some(2), ..Region::default() };
+        let ended = WaitReason::RegionEnded(RegionId(1));
+        assert_eq!(Outcome::of(&ended, Some(&command)), Outcome::Ended { exit: Some(2) });
+        assert_eq!(Outcome::of(&ended, Some(&input)), Outcome::Ended { exit: None });
+        assert_eq!(Outcome::of(&WaitReason::Prompt, None), Outcome::NothingRan);
+        assert_eq!(Outcome::of(&WaitReason::Prompt, Some(&command)), Outcome::Waiting);
+        assert!(!Outcome::of(&WaitReason::Timeout, None).lets_next_line_go());
+        assert!(!Outcome::of(&WaitReason::Matched(LineNo(3)), Some(&command)).lets_next_line_go());
+        assert!(!Outcome::of(&WaitReason::Eof, None).lets_next_line_go());
+        assert!(Outcome::of(&ended, Some(&command)).lets_next_line_go());
+        assert!(Outcome::NothingRan.lets_next_line_go() && Outcome::Waiting.lets_next_line_go());
+    }
+
+    #[test]
+    fn errors_read_as_their_messages() {
+        assert_eq!(ToolError::BadInput("give a command".into()).to_string(), "give a command");
+        let missing = SessionError::NotFound { name: "t9".into(), known: vec![] };
+        let text = missing.to_string();
+        let e = ToolError::from(missing);
+        assert_eq!(e.to_string(), text);
+        assert!(std::error::Error::source(&e).is_none());
+    }
+}

@@ -1,0 +1,196 @@
+//! The reply about a command that was waited for: a headline (how it ended,
+//! or why the wait stopped), what the foreground job does, its output
+//! shaped (whole, head and tail with a summary of the middle, or as `show`,
+//! `last_lines` and `save_to` ask), and what to do about a command that
+//! still runs. `run`, `wait`, `expect` and a replayed `run` all reply so,
+//! and the reply carries the facts its text was made from.
+
+use std::fmt::Write;
+
+use super::output::{self, Plan};
+use super::read::{fetch, region_lines};
+use super::reply::{Facts, Outcome, Reply, ToolError};
+use super::shape::Shape;
+use crate::session::{LoggerClient, Session};
+use dtmcp_core::protocol::{Status, WaitReason};
+use dtmcp_core::region::{Region, RegionKind};
+use dtmcp_core::types::LineNo;
+
+/// Where a wait for a command stopped.
+pub(super) struct Waited<'a> {
+    /// The logger's status when it stopped.
+    pub status: &'a Status,
+    /// Why it stopped.
+    pub reason: &'a WaitReason,
+    /// The command's region, once it has one.
+    pub region: Option<&'a Region>,
+    /// The line the command was typed on: without a region, its output is
+    /// what follows.
+    pub typed_on: LineNo,
+}
+
+/// The reply for a finished (or timed-out) command; `note`, a caller's own
+/// word on the outcome (expect's), stands in for the headline.
+pub(super) async fn describe(
+    s: &Session,
+    logger: &mut LoggerClient,
+    waited: &Waited<'_>,
+    shape: &Shape,
+    note: Option<&str>,
+) -> Result<Reply, ToolError> {
+    let Waited { status, reason, region, typed_on } = *waited;
+    let mut facts = Facts {
+        region: region.map(|r| r.id),
+        outcome: Outcome::of(reason, region),
+        preface: note.is_some(),
+        ..Facts::default()
+    };
+    let mut out = note.map_or_else(|| headline(s, waited), |n| format!("{n}\n"));
+    if let Some(line) = foreground_line(s, reason, region) {
+        let _ = writeln!(out, "{line}");
+    }
+    let (first, last) = match region {
+        Some(r) => region_lines(r, status),
+        None => (typed_on.next(), super::read::last_line(status)),
+    };
+    // Lines before the unfinished one are on disk; that one only the logger has.
+    let committed = LineNo(last.0.min(status.mark.line.0.saturating_sub(1)));
+    let unfinished = match last >= status.mark.line {
+        true => fetch(logger, status, status.mark.line, status.mark.line, region).await?,
+        false => Vec::new(),
+    };
+    if let Some(note) = shape.save(&s.dir, first, committed, unfinished.first().map(String::as_str))? {
+        let _ = writeln!(out, "{note}");
+    }
+    if shape.replaces_clipping() {
+        out.push_str(&shape.render(&s.dir, first, committed)?);
+        out.push_str(&output::plain(&unfinished));
+        return Ok(Reply { text: finish(out, s, reason, region), facts });
+    }
+    let hint = |a: u64, b: u64| match region {
+        Some(r) => format!("read session={} region={} (or from_line={a} to_line={b})", s.name, r.id),
+        None => format!("read session={} from_line={a} to_line={b}", s.name),
+    };
+    match output::plan(first, last) {
+        Plan::Empty => out.push_str("(no output)\n"),
+        Plan::Whole(a, b) => {
+            let lines = fetch(logger, status, a, b, region).await?;
+            out.push_str(&output::plain(&lines));
+        }
+        Plan::Clipped { head, tail } => {
+            let h = fetch(logger, status, head.0, head.1, region).await?;
+            let t = fetch(logger, status, tail.0, tail.1, region).await?;
+            let gap = head.1.next()..=LineNo(tail.0.0 - 1);
+            out.push_str(&super::shape::summary(&s.dir, *gap.start(), *gap.end())?);
+            let _ =
+                writeln!(out, "{} lines of output (lines {first}-{last}); first and last shown:", last.0 - first.0 + 1);
+            out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));
+            facts.clipped = Some(gap);
+            // A finished region that was clipped is the one most likely to be
+            // read again: its file is written now, for grep and less.
+            if let Some(r) = region.filter(|r| r.end.is_some()) {
+                let dir = s.dir.clone();
+                let r = r.clone();
+                let note = tokio::task::spawn_blocking(move || super::read::region_file_note(&dir, &r))
+                    .await
+                    .unwrap_or_default();
+                out.push_str(&note);
+            }
+        }
+    }
+    Ok(Reply { text: finish(out, s, reason, region), facts })
+}
+
+/// Ends a reply with what to do about a command that still runs.
+fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Region>) -> String {
+    let running = region.is_some_and(|r| r.end.is_none());
+    if matches!(reason, WaitReason::Timeout) || (running && matches!(reason, WaitReason::Matched(_))) {
+        let _ = writeln!(out, "It keeps running: call wait session={} to keep waiting.", s.name);
+    }
+    out
+}
+
+/// What the foreground job does, while a command still runs or waits.
+fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) -> Option<String> {
+    let waits = matches!(reason, WaitReason::Prompt) && region.is_some();
+    let input = matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input);
+    if !waits && !input && !matches!(reason, WaitReason::Timeout | WaitReason::Matched(_)) {
+        return None;
+    }
+    let pane = dtmcp_core::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
+    Some(dtmcp_core::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
+}
+
+/// Whether the pane's foreground job is a shell (one without markers,
+/// since an integrated one ends its commands with a status).
+fn at_plain_shell(s: &Session) -> bool {
+    super::program::job(s).is_ok_and(|j| j.is_shell || super::notes::is_shell_name(&j.comm))
+}
+
+fn headline(s: &Session, waited: &Waited<'_>) -> String {
+    let Waited { status, reason, region, .. } = *waited;
+    let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
+    // A command run by a shell inside the session's own (over ssh, in a
+    // container) says where, as region lists do.
+    if let Some(r) = region.filter(|r| r.depth > 0 && !r.host.is_empty()) {
+        let _ = write!(id, " · on {}", r.host);
+    }
+    let prompt = status.current_text.trim_end();
+    match (reason, region) {
+        (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => {
+            let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
+            match prompt.is_empty() {
+                _ if s.meta.integrated && status.shell.at_prompt => {
+                    format!("the program ended; back at the shell's prompt · {}{id}\n", duration(ms))
+                }
+                true => format!("output settled · {}{id}\n", duration(ms)),
+                false if at_plain_shell(s) => format!(
+                    "back at the shell's prompt `{prompt}` · exit status unknown (this shell has no shell integration) · {}{id}\n",
+                    duration(ms)
+                ),
+                false => format!("at the program's prompt `{prompt}` again · {}{id}\n", duration(ms)),
+            }
+        }
+        (WaitReason::RegionEnded(_), Some(r)) => {
+            let exit = r.exit.map_or("finished (exit status unknown)".to_string(), |e| format!("exit {e}"));
+            let pipe = if r.pipestatus.len() > 1 {
+                format!(" (pipeline: {})", r.pipestatus.iter().map(i32::to_string).collect::<Vec<_>>().join(" "))
+            } else {
+                String::new()
+            };
+            let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
+            format!("{exit}{pipe} · {}{id}\n", duration(ms))
+        }
+        (WaitReason::Prompt, Some(_)) if !prompt.is_empty() => format!("waiting for input at `{prompt}`{id}\n"),
+        (WaitReason::Prompt, Some(_)) => {
+            format!("waiting at a new prompt (a shell or program inside is ready for input){id}\n")
+        }
+        (WaitReason::Prompt, None) => {
+            "back at the prompt; nothing ran (an empty line, a comment, or a syntax error)\n".to_string()
+        }
+        (WaitReason::Eof, _) => format!("the session {} ended (its pane closed){id}\n", s.name),
+        (WaitReason::Timeout, _) => format!("still running{id}; output so far:\n"),
+        (WaitReason::Matched(line), _) => format!("`until` matched on line {line}{id}\n"),
+        _ => format!("done{id}\n"),
+    }
+}
+
+fn duration(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(12), "12 ms");
+        assert_eq!(duration(1500), "1.5 s");
+        assert_eq!(duration(125_000), "2m05s");
+    }
+}
