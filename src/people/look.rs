@@ -221,7 +221,7 @@ pub fn logged_names(home: &Home) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| super::check_name(n).is_ok())
         .collect();
-    names.sort_by(|a, b| natural(a).cmp(&natural(b)));
+    names.sort_by_key(|a| natural(a));
     names
 }
 
@@ -309,17 +309,8 @@ pub async fn all(home: &Home, closed: bool) -> Result<Vec<Facts>, Failure> {
             out.push(closed_facts(home, &name));
         }
     }
-    out.sort_by(|a, b| natural(&a.name).cmp(&natural(&b.name)));
+    out.sort_by_key(|a| natural(&a.name));
     Ok(out)
-}
-
-/// The facts of session `found`.
-pub async fn one(home: &Home, found: &Found) -> Facts {
-    let scene = Scene::look(home).await.unwrap_or_default();
-    match &found.pane {
-        Some(pane) => live(home, &scene, &found.name, pane).await,
-        None => closed_facts(home, &found.name),
-    }
 }
 
 /// What the files say, whether the session lives or not.
@@ -608,7 +599,7 @@ mod tests {
     #[test]
     fn names_sort_as_people_count() {
         let mut names = vec!["t10", "t2", "b", "t1+1", "t1"];
-        names.sort_by(|a, b| natural(a).cmp(&natural(b)));
+        names.sort_by_key(|a| natural(a));
         assert_eq!(names, ["b", "t1", "t1+1", "t2", "t10"]);
     }
 

@@ -9,6 +9,7 @@ mod faults;
 mod harness;
 mod logger;
 mod panes;
+mod people;
 mod procs;
 mod programs;
 mod remote;
