@@ -299,35 +299,31 @@ fn completions(shell: clap_complete::Shell) -> people::Outcome {
     out.put(&String::from_utf8_lossy(&script))
 }
 
-/// Prints the manual page, or writes every page into `dir`.
+/// Prints the manual page, or writes every page into `dir` and names them.
 fn man(dir: Option<&std::path::Path>) -> people::Outcome {
     let cmd = Cli::command();
-    match dir {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| people::Failure::Trouble(format!("{}: {e}", dir.display())))?;
-            clap_mangen::generate_to(cmd, dir)
-                .map_err(|e| people::Failure::Trouble(format!("{}: {e}", dir.display())))?;
-            let mut out = people::Out::stdout();
-            let mut written: Vec<_> = std::fs::read_dir(dir)
-                .map_err(|e| people::Failure::Trouble(format!("{}: {e}", dir.display())))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "1"))
-                .collect();
-            written.sort();
-            for path in written {
-                out.line(&path.display().to_string())?;
-            }
-            Ok(())
-        }
-        None => {
-            let mut page = Vec::new();
-            clap_mangen::Man::new(cmd)
-                .render(&mut page)
-                .map_err(|e| people::Failure::Trouble(format!("rendering the manual page: {e}")))?;
-            people::Out::stdout().put(&String::from_utf8_lossy(&page))
-        }
+    let Some(dir) = dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .map_err(|e| people::Failure::Trouble(format!("rendering the manual page: {e}")))?;
+        return people::Out::stdout().put(&String::from_utf8_lossy(&page));
+    };
+    let failed = |e: std::io::Error| people::Failure::Trouble(format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    clap_mangen::generate_to(cmd, dir).map_err(failed)?;
+    let ours = |p: &std::path::Path| {
+        p.extension().is_some_and(|x| x == "1")
+            && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("docent-terminal-mcp"))
+    };
+    let mut written: Vec<_> =
+        std::fs::read_dir(dir).map_err(failed)?.filter_map(Result::ok).map(|e| e.path()).filter(|p| ours(p)).collect();
+    written.sort();
+    let mut out = people::Out::stdout();
+    for path in written {
+        out.line(&path.display().to_string())?;
     }
+    Ok(())
 }
 
 /// Writes the skill (or a plugin holding it) and names what it wrote.
@@ -449,6 +445,22 @@ mod tests {
         let cli = Cli::try_parse_from(["dtmcp", "into", "sh", "-c", "exec \"$@\"", "--print"]).expect("parses");
         assert!(matches!(cli.command, Some(Command::Into { print: false, command }) if command.len() == 4));
         assert!(Cli::try_parse_from(["dtmcp", "ssh"]).is_err(), "ssh needs a host");
+    }
+
+    #[test]
+    fn the_peoples_commands_parse_as_their_help_says() {
+        use crate::people::look::State;
+        let cli = Cli::try_parse_from(["dtmcp", "ls", "--state", "waiting,closed", "--json"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Ls(a)) if a.json && a.state == [State::Waiting, State::Closed]));
+        let cli = Cli::try_parse_from(["dtmcp", "tail", "-fn", "5", "t1"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Tail(a)) if a.follow && a.lines == 5 && a.name == "t1"));
+        let cli = Cli::try_parse_from(["dtmcp", "search", "t1", "-C", "2", "--", "-x"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Search(a)) if a.regex == "-x" && a.context == 2));
+        let cli = Cli::try_parse_from(["dtmcp", "show", "t1", "12"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Show(a)) if a.region == Some(12)));
+        assert!(Cli::try_parse_from(["dtmcp", "show", "t1", "12", "--failed"]).is_err(), "a region or --failed");
+        assert!(Cli::try_parse_from(["dtmcp", "ls", "--state", "asleep"]).is_err());
+        assert!(Cli::try_parse_from(["dtmcp", "completions", "tcsh"]).is_err());
     }
 
     #[test]
