@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use rmcp::ServiceExt;
 
 use crate::config::Config;
+use crate::people;
 use crate::retention::{Action, SweepMode};
 use crate::session::{Sessions, Sweep};
 use crate::tmux::Tmux;
@@ -13,7 +14,7 @@ use crate::tools::Terminal;
 
 /// Terminal sessions for AI models, in tmux panes people can watch and join.
 #[derive(Debug, Parser)]
-#[command(name = "docent-terminal-mcp", version, about)]
+#[command(name = "docent-terminal-mcp", version, about, after_help = EXAMPLES)]
 pub struct Cli {
     /// What to do; with none, serve MCP over stdio.
     #[command(subcommand)]
@@ -22,6 +23,22 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DAYS")]
     pub keep_closed_days: Option<u64>,
 }
+
+/// Examples under the top-level `--help`.
+const EXAMPLES: &str = "\
+Examples:
+  docent-terminal-mcp                   serve MCP over stdio (what an agent's client starts)
+  dtmcp ls                              the sessions: what runs, who typed, who watches
+  dtmcp tail -f t1                      follow t1's log as it grows
+  dtmcp show t1 --failed | less         the last failed command of t1 and its output
+  dtmcp search t1 -C 2 'error|panic'    matching lines of t1's log, with context
+  dtmcp watch                           a live overview; q quits
+  dtmcp attach t1                       watch or join t1 in tmux
+  dtmcp completions bash > ~/.local/share/bash-completion/completions/dtmcp
+
+The people's commands (ls, tail, show, regions, search, watch, attach) read
+the state home and ask the sessions' loggers; they need no server and start
+nothing. Exit status: 0 done, 1 not found or no match, 2 usage error.";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -120,6 +137,38 @@ pub enum Command {
         #[command(subcommand)]
         action: LogsCommand,
     },
+    /// List the sessions: what each runs or waits for, its last command,
+    /// the agents that typed, the people attached, where it runs.
+    Ls(people::ls::LsArgs),
+    /// Print the last lines of a session's log, numbered; -f follows it.
+    Tail(people::tail::TailArgs),
+    /// Print one command of a session: its header and its output.
+    Show(people::show::ShowArgs),
+    /// List a session's commands with status, duration and who typed them.
+    Regions(people::regions::RegionsArgs),
+    /// Search a session's log with a regex, as grep -n would.
+    Search(people::search::SearchArgs),
+    /// A live overview of every session; q quits.
+    Watch(people::watch::WatchArgs),
+    /// Attach to a session's tmux session, to watch or type.
+    Attach(people::attach::AttachArgs),
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per subcommand.
+    #[command(after_help = "\
+Examples:
+  dtmcp man | man -l -
+  dtmcp man --dir ~/.local/share/man/man1")]
+    Man {
+        /// Write docent-terminal-mcp.1 and one page per subcommand into this
+        /// directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// The `logs` subcommands.
@@ -157,10 +206,18 @@ pub fn entry() -> std::process::ExitCode {
     survive_file_size_limit();
     match main(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("docent-terminal-mcp: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
+        Err(e) => match e.downcast_ref::<people::Failure>() {
+            Some(failure) => {
+                if let Some(message) = failure.message() {
+                    eprintln!("docent-terminal-mcp: {message}");
+                }
+                std::process::ExitCode::from(failure.code())
+            }
+            None => {
+                eprintln!("docent-terminal-mcp: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }
 
@@ -211,7 +268,62 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Ssh { print, args }) => crate::remote::ssh(&args, print),
         Some(Command::Install { print, remove, args }) => crate::remote::install(&args, print, remove),
         Some(Command::Into { print, command }) => crate::remote::into(&command, print),
+        Some(Command::Ls(a)) => Ok(people::block_on(|h| people::ls::run(h, a))?),
+        Some(Command::Tail(a)) => Ok(people::block_on(|h| people::tail::run(h, a))?),
+        Some(Command::Show(a)) => Ok(people::block_on(|h| people::show::run(h, a))?),
+        Some(Command::Regions(a)) => Ok(people::block_on(|h| people::regions::run(h, a))?),
+        Some(Command::Search(a)) => Ok(people::block_on(|h| people::search::run(h, a))?),
+        Some(Command::Watch(a)) => Ok(people::block_on(|h| people::watch::run(h, a))?),
+        Some(Command::Attach(a)) => Ok(people::block_on(|h| people::attach::run(h, a))?),
+        Some(Command::Completions { shell }) => Ok(completions(shell)?),
+        Some(Command::Man { dir }) => Ok(man(dir.as_deref())?),
     }
+}
+
+/// The name this program was started as (`dtmcp` or
+/// `docent-terminal-mcp`), for completions that complete what was typed.
+fn invoked_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| std::path::Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|n| n == "dtmcp" || n == "docent-terminal-mcp")
+        .unwrap_or_else(|| "docent-terminal-mcp".to_string())
+}
+
+/// Prints the completion script of `shell` for the name this program was
+/// started as.
+fn completions(shell: clap_complete::Shell) -> people::Outcome {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), invoked_name(), &mut script);
+    let mut out = people::Out::stdout();
+    out.put(&String::from_utf8_lossy(&script))
+}
+
+/// Prints the manual page, or writes every page into `dir` and names them.
+fn man(dir: Option<&std::path::Path>) -> people::Outcome {
+    let cmd = Cli::command();
+    let Some(dir) = dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .map_err(|e| people::Failure::Trouble(format!("rendering the manual page: {e}")))?;
+        return people::Out::stdout().put(&String::from_utf8_lossy(&page));
+    };
+    let failed = |e: std::io::Error| people::Failure::Trouble(format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    clap_mangen::generate_to(cmd, dir).map_err(failed)?;
+    let ours = |p: &std::path::Path| {
+        p.extension().is_some_and(|x| x == "1")
+            && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("docent-terminal-mcp"))
+    };
+    let mut written: Vec<_> =
+        std::fs::read_dir(dir).map_err(failed)?.filter_map(Result::ok).map(|e| e.path()).filter(|p| ours(p)).collect();
+    written.sort();
+    let mut out = people::Out::stdout();
+    for path in written {
+        out.line(&path.display().to_string())?;
+    }
+    Ok(())
 }
 
 /// Writes the skill (or a plugin holding it) and names what it wrote.
@@ -333,6 +445,22 @@ mod tests {
         let cli = Cli::try_parse_from(["dtmcp", "into", "sh", "-c", "exec \"$@\"", "--print"]).expect("parses");
         assert!(matches!(cli.command, Some(Command::Into { print: false, command }) if command.len() == 4));
         assert!(Cli::try_parse_from(["dtmcp", "ssh"]).is_err(), "ssh needs a host");
+    }
+
+    #[test]
+    fn the_peoples_commands_parse_as_their_help_says() {
+        use crate::people::look::State;
+        let cli = Cli::try_parse_from(["dtmcp", "ls", "--state", "waiting,closed", "--json"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Ls(a)) if a.json && a.state == [State::Waiting, State::Closed]));
+        let cli = Cli::try_parse_from(["dtmcp", "tail", "-fn", "5", "t1"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Tail(a)) if a.follow && a.lines == 5 && a.name == "t1"));
+        let cli = Cli::try_parse_from(["dtmcp", "search", "t1", "-C", "2", "--", "-x"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Search(a)) if a.regex == "-x" && a.context == 2));
+        let cli = Cli::try_parse_from(["dtmcp", "show", "t1", "12"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Show(a)) if a.region == Some(12)));
+        assert!(Cli::try_parse_from(["dtmcp", "show", "t1", "12", "--failed"]).is_err(), "a region or --failed");
+        assert!(Cli::try_parse_from(["dtmcp", "ls", "--state", "asleep"]).is_err());
+        assert!(Cli::try_parse_from(["dtmcp", "completions", "tcsh"]).is_err());
     }
 
     #[test]

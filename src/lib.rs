@@ -20,6 +20,7 @@ pub mod hosts;
 pub mod keys;
 pub mod lock;
 pub mod mcp_client;
+pub mod people;
 pub mod remote;
 pub mod retention;
 pub mod server;

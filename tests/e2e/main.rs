@@ -10,6 +10,7 @@ mod harness;
 mod inspector;
 mod logger;
 mod panes;
+mod people;
 mod procs;
 mod programs;
 mod remote;
