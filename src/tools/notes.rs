@@ -11,7 +11,7 @@ use std::time::Instant;
 use rmcp::model::CallToolResult;
 
 use super::Terminal;
-use super::reply::{Reply, ToolError};
+use super::reply::{Facts, Reply, ToolError};
 use crate::docent::notes::{self, Situation};
 use dtmcp_core::procs::{self, Activity};
 
@@ -64,7 +64,7 @@ impl Terminal {
         let Some((situation, open)) = self.look(name, before.last_reply_s).await else {
             return Vec::new();
         };
-        let all = notes::notes(&situation.as_situation(name, tool, command, reply.facts.clipped.is_some()));
+        let all = notes::notes(&situation.as_situation(name, tool, command, &reply.facts));
         self.watch_running(name, &open);
         self.given(name, now_s, all, |running| *running = open).await
     }
@@ -176,7 +176,7 @@ impl Looked {
         session: &'a str,
         tool: &'a str,
         command: Option<&'a str>,
-        clipped: bool,
+        facts: &Facts,
     ) -> Situation<'a> {
         Situation {
             session,
@@ -196,7 +196,7 @@ impl Looked {
             place_known: self.place_known,
             attached: self.attached,
             person_typed: self.person_typed,
-            clipped,
+            clipped: facts.clipped.is_some(),
         }
     }
 }
@@ -237,7 +237,7 @@ fn told_by_reply<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::reply::{Facts, Outcome};
+    use crate::tools::reply::Outcome;
     use dtmcp_core::types::{LineNo, RegionId};
 
     fn finished(exit: Option<i32>, clipped: bool) -> Reply {
