@@ -19,6 +19,7 @@ pub mod cook;
 pub mod marker;
 pub mod procs;
 pub mod protocol;
+pub mod redact;
 pub mod region;
 pub mod search;
 pub mod store;
