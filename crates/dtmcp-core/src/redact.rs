@@ -110,6 +110,11 @@ impl Known {
         }
     }
 
+    /// Each known value with its kind.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// How many values are known.
     pub fn len(&self) -> usize {
         self.values.len()
@@ -192,6 +197,22 @@ impl Table {
         self.entries.push(Entry { kind: kind.to_string(), n, value: value.to_string() });
         self.changed = true;
         render(kind, n)
+    }
+
+    /// Adds `value` as a secret of `kind` unless it has a placeholder
+    /// already or is shorter than [`MIN_LEN`]: from then on it is found by
+    /// value in every reply of the session.
+    pub fn learn(&mut self, kind: &str, value: &str) {
+        if value.chars().count() >= MIN_LEN {
+            self.placeholder(kind, value);
+        }
+    }
+
+    /// Adds every value of `known`, as [`Table::learn`] does.
+    pub fn learn_all(&mut self, known: &Known) {
+        for (kind, value) in &known.values {
+            self.learn(kind, value);
+        }
     }
 
     /// The value `placeholder` stands for.
