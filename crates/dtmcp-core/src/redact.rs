@@ -38,6 +38,15 @@ const SECRET_WORDS: [&str; 9] =
 
 static RULES: LazyLock<rules::Rules> = LazyLock::new(rules::Rules::compile);
 
+/// A placeholder as it shows in a reply or is typed.
+static PLACEHOLDER: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"‹secret:[^›\s]*›").expect("a constant pattern"));
+
+/// The kind of a private key block.
+const PRIVATE_KEY: &str = "private-key";
+/// The kind of one line of a private key, learnt when the key was seen.
+const KEY_LINE: &str = "private-key-line";
+
 /// Whether `name` (an environment variable's, a key's) says it holds a
 /// secret: it contains token, secret, password, api key or credential.
 pub fn names_a_secret(name: &str) -> bool {
@@ -223,8 +232,6 @@ impl Table {
     /// `input` with every placeholder in it replaced by its value; the
     /// first unknown one refuses the whole input.
     pub fn substitute(&self, input: &str) -> Result<String, UnknownPlaceholder> {
-        static PLACEHOLDER: LazyLock<regex::Regex> =
-            LazyLock::new(|| regex::Regex::new(r"‹secret:[^›\s]*›").expect("a constant pattern"));
         if !input.contains(OPEN) {
             return Ok(input.to_string());
         }
@@ -270,11 +277,18 @@ struct Span {
 /// further one keeps its line-number prefix (if the text has them) and
 /// shows `‹…›`.
 pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) {
-    let mut spans = by_value(text, known, table);
-    for f in RULES.find(text) {
-        spans.push(Span { range: f.range, kind: f.kind.to_string() });
-    }
-    if spans.is_empty() {
+    // Placeholders already in the text stay as they are; a private key
+    // comes before values, so that the lines it taught the table do not
+    // break it up; then values, then the other shapes.
+    let mut spans: Vec<Span> = match text.contains(OPEN) {
+        true => PLACEHOLDER.find_iter(text).map(|m| Span { range: m.range(), kind: String::new() }).collect(),
+        false => Vec::new(),
+    };
+    let (keys, shapes): (Vec<_>, Vec<_>) = RULES.find(text).into_iter().partition(|f| f.kind == PRIVATE_KEY);
+    spans.extend(keys.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    spans.extend(by_value(text, known, table));
+    spans.extend(shapes.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    if spans.iter().all(|s| s.kind.is_empty()) {
         return (text.to_string(), Counts::default());
     }
     let mut taken: Vec<Span> = Vec::new();
@@ -290,7 +304,19 @@ pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) 
     for s in taken {
         out.push_str(&text[last..s.range.start]);
         let secret = &text[s.range.clone()];
-        let placeholder = table.placeholder(&s.kind, &canonical(secret));
+        last = s.range.end;
+        if s.kind.is_empty() {
+            out.push_str(secret);
+            continue;
+        }
+        let value = canonical(secret);
+        let placeholder = table.placeholder(&s.kind, &value);
+        if s.kind == PRIVATE_KEY {
+            // Its lines, so that a read of a few of them hides them too.
+            for line in value.lines().filter(|l| !l.starts_with("-----")) {
+                table.learn(KEY_LINE, line.trim());
+            }
+        }
         out.push_str(&placeholder);
         for line in secret.split('\n').skip(1) {
             out.push('\n');
@@ -298,7 +324,6 @@ pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) 
             out.push_str("‹…›");
         }
         *counts.0.entry(s.kind).or_default() += 1;
-        last = s.range.end;
     }
     out.push_str(&text[last..]);
     (out, counts)
@@ -407,6 +432,16 @@ mod tests {
             value,
             Some("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----")
         );
+    }
+
+    #[test]
+    fn placeholders_in_the_text_stay_and_a_seen_keys_lines_hide_alone() {
+        let mut table = Table::default();
+        let typed = "echo ‹secret:github-token:9› secret: ‹secret:x:1›";
+        assert_eq!(run(typed, &mut table), (typed.to_string(), Counts::default()));
+        run("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----", &mut table);
+        let (out, _) = run(" 11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", &mut table);
+        assert_eq!(out, " 11  ‹secret:private-key-line:1›");
     }
 
     #[test]

@@ -190,6 +190,7 @@ pub(super) fn plausible_value(value: &str) -> bool {
         && !value.starts_with("~/")
         && !value.starts_with("./")
         && !value.contains(super::OPEN)
+        && !value.contains('›')
         && !value.bytes().all(|b| b.is_ascii_digit())
         && !value.eq_ignore_ascii_case("<redacted>")
 }
