@@ -19,6 +19,13 @@ struct Entry<'a> {
     actor: Option<&'a str>,
     ms: f64,
     ok: bool,
+    /// How many secrets the reply had redacted (never which).
+    #[serde(skip_serializing_if = "is_zero")]
+    redacted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Appends entries to the call log; failures to write are ignored, since a
@@ -34,7 +41,8 @@ impl CallLog {
         CallLog { path, lock: Mutex::new(()) }
     }
 
-    /// Records one call of `actor` (the agent, when known).
+    /// Records one call of `actor` (the agent, when known) whose reply had
+    /// `redacted` secrets redacted.
     pub fn record(
         &self,
         tool: &str,
@@ -42,6 +50,7 @@ impl CallLog {
         actor: Option<&str>,
         elapsed: std::time::Duration,
         ok: bool,
+        redacted: u32,
     ) {
         let entry = Entry {
             time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
@@ -50,6 +59,7 @@ impl CallLog {
             actor,
             ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             ok,
+            redacted,
         };
         let Ok(mut line) = serde_json::to_vec(&entry) else { return };
         line.push(b'\n');

@@ -105,7 +105,19 @@ async fn one_session(
         v["attached"] = json!(p.attached);
         v["running"] = json!(p.running.map(|(cmd, by)| json!({ "command": cmd, "started_by": by })));
     }
+    redact_strings(terminal, name, &mut v);
     v
+}
+
+/// Redacts every string in `v` as a reply of session `name` is redacted:
+/// command lines show placeholders here too.
+fn redact_strings(terminal: &Terminal, name: &str, v: &mut Value) {
+    match v {
+        Value::String(s) => *s = terminal.redacted(Some(name), s),
+        Value::Array(items) => items.iter_mut().for_each(|i| redact_strings(terminal, name, i)),
+        Value::Object(map) => map.values_mut().for_each(|i| redact_strings(terminal, name, i)),
+        _ => {}
+    }
 }
 
 /// Where the session's next line runs, when not on this host as this

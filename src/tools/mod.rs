@@ -25,6 +25,7 @@ mod report;
 mod run;
 pub mod schema;
 mod search;
+pub mod secrets;
 mod send;
 mod session;
 mod shape;
@@ -72,6 +73,8 @@ pub struct Inner {
     pub actors: caller::Actors,
     /// Who holds each session while typing, and what agents typed last.
     pub holds: holds::Holds,
+    /// What replies keep out of the model's sight.
+    pub secrets: secrets::Secrets,
 }
 
 impl Terminal {
@@ -85,6 +88,7 @@ impl Terminal {
                 agents: Default::default(),
                 actors: caller::Actors::default(),
                 holds: holds::Holds::default(),
+                secrets: secrets::Secrets::from_env(),
             }),
             conn: Arc::default(),
             tool_router: Self::router(),
@@ -130,6 +134,13 @@ impl Terminal {
     /// The sessions this server serves.
     pub fn sessions(&self) -> &Sessions {
         &self.inner.sessions
+    }
+
+    /// `text` as the model may read it: the secrets of session `name` (or,
+    /// with none, those known to the server) replaced by placeholders.
+    pub fn redacted(&self, name: Option<&str>, text: &str) -> String {
+        let dir = name.map(|n| self.sessions().cfg.session_dir(n));
+        self.inner.secrets.redact(dir.as_deref(), text).0
     }
 
     /// Who is calling, for notes given once per agent: the caller of the
@@ -190,17 +201,66 @@ impl Terminal {
         finished: Option<String>,
     ) -> CallToolResult {
         let who = caller::Caller::current();
-        self.inner.calls.record(tool, session, who.actor.as_deref(), started.elapsed(), outcome.is_ok());
         if let Ok(Reply { facts: Facts { created: Some(name), .. }, .. }) = &outcome {
             once::note_created(&self.sessions().cfg.home, name, who.actor.as_deref());
         }
+        let created = outcome.as_ref().ok().and_then(|r| r.facts.created.clone());
         let note = session.and_then(|name| self.sessions().take_note(name));
         let leads: String = [finished, note].into_iter().flatten().collect();
-        match outcome {
-            Ok(reply) => CallToolResult::success(vec![ContentBlock::text(clean(&(leads + &reply.text)))]),
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(clean(&format!("{leads}{e}")))]),
+        let ok = outcome.is_ok();
+        let text = match outcome {
+            Ok(reply) => leads + &reply.text,
+            Err(e) => format!("{leads}{e}"),
+        };
+        let dir = session.or(created.as_deref()).map(|name| self.sessions().cfg.session_dir(name));
+        let (mut text, counts) = self.inner.secrets.redact(dir.as_deref(), &text);
+        if counts.total() > 0 {
+            text.push_str(&secrets::Secrets::note(dir.as_deref(), &self.actor(), &counts));
         }
+        let elapsed = started.elapsed();
+        self.inner.calls.record(tool, session, who.actor.as_deref(), elapsed, ok, counts.total());
+        let content = vec![ContentBlock::text(clean(&text))];
+        if ok { CallToolResult::success(content) } else { CallToolResult::error(content) }
     }
+
+    /// The arguments of a `run`, `send` or `expect` with the placeholders
+    /// of secrets in their texts replaced by the values, just before they
+    /// are typed; an unknown placeholder refuses the call, nothing typed.
+    fn with_secrets(&self, mut request: CallToolRequestParams) -> Result<CallToolRequestParams, CallToolResult> {
+        let tool = request.name.to_string();
+        let Some(args) = request.arguments.as_mut() else { return Ok(request) };
+        let Some(name) = args.get("session").and_then(|v| v.as_str()).map(str::to_string) else { return Ok(request) };
+        let dir = self.sessions().cfg.session_dir(&name);
+        for value in args.values_mut() {
+            if let Err(e) = substitute_in(&self.inner.secrets, &dir, value) {
+                return Err(self.finish_call(&tool, Some(&name), Instant::now(), Err(e), None));
+            }
+        }
+        Ok(request)
+    }
+}
+
+/// Replaces the placeholders in every string within `value`.
+fn substitute_in(
+    secrets: &secrets::Secrets,
+    dir: &std::path::Path,
+    value: &mut serde_json::Value,
+) -> Result<(), ToolError> {
+    match value {
+        serde_json::Value::String(s) => *s = secrets.substitute(dir, s)?,
+        serde_json::Value::Array(items) => {
+            for v in items {
+                substitute_in(secrets, dir, v)?;
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for v in map.values_mut() {
+                substitute_in(secrets, dir, v)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -230,6 +290,10 @@ impl ServerHandler for Terminal {
         let who = self.caller_of(&request, &context);
         let body = async {
             if matches!(&*request.name, "run" | "send" | "expect") {
+                let request = match self.with_secrets(request) {
+                    Ok(request) => request,
+                    Err(refused) => return Ok(CallToolResponse::Complete(refused)),
+                };
                 // Only a `run` is replayed by key; `send` and `expect` are
                 // recorded as typing, nothing more.
                 let key = who.key.clone().filter(|_| request.name == "run");

@@ -40,6 +40,9 @@ pub struct CreateParams {
     /// A regex matching the session's prompt where the built-in ones (`$ `, `# `, `> `, `(gdb) `, `>>> `, ...) do not, e.g. "^myapp\\[\\d+\\]: $"; lines typed into programs end at it.
     /// A regex matching the session's prompt where the built-in ones (`$ `, `# `, `> `, `(gdb) `, `>>> `, ...) do not, e.g. "^myapp: $"; lines typed into programs end at it.
     pub prompt_pattern: Option<String>,
+    /// false: show secrets in this session's replies as they are (default true: each secret shows as a placeholder ‹secret:KIND:N›, which run, send and expect type back as the value).
+    #[serde(default)]
+    pub redact: Option<bool>,
 }
 
 /// Arguments of `session_close`.
@@ -158,6 +161,8 @@ impl Terminal {
 
 impl Terminal {
     async fn create_body(&self, p: CreateParams) -> Result<Reply, ToolError> {
+        let redact = p.redact.unwrap_or(true);
+        let env = p.env.clone().unwrap_or_default();
         let opts = CreateOptions {
             name: p.name,
             command: p.command,
@@ -169,7 +174,20 @@ impl Terminal {
             prompt_pattern: p.prompt_pattern,
         };
         let (s, status) = self.sessions().create(opts).await?;
-        let text = self.ready_text(&s, &status, "");
+        let mut text = self.ready_text(&s, &status, "");
+        let secrets = &self.inner.secrets;
+        if !redact {
+            super::secrets::Secrets::turn_off(&s.dir).map_err(|e| {
+                ToolError::Failed(format!(
+                    "session {} made, but redaction could not be turned off: {e}; close it",
+                    s.name
+                ))
+            })?;
+            text.push_str("redaction: off for this session (redact=false): its replies show secrets as they are\n");
+        } else if !secrets.on {
+            text.push_str("redaction: off for this server (DOCENT_TERMINAL_MCP_REDACT=0)\n");
+        }
+        secrets.learn_session(&s.dir, s.pane.pane_pid, &env);
         Ok(Reply { text, facts: Facts { created: Some(s.name), ..Facts::default() } })
     }
 

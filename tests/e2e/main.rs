@@ -17,6 +17,7 @@ mod remote;
 mod retention;
 mod run;
 mod search;
+mod secrets;
 mod security;
 mod send;
 mod serve;

@@ -21,6 +21,7 @@ pub mod marker;
 pub mod pipeline;
 pub mod procs;
 pub mod protocol;
+pub mod redact;
 pub mod region;
 pub mod search;
 pub mod store;

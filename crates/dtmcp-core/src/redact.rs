@@ -1,0 +1,478 @@
+//! Keeping secrets out of what a model reads.
+//!
+//! A reply's text is scanned for secrets two ways: by shape (the provider
+//! formats in [`rules`](self::rules), run only where a keyword prefilter
+//! finds one of their keywords) and by value (values the session knows are
+//! secret, however they look: from the shell's environment, from the user,
+//! and every value redacted earlier in the session). Each secret becomes a
+//! placeholder `‹secret:KIND:N›`, numbered per kind, the same for the same
+//! value in every reply of a session ([`Table`]); nothing of the value shows.
+//! Typed input goes the other way: [`Table::substitute`] puts the values
+//! back for the placeholders an agent typed.
+//!
+//! Values shorter than [`MIN_LEN`] characters are never matched: short
+//! values hit ordinary words and numbers far too often.
+//!
+//! Pure: no file is read here but the table's own (by its caller's path).
+
+mod rules;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use serde::{Deserialize, Serialize};
+
+/// Values shorter than this (in characters) are not matched.
+pub const MIN_LEN: usize = 8;
+
+/// The character that opens a placeholder.
+pub const OPEN: char = '‹';
+
+/// The words that make a name (of a variable, a key) name a secret.
+const SECRET_WORDS: [&str; 9] =
+    ["token", "secret", "passw", "pwd", "api_key", "apikey", "credential", "private_key", "access_key"];
+
+static RULES: LazyLock<rules::Rules> = LazyLock::new(rules::Rules::compile);
+
+/// A placeholder as it shows in a reply or is typed.
+static PLACEHOLDER: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"‹secret:[^›\s]*›").expect("a constant pattern"));
+
+/// The kind of a private key block.
+const PRIVATE_KEY: &str = "private-key";
+/// The kind of one line of a private key, learnt when the key was seen.
+const KEY_LINE: &str = "private-key-line";
+
+/// Whether `name` (an environment variable's, a key's) says it holds a
+/// secret: it contains token, secret, password, api key or credential.
+pub fn names_a_secret(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase().replace('-', "_");
+    SECRET_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// How many secrets a text had, by kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts(pub BTreeMap<String, u32>);
+
+impl Counts {
+    /// How many in all.
+    pub fn total(&self) -> u32 {
+        self.0.values().sum()
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Counts) {
+        for (kind, n) in &other.0 {
+            *self.0.entry(kind.clone()).or_default() += n;
+        }
+    }
+}
+
+/// `2 github-token, 1 private-key`.
+impl fmt::Display for Counts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// Values known to be secret, whatever their shape, with the kind their
+/// placeholder gets.
+#[derive(Clone, Debug, Default)]
+pub struct Known {
+    values: Vec<(String, String)>,
+}
+
+impl Known {
+    /// The values of the variables among `vars` whose names say they hold
+    /// a secret, or that are listed in `named`; each is known by its
+    /// variable's name (`GITHUB_TOKEN` gives kind `github-token`).
+    pub fn from_env<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str)>, named: &[String]) -> Known {
+        let mut known = Known::default();
+        for (name, value) in vars {
+            let listed = named.iter().any(|n| n == name);
+            if listed || (names_a_secret(name) && rules::plausible_value(value)) {
+                known.add(&kind_of_name(name), value);
+            }
+        }
+        known
+    }
+
+    /// Adds `value` as a secret of `kind` (ignored when shorter than
+    /// [`MIN_LEN`]).
+    pub fn add(&mut self, kind: &str, value: &str) {
+        let value = value.trim_end_matches(['\n', '\r']);
+        if value.chars().count() >= MIN_LEN && !self.values.iter().any(|(_, v)| v == value) {
+            self.values.push((kind.to_string(), value.to_string()));
+        }
+    }
+
+    /// Adds every line of `file` (a file the user listed values in) as a
+    /// secret of kind `listed`.
+    pub fn add_lines(&mut self, file: &str) {
+        for line in file.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            self.add("listed", line);
+        }
+    }
+
+    /// Each known value with its kind.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// How many values are known.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+/// A placeholder kind from a variable's name: `MY_API_TOKEN` → `my-api-token`.
+fn kind_of_name(name: &str) -> String {
+    let kind: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    let kind = kind.trim_matches('-');
+    if kind.is_empty() { "secret".into() } else { kind.to_string() }
+}
+
+/// One secret of a session and its placeholder.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Entry {
+    kind: String,
+    n: u32,
+    value: String,
+}
+
+/// A session's placeholders: which value each stands for. Kept in a 0600
+/// file of the session, so that a restarted router numbers as before and
+/// typed placeholders can be put back.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Table {
+    entries: Vec<Entry>,
+    /// Whether entries were added since it was loaded.
+    #[serde(skip)]
+    changed: bool,
+}
+
+/// A placeholder that the table does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{placeholder} is not a placeholder of this session (known: {known}); copy one from a reply of this session, \
+     nothing was typed"
+)]
+pub struct UnknownPlaceholder {
+    /// The placeholder as typed.
+    pub placeholder: String,
+    /// The placeholders the session has, for the message.
+    pub known: String,
+}
+
+impl Table {
+    /// Reads the table at `path`; none yet (or unreadable) is empty.
+    pub fn load(path: &Path) -> Table {
+        std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    /// Writes the table to `path` (0600, replaced whole) if it changed.
+    pub fn save(&mut self, path: &Path) -> std::io::Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        let tmp = path.with_extension("tmp");
+        let mut opts = std::fs::OpenOptions::new();
+        std::os::unix::fs::OpenOptionsExt::mode(opts.write(true).create(true).truncate(true), 0o600);
+        let mut file = opts.open(&tmp)?;
+        file.write_all(&serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        self.changed = false;
+        Ok(())
+    }
+
+    /// The placeholder of `value`, given one as a `kind` if it has none.
+    fn placeholder(&mut self, kind: &str, value: &str) -> String {
+        if let Some(e) = self.entries.iter().find(|e| e.value == value) {
+            return render(&e.kind, e.n);
+        }
+        let n = self.entries.iter().filter(|e| e.kind == kind).count() as u32 + 1;
+        self.entries.push(Entry { kind: kind.to_string(), n, value: value.to_string() });
+        self.changed = true;
+        render(kind, n)
+    }
+
+    /// Adds `value` as a secret of `kind` unless it has a placeholder
+    /// already or is shorter than [`MIN_LEN`]: from then on it is found by
+    /// value in every reply of the session.
+    pub fn learn(&mut self, kind: &str, value: &str) {
+        if value.chars().count() >= MIN_LEN {
+            self.placeholder(kind, value);
+        }
+    }
+
+    /// Adds every value of `known`, as [`Table::learn`] does.
+    pub fn learn_all(&mut self, known: &Known) {
+        for (kind, value) in &known.values {
+            self.learn(kind, value);
+        }
+    }
+
+    /// The value `placeholder` stands for.
+    pub fn value_of(&self, placeholder: &str) -> Option<&str> {
+        self.entries.iter().find(|e| render(&e.kind, e.n) == placeholder).map(|e| e.value.as_str())
+    }
+
+    /// `input` with every placeholder in it replaced by its value; the
+    /// first unknown one refuses the whole input.
+    pub fn substitute(&self, input: &str) -> Result<String, UnknownPlaceholder> {
+        if !input.contains(OPEN) {
+            return Ok(input.to_string());
+        }
+        let mut out = String::with_capacity(input.len());
+        let mut last = 0;
+        for m in PLACEHOLDER.find_iter(input) {
+            let Some(value) = self.value_of(m.as_str()) else {
+                let known: Vec<String> = self.entries.iter().map(|e| render(&e.kind, e.n)).collect();
+                let known = if known.is_empty() { "none yet".into() } else { known.join(", ") };
+                return Err(UnknownPlaceholder { placeholder: m.as_str().to_string(), known });
+            };
+            out.push_str(&input[last..m.start()]);
+            out.push_str(value);
+            last = m.end();
+        }
+        out.push_str(&input[last..]);
+        Ok(out)
+    }
+
+    /// Whether there are no placeholders yet.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// `‹secret:github-token:1›`.
+fn render(kind: &str, n: u32) -> String {
+    format!("{OPEN}secret:{kind}:{n}›")
+}
+
+/// A secret found in a text, by shape or by value.
+struct Span {
+    range: std::ops::Range<usize>,
+    kind: String,
+}
+
+/// `text` with every secret replaced by its placeholder from `table` (new
+/// ones added there), and how many of each kind it had.
+///
+/// The values of `table` and `known` are found first, then the shapes;
+/// where two finds overlap, the first wins. A secret over several lines (a
+/// private key) keeps its lines: the first shows the placeholder, each
+/// further one keeps its line-number prefix (if the text has them) and
+/// shows `‹…›`.
+pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) {
+    // Placeholders already in the text stay as they are; a private key
+    // comes before values, so that the lines it taught the table do not
+    // break it up; then values, then the other shapes.
+    let mut spans: Vec<Span> = match text.contains(OPEN) {
+        true => PLACEHOLDER.find_iter(text).map(|m| Span { range: m.range(), kind: String::new() }).collect(),
+        false => Vec::new(),
+    };
+    let (keys, shapes): (Vec<_>, Vec<_>) = RULES.find(text).into_iter().partition(|f| f.kind == PRIVATE_KEY);
+    spans.extend(keys.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    spans.extend(by_value(text, known, table));
+    spans.extend(shapes.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    if spans.iter().all(|s| s.kind.is_empty()) {
+        return (text.to_string(), Counts::default());
+    }
+    let mut taken: Vec<Span> = Vec::new();
+    for s in spans {
+        if !taken.iter().any(|t| t.range.start < s.range.end && s.range.start < t.range.end) {
+            taken.push(s);
+        }
+    }
+    taken.sort_by_key(|s| s.range.start);
+    let mut counts = Counts::default();
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for s in taken {
+        out.push_str(&text[last..s.range.start]);
+        let secret = &text[s.range.clone()];
+        last = s.range.end;
+        if s.kind.is_empty() {
+            out.push_str(secret);
+            continue;
+        }
+        let value = canonical(secret);
+        let placeholder = table.placeholder(&s.kind, &value);
+        if s.kind == PRIVATE_KEY {
+            // Its lines, so that a read of a few of them hides them too.
+            for line in value.lines().filter(|l| !l.starts_with("-----")) {
+                table.learn(KEY_LINE, line.trim());
+            }
+        }
+        out.push_str(&placeholder);
+        for line in secret.split('\n').skip(1) {
+            out.push('\n');
+            out.push_str(&line[..prefix_len(line)]);
+            out.push_str("‹…›");
+        }
+        *counts.0.entry(s.kind).or_default() += 1;
+    }
+    out.push_str(&text[last..]);
+    (out, counts)
+}
+
+/// The finds of the values of `table` and `known` in `text`.
+fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
+    let values: Vec<(&str, &str)> = table
+        .entries
+        .iter()
+        .filter(|e| !e.value.contains('\n'))
+        .map(|e| (e.kind.as_str(), e.value.as_str()))
+        .chain(known.values.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .collect();
+    if values.is_empty() {
+        return Vec::new();
+    }
+    let Ok(ac) = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(values.iter().map(|(_, v)| v))
+    else {
+        return Vec::new();
+    };
+    ac.find_iter(text).map(|m| Span { range: m.range(), kind: values[m.pattern().as_usize()].0.to_string() }).collect()
+}
+
+/// A secret as typed back: a several-line one loses the line-number
+/// prefixes a reply put before its lines.
+fn canonical(secret: &str) -> String {
+    if !secret.contains('\n') {
+        return secret.to_string();
+    }
+    let lines: Vec<&str> = secret.split('\n').collect();
+    if lines[1..].iter().all(|l| prefix_len(l) > 0) {
+        let rest = lines[1..].iter().map(|l| &l[prefix_len(l)..]);
+        std::iter::once(lines[0]).chain(rest).collect::<Vec<_>>().join("\n")
+    } else {
+        secret.to_string()
+    }
+}
+
+/// The length of a reply's line-number prefix at the start of `line`
+/// (`  12  ` in a read, `12: ` or `12- ` in a search), 0 if it has none.
+fn prefix_len(line: &str) -> usize {
+    let b = line.as_bytes();
+    let spaces = b.iter().take_while(|c| **c == b' ').count();
+    let digits = b[spaces..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 {
+        return 0;
+    }
+    let at = spaces + digits;
+    match &b[at..] {
+        [b' ', b' ', ..] => at + 2,
+        [b':' | b'-', b' ', ..] => at + 2,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GH: &str = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+
+    fn run(text: &str, table: &mut Table) -> (String, Counts) {
+        redact(text, &Known::default(), table)
+    }
+
+    #[test]
+    fn the_same_value_keeps_its_placeholder_and_kinds_number_apart() {
+        let mut table = Table::default();
+        let other = GH.replace("A1", "Z9");
+        let (out, counts) = run(&format!("a {GH} b {other} c {GH}"), &mut table);
+        assert_eq!(out, "a ‹secret:github-token:1› b ‹secret:github-token:2› c ‹secret:github-token:1›");
+        assert_eq!(counts.to_string(), "3 github-token");
+        let (again, _) = run(&format!("url=https://u:hunter2hunter2@h/ {other}"), &mut table);
+        assert_eq!(again, "url=https://u:‹secret:url-password:1›@h/ ‹secret:github-token:2›");
+        assert_eq!(table.value_of("‹secret:github-token:2›"), Some(other.as_str()));
+    }
+
+    #[test]
+    fn a_value_once_redacted_is_found_without_its_context() {
+        let mut table = Table::default();
+        run("DB_PASSWORD=correct-horse-battery", &mut table);
+        let (out, counts) = run("echo correct-horse-battery", &mut table);
+        assert_eq!(out, "echo ‹secret:password:1›");
+        assert_eq!(counts.total(), 1);
+    }
+
+    #[test]
+    fn known_values_are_found_whatever_their_shape_but_not_short_ones() {
+        let env = [("HOME", "/root"), ("MY_DEPLOY_TOKEN", "plainwords99"), ("API_KEY", "short"), ("X", "listedvalue")];
+        let known = Known::from_env(env, &["X".to_string()]);
+        assert_eq!(known.len(), 2);
+        let (out, _) = redact("plainwords99 listedvalue short /root", &known, &mut Table::default());
+        assert_eq!(out, "‹secret:my-deploy-token:1› ‹secret:x:1› short /root");
+    }
+
+    #[test]
+    fn a_numbered_private_key_keeps_its_lines_and_types_back_without_numbers() {
+        let text = "  9  $ cat k\n 10  -----BEGIN PRIVATE KEY-----\n 11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n 12  -----END PRIVATE KEY-----\n 13  $";
+        let mut table = Table::default();
+        let (out, counts) = run(text, &mut table);
+        assert_eq!(out, "  9  $ cat k\n 10  ‹secret:private-key:1›\n 11  ‹…›\n 12  ‹…›\n 13  $");
+        assert_eq!(counts.total(), 1);
+        let value = table.value_of("‹secret:private-key:1›");
+        assert_eq!(
+            value,
+            Some("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----")
+        );
+    }
+
+    #[test]
+    fn placeholders_in_the_text_stay_and_a_seen_keys_lines_hide_alone() {
+        let mut table = Table::default();
+        let typed = "echo ‹secret:github-token:9› secret: ‹secret:x:1›";
+        assert_eq!(run(typed, &mut table), (typed.to_string(), Counts::default()));
+        run("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----", &mut table);
+        let (out, _) = run(" 11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", &mut table);
+        assert_eq!(out, " 11  ‹secret:private-key-line:1›");
+    }
+
+    #[test]
+    fn placeholders_type_back_and_unknown_ones_refuse() {
+        let mut table = Table::default();
+        run(GH, &mut table);
+        assert_eq!(table.substitute("x ‹secret:github-token:1› y").as_deref(), Ok(format!("x {GH} y").as_str()));
+        assert_eq!(table.substitute("no placeholder").as_deref(), Ok("no placeholder"));
+        let err = table.substitute("‹secret:github-token:1› ‹secret:github-token:7›").unwrap_err();
+        assert_eq!(err.placeholder, "‹secret:github-token:7›");
+        assert!(err.to_string().contains("known: ‹secret:github-token:1›"), "{err}");
+    }
+
+    #[test]
+    fn the_table_survives_a_restart_in_a_private_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("secrets.json");
+        let mut table = Table::default();
+        run(GH, &mut table);
+        table.save(&path).expect("save");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).expect("stat").permissions());
+        assert_eq!(mode & 0o777, 0o600);
+        let mut again = Table::load(&path);
+        let other = GH.replace("A1", "Z9");
+        let (out, _) = run(&format!("{other} {GH}"), &mut again);
+        assert_eq!(out, "‹secret:github-token:2› ‹secret:github-token:1›");
+    }
+
+    #[test]
+    fn text_without_secrets_is_unchanged() {
+        let text = "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\nAuthor: me\n";
+        assert_eq!(run(text, &mut Table::default()), (text.to_string(), Counts::default()));
+    }
+}

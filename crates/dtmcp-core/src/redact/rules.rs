@@ -1,0 +1,324 @@
+//! The shapes of secrets: one rule per provider or format.
+//!
+//! Written here rather than loaded from a scanner's rule file: the rule
+//! files of the well-kept scanners (gitleaks, ripsecrets, detect-secrets)
+//! are tuned for source trees, where a false hit costs a reviewer a glance;
+//! here a false hit hides text an agent needs, so every rule below asks for
+//! the provider's fixed prefix or a named assignment, and each comes with a
+//! table of look-alikes that must stay (see the tests). The patterns follow
+//! the providers' published token formats.
+//!
+//! Each rule names the keywords one of which any match contains; the
+//! [`Rules`] run a rule's regex only when an Aho-Corasick pass over the
+//! text found one of its keywords, so text with none costs one linear scan.
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::Regex;
+
+/// One shape of secret.
+struct Rule {
+    /// What the placeholder calls it (`github-token`).
+    kind: &'static str,
+    /// Any match contains one of these (compared ignoring ASCII case).
+    keywords: &'static [&'static str],
+    /// The pattern; when it has a group named `s`, only that group is the
+    /// secret (the value of an assignment, the password of a URL).
+    pattern: &'static str,
+}
+
+/// The rules, in order of precedence: where two matches overlap, the
+/// earlier rule's wins.
+const RULES: &[Rule] = &[
+    Rule {
+        kind: "private-key",
+        keywords: &["PRIVATE KEY"],
+        pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
+    },
+    Rule {
+        // A block whose END lies beyond the text (a read range or a clip
+        // ends inside it): all of it to the end is the key.
+        kind: "private-key",
+        keywords: &["PRIVATE KEY"],
+        pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*)\z",
+    },
+    Rule {
+        // A block whose BEGIN lies before the text.
+        kind: "private-key",
+        keywords: &["PRIVATE KEY"],
+        pattern: r"\A(?s:.*?)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
+    },
+    Rule { kind: "anthropic-key", keywords: &["sk-ant-"], pattern: r"\bsk-ant-[a-z]{3,6}\d{2}-[A-Za-z0-9_\-]{40,}" },
+    Rule {
+        kind: "openai-key",
+        keywords: &["T3BlbkFJ", "sk-proj-", "sk-svcacct-", "sk-admin-"],
+        pattern: r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}|[A-Za-z0-9_\-]{20,}T3BlbkFJ[A-Za-z0-9_\-]{20,})",
+    },
+    Rule { kind: "openai-key", keywords: &["sk-"], pattern: r"\bsk-[A-Za-z0-9]{48}\b" },
+    Rule {
+        kind: "github-token",
+        keywords: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+        pattern: r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",
+    },
+    Rule { kind: "github-token", keywords: &["github_pat_"], pattern: r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b" },
+    Rule {
+        kind: "gitlab-token",
+        keywords: &["glpat-", "gldt-", "glptt-", "glrt-", "glsoat-"],
+        pattern: r"\bgl(?:pat|dt|ptt|rt|soat)-[A-Za-z0-9_\-]{20,}",
+    },
+    Rule { kind: "slack-token", keywords: &["xox"], pattern: r"\bxox[abposre]-[A-Za-z0-9\-]{10,}" },
+    Rule {
+        kind: "slack-webhook",
+        keywords: &["hooks.slack.com"],
+        pattern: r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_\-]{20,}",
+    },
+    Rule {
+        kind: "stripe-key",
+        keywords: &["_live_", "_test_"],
+        pattern: r"\b(?:sk|rk|whsec)_(?:live|test)_[A-Za-z0-9]{16,}\b",
+    },
+    Rule { kind: "google-api-key", keywords: &["AIza"], pattern: r"\bAIza[0-9A-Za-z_\-]{35}" },
+    Rule { kind: "npm-token", keywords: &["npm_"], pattern: r"\bnpm_[A-Za-z0-9]{36}\b" },
+    Rule { kind: "pypi-token", keywords: &["pypi-"], pattern: r"\bpypi-AgE[A-Za-z0-9_\-]{50,}" },
+    Rule {
+        kind: "aws-access-key-id",
+        keywords: &["AKIA", "ASIA", "ABIA", "ACCA"],
+        pattern: r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",
+    },
+    Rule {
+        kind: "aws-secret-key",
+        keywords: &["aws"],
+        pattern: r#"(?i)aws_?secret_?(?:access_?)?key\b["']?\s*[:=]\s*["']?(?P<s>[A-Za-z0-9/+=]{40})(?:[^A-Za-z0-9/+=]|\z)"#,
+    },
+    Rule {
+        kind: "jwt",
+        keywords: &["eyJ"],
+        pattern: r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
+    },
+    Rule {
+        kind: "url-password",
+        keywords: &["://"],
+        pattern: r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:@/]+:(?P<s>[^\s@/]{3,})@",
+    },
+    Rule {
+        kind: "authorization",
+        keywords: &["authorization", "bearer"],
+        pattern: r"(?i)\b(?:authorization:\s*(?:bearer|basic|token)?|bearer)\s+(?P<s>[A-Za-z0-9._~+/=\-]{8,})",
+    },
+    Rule {
+        kind: "password",
+        keywords: &["passw", "pwd"],
+        pattern: r#"(?i)\b[A-Za-z0-9_.\-]*(?:passw(?:or)?d|pwd)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
+    },
+    Rule {
+        kind: "secret",
+        keywords: &["token", "secret", "api_key", "apikey", "api-key", "credential", "private_key", "access_key"],
+        pattern: r#"(?i)\b[A-Za-z0-9_.\-]*(?:token|secret|api[_\-]?key|credential|private_?key|access_?key)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
+    },
+];
+
+/// The rules compiled, with the keyword prefilter.
+pub(super) struct Rules {
+    /// Every rule's keywords, for one pass over the text.
+    keywords: AhoCorasick,
+    /// The rule each keyword pattern belongs to.
+    owner: Vec<usize>,
+    /// Each rule's regex, in [`RULES`] order.
+    regexes: Vec<Regex>,
+}
+
+/// A secret found by shape: where it lies in the text and what it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Found {
+    /// Its byte range.
+    pub range: std::ops::Range<usize>,
+    /// Its kind.
+    pub kind: &'static str,
+}
+
+impl Rules {
+    /// Compiles the rules; they are constants, so a failure is a bug caught
+    /// by the tests.
+    pub(super) fn compile() -> Rules {
+        let mut words = Vec::new();
+        let mut owner = Vec::new();
+        for (i, rule) in RULES.iter().enumerate() {
+            for w in rule.keywords {
+                words.push(*w);
+                owner.push(i);
+            }
+        }
+        let keywords = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&words)
+            .expect("the keywords are constants");
+        let regexes = RULES.iter().map(|r| Regex::new(r.pattern).expect("the rules are constants")).collect();
+        Rules { keywords, owner, regexes }
+    }
+
+    /// Every match in `text` of a rule whose keyword occurs there, in rule
+    /// order (so earlier rules come first), values that are plainly no
+    /// secret left out.
+    pub(super) fn find(&self, text: &str) -> Vec<Found> {
+        let mut wanted = vec![false; RULES.len()];
+        for m in self.keywords.find_overlapping_iter(text) {
+            wanted[self.owner[m.pattern().as_usize()]] = true;
+        }
+        let mut found = Vec::new();
+        for (i, rule) in RULES.iter().enumerate().filter(|(i, _)| wanted[*i]) {
+            let regex = &self.regexes[i];
+            for caps in regex.captures_iter(text) {
+                let Some(m) = caps.name("s").or_else(|| caps.get(0)) else { continue };
+                if caps.name("s").is_some() && !plausible_value(m.as_str()) {
+                    continue;
+                }
+                found.push(Found { range: m.range(), kind: rule.kind });
+            }
+        }
+        found
+    }
+}
+
+/// Whether the value of an assignment could be a secret: long enough, and
+/// not a masked value (`****`), a variable (`$TOKEN`), a path, a number or
+/// a placeholder of ours.
+pub(super) fn plausible_value(value: &str) -> bool {
+    value.chars().count() >= super::MIN_LEN
+        && !value.contains('*')
+        && !value.starts_with('$')
+        && !value.starts_with('/')
+        && !value.starts_with("~/")
+        && !value.starts_with("./")
+        && !value.contains(super::OPEN)
+        && !value.contains('›')
+        && !value.bytes().all(|b| b.is_ascii_digit())
+        && !value.eq_ignore_ascii_case("<redacted>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn kinds(text: &str) -> Vec<(&'static str, String)> {
+        let rules = Rules::compile();
+        rules.find(text).into_iter().map(|f| (f.kind, text[f.range].to_string())).collect()
+    }
+
+    const GH: &str = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+
+    #[rstest]
+    #[case::aws_key_id("aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "aws-access-key-id", "AKIAIOSFODNN7EXAMPLE")]
+    #[case::aws_secret(
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "aws-secret-key",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    )]
+    #[case::github_classic(GH, "github-token", GH)]
+    #[case::github_oauth(
+        "token gho_16C7e42F292c6912E7710c838347Ae178B4a here",
+        "github-token",
+        "gho_16C7e42F292c6912E7710c838347Ae178B4a"
+    )]
+    #[case::github_fine_grained(
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "github-token",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz"
+    )]
+    #[case::gitlab("glpat-xYz12AbC34dEf56GhI78jK", "gitlab-token", "glpat-xYz12AbC34dEf56GhI78jK")]
+    #[case::slack("SLACK xoxb-2634-1234567890-AbCdEfGhIjKl", "slack-token", "xoxb-2634-1234567890-AbCdEfGhIjKl")]
+    #[case::slack_webhook(
+        "url=https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        "slack-webhook",
+        "https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX"
+    )]
+    #[case::stripe("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe-key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc")]
+    #[case::openai_project(
+        "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH",
+        "openai-key",
+        "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"
+    )]
+    #[case::openai_legacy(
+        "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL",
+        "openai-key",
+        "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL"
+    )]
+    #[case::anthropic(
+        "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN_-xyz",
+        "anthropic-key",
+        "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN_-xyz"
+    )]
+    #[case::google(
+        "key AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+        "google-api-key",
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"
+    )]
+    #[case::npm("npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm-token", "npm_abcdefghijklmnopqrstuvwxyz0123456789")]
+    #[case::pypi(
+        "pypi-AgEIcHlwaS5vcmcCJDAwMDAwMDAwLTAwMDAtMDAwMC0wMDAwLTAwMDAwMDAwMDAwMAAA",
+        "pypi-token",
+        "pypi-AgEIcHlwaS5vcmcCJDAwMDAwMDAwLTAwMDAtMDAwMC0wMDAwLTAwMDAwMDAwMDAwMAAA"
+    )]
+    #[case::jwt(
+        "Cookie: s=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    )]
+    #[case::url_password(
+        "origin\thttps://bob:hunter2hunter2@example.com/r.git (fetch)",
+        "url-password",
+        "hunter2hunter2"
+    )]
+    #[case::postgres_url("DATABASE_URL=postgres://app:s3cr3tpw@db:5432/app", "url-password", "s3cr3tpw")]
+    #[case::bearer("> Authorization: Bearer abc.def-ghi_jkl", "authorization", "abc.def-ghi_jkl")]
+    #[case::env_password("DB_PASSWORD=correct-horse", "password", "correct-horse")]
+    #[case::json_password(r#"  "password": "correct-horse","#, "password", "correct-horse")]
+    #[case::env_token("MY_SERVICE_TOKEN=abcd1234efgh", "secret", "abcd1234efgh")]
+    #[case::yaml_api_key("api_key: 0123abcd4567", "secret", "0123abcd4567")]
+    #[case::npmrc("//registry.npmjs.org/:_authToken=a1b2c3d4e5f6", "secret", "a1b2c3d4e5f6")]
+    #[case::client_secret(r#"{"client_secret":"q8r9s0t1u2v3"}"#, "secret", "q8r9s0t1u2v3")]
+    fn each_rule_finds_its_shape(#[case] line: &str, #[case] kind: &str, #[case] secret: &str) {
+        let found = kinds(line);
+        assert!(found.iter().any(|(k, s)| *k == kind && s == secret), "{line:?}: {found:?}");
+    }
+
+    #[test]
+    fn a_private_key_is_one_secret_from_begin_to_end() {
+        let text = "x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAA\n-----END OPENSSH PRIVATE KEY-----\ny";
+        let found = kinds(text);
+        let body = &text[2..text.len() - 2];
+        assert_eq!(found.first(), Some(&("private-key", body.to_string())));
+        let head = "10  -----BEGIN PRIVATE KEY-----\n11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
+        assert_eq!(kinds(head)[0].1, &head[4..], "a block cut at its end");
+        let tail = "11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n12  -----END PRIVATE KEY-----\n13  $";
+        assert_eq!(kinds(tail)[0].1, &tail[..tail.len() - 6], "a block cut at its start");
+    }
+
+    /// Lines that look like secrets to a careless rule and must stay.
+    #[rstest]
+    #[case::git_hash("commit 9fceb02d0ae598e95dc970b74767f19372d61af8")]
+    #[case::short_hash("9fceb02 fix: the parser")]
+    #[case::uuid("id: 123e4567-e89b-12d3-a456-426614174000")]
+    #[case::sha256("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  empty.txt")]
+    #[case::container("f4a1b3c2d5e6   nginx:latest   \"/docker-entrypoint.…\"   Up 2 hours")]
+    #[case::base64_data("aGVsbG8gd29ybGQsIHRoaXMgaXMgb3JkaW5hcnkgZGF0YQ==")]
+    #[case::long_word("Pneumonoultramicroscopicsilicovolcanoconiosis")]
+    #[case::token_count("tokens=12345678")]
+    #[case::masked("secret_key     ****************ABCD shared-credentials-file")]
+    #[case::variable("export GITHUB_TOKEN=$GH_TOKEN")]
+    #[case::path("PASSWORD_STORE_DIR=/home/me/.password-store")]
+    #[case::prose("Enter your password: ")]
+    #[case::words("the token secret is kept elsewhere")]
+    #[case::url_without_password("git@github.com:me/repo.git https://github.com/me/repo.git")]
+    #[case::url_with_user("https://me@example.com/repo.git")]
+    #[case::near_github("ghp_short")]
+    #[case::near_aws("AKIA-not-a-key")]
+    #[case::rust_path("std::secret::Token::new()")]
+    #[case::sk_word("sk-learn is a library")]
+    #[case::placeholder("GITHUB_TOKEN=‹secret:github-token:1›")]
+    #[case::cargo("   Compiling secret-service v3.0.1")]
+    #[case::docker_digest("sha256:a3ed95caeb02ffe68cdd9fd84406680ae93d633cb16422d00e8a7c22955b46d4")]
+    fn look_alikes_stay(#[case] line: &str) {
+        assert_eq!(kinds(line), vec![], "{line:?}");
+    }
+}

@@ -1,0 +1,214 @@
+//! Redaction at the reply edge and placeholders typed back.
+//!
+//! Detection is pure and lives in [`dtmcp_core::redact`]; this module
+//! decides where it applies and keeps its state on disk, since the router
+//! is stateless between calls: a session's placeholders are in
+//! `secrets.json` of its directory (0600, the values beside the logs that
+//! hold them anyway), a session created with `redact=false` has a
+//! `redact-off` file there, and the agents told how placeholders work are
+//! listed in `redaction-told`. The logs themselves are never touched.
+//!
+//! The server's switch and the user's list come from the environment:
+//! `DOCENT_TERMINAL_MCP_REDACT=0` turns redaction off; and
+//! `DOCENT_TERMINAL_MCP_SECRETS` lists, separated by commas, names of
+//! variables whose values are secret (in the server's environment and in
+//! each session's shell) and files of secret values, one a line (a path,
+//! which must not be readable by group or others).
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use dtmcp_core::redact::{self, Counts, Known, Table};
+
+use super::reply::ToolError;
+
+/// The variable that turns redaction off for the server (`0`).
+pub const ENV_REDACT: &str = "DOCENT_TERMINAL_MCP_REDACT";
+/// The variable that lists secret variables' names and files of values.
+pub const ENV_SECRETS: &str = "DOCENT_TERMINAL_MCP_SECRETS";
+
+/// The server's redaction settings, read once at start.
+#[derive(Debug, Default)]
+pub struct Secrets {
+    /// Whether the server redacts at all.
+    pub on: bool,
+    /// The values the user listed (by variable or file).
+    known: Known,
+    /// The variable names the user listed, looked up in each session too.
+    names: Vec<String>,
+}
+
+impl Secrets {
+    /// The settings from the server's environment. A listed file that is
+    /// missing or readable by others is skipped with a warning on stderr.
+    pub fn from_env() -> Secrets {
+        let on = std::env::var(ENV_REDACT).map_or(true, |v| !matches!(v.trim(), "0" | "false" | "off" | "no"));
+        let listed = std::env::var(ENV_SECRETS).unwrap_or_default();
+        let mut names = Vec::new();
+        let mut known = Known::default();
+        for item in listed.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            if item.contains('/') {
+                match read_private(Path::new(item)) {
+                    Ok(text) => known.add_lines(&text),
+                    Err(why) => {
+                        eprintln!("docent-terminal-mcp: {ENV_SECRETS}: {item}: {why}; its values are not redacted")
+                    }
+                }
+            } else {
+                names.push(item.to_string());
+            }
+        }
+        let server_env: Vec<(String, String)> = std::env::vars().filter(|(n, _)| names.contains(n)).collect();
+        let own = Known::from_env(server_env.iter().map(|(n, v)| (n.as_str(), v.as_str())), &names);
+        for (kind, value) in own.pairs() {
+            known.add(kind, value);
+        }
+        Secrets { on, known, names }
+    }
+
+    /// Whether replies of the session in `dir` are redacted.
+    pub fn applies(&self, dir: &Path) -> bool {
+        self.on && !dir.join(OFF_FILE).exists()
+    }
+
+    /// `text` redacted for the session in `dir` (or for no session), and
+    /// what was found. A new placeholder is saved at once, so that the next
+    /// reply and a typed placeholder find it.
+    pub fn redact(&self, dir: Option<&Path>, text: &str) -> (String, Counts) {
+        let Some(dir) = dir else {
+            return match self.on {
+                true => redact::redact(text, &self.known, &mut Table::default()),
+                false => (text.to_string(), Counts::default()),
+            };
+        };
+        if !self.applies(dir) {
+            return (text.to_string(), Counts::default());
+        }
+        let path = dir.join(TABLE_FILE);
+        let mut table = Table::load(&path);
+        let (out, counts) = redact::redact(text, &self.known, &mut table);
+        if let Err(e) = table.save(&path) {
+            eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
+        }
+        (out, counts)
+    }
+
+    /// `input` with the placeholders of the session in `dir` replaced by
+    /// their values; an unknown placeholder refuses the call.
+    pub fn substitute(&self, dir: &Path, input: &str) -> Result<String, ToolError> {
+        if !input.contains(redact::OPEN) {
+            return Ok(input.to_string());
+        }
+        Table::load(&dir.join(TABLE_FILE)).substitute(input).map_err(|e| ToolError::Refused(e.to_string()))
+    }
+
+    /// Learns the secrets of a session just made in `dir`: the values of
+    /// its shell's environment (`/proc/PID/environ` of `pid`) and of the
+    /// `env` it was given whose names say secret or that the user listed.
+    pub fn learn_session(&self, dir: &Path, pid: u32, env: &BTreeMap<String, String>) {
+        if !self.applies(dir) {
+            return;
+        }
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let shell: Vec<(String, String)> = environ
+            .split(|b| *b == 0)
+            .filter_map(|kv| std::str::from_utf8(kv).ok()?.split_once('=').map(|(k, v)| (k.into(), v.into())))
+            .collect();
+        let shell = shell.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let vars = shell.chain(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let known = Known::from_env(vars, &self.names);
+        let path = dir.join(TABLE_FILE);
+        let mut table = Table::load(&path);
+        table.learn_all(&known);
+        table.learn_all(&self.known);
+        if let Err(e) = table.save(&path) {
+            eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
+        }
+    }
+
+    /// Marks the session in `dir` as not redacted.
+    pub fn turn_off(dir: &Path) -> std::io::Result<()> {
+        std::fs::write(dir.join(OFF_FILE), b"redact=false at session_create\n")
+    }
+
+    /// What a reply that redacted `counts` adds: the count always, and how
+    /// to use a placeholder the first time `actor` meets one in the session
+    /// in `dir`.
+    pub fn note(dir: Option<&Path>, actor: &str, counts: &Counts) -> String {
+        let mut out = format!("\n[redacted {}: {counts}]", plural(counts.total()));
+        if let Some(dir) = dir
+            && first_time(&dir.join(TOLD_FILE), actor)
+        {
+            out.push_str(
+                "\nSecrets in replies show as ‹secret:KIND:N›, the same for the same value in every reply of this session; \
+                 the logs on disk keep the real text. Type a placeholder in run, send or expect (e.g. \
+                 `git push https://x:‹secret:url-password:1›@host/repo`) and the real value is typed instead.",
+            );
+        }
+        out.push('\n');
+        out
+    }
+}
+
+/// The placeholder table's file in a session's directory.
+const TABLE_FILE: &str = "secrets.json";
+/// The file that says a session is not redacted.
+const OFF_FILE: &str = "redact-off";
+/// The agents told how placeholders work, one a line.
+const TOLD_FILE: &str = "redaction-told";
+
+fn plural(n: u32) -> String {
+    if n == 1 { "1 secret".into() } else { format!("{n} secrets") }
+}
+
+/// Whether `actor` is not yet in the list at `path`; adds it.
+fn first_time(path: &PathBuf, actor: &str) -> bool {
+    let told = std::fs::read_to_string(path).unwrap_or_default();
+    if told.lines().any(|l| l == actor) {
+        return false;
+    }
+    let file = std::os::unix::fs::OpenOptionsExt::mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
+        .open(path);
+    if let Ok(mut f) = file {
+        let _ = writeln!(f, "{actor}");
+    }
+    true
+}
+
+/// The text of a file the user listed secrets in, if only its owner may
+/// read it.
+fn read_private(path: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!("mode {:o}; chmod 600 it", meta.permissions().mode() & 0o777));
+    }
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_file_readable_by_others_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("values");
+        std::fs::write(&path, "value-one-1\n").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(read_private(&path).unwrap_err().contains("chmod 600"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        assert_eq!(read_private(&path).as_deref(), Ok("value-one-1\n"));
+    }
+
+    #[test]
+    fn the_usage_note_comes_once_per_agent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let counts = Counts([("jwt".to_string(), 2)].into_iter().collect());
+        let first = Secrets::note(Some(dir.path()), "a", &counts);
+        assert!(first.contains("[redacted 2 secrets: 2 jwt]") && first.contains("Type a placeholder"), "{first}");
+        assert!(!Secrets::note(Some(dir.path()), "a", &counts).contains("Type a placeholder"));
+        assert!(Secrets::note(Some(dir.path()), "b", &counts).contains("Type a placeholder"));
+    }
+}
