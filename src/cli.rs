@@ -114,6 +114,9 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+    /// Watch every session from a browser: print a one-time login link to
+    /// the running server's read-only web view (serve --tcp), and open it.
+    Web(crate::web::WebArgs),
     /// Decide what happens to session logs, or sweep now.
     Logs {
         /// What to do.
@@ -211,6 +214,7 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Ssh { print, args }) => crate::remote::ssh(&args, print),
         Some(Command::Install { print, remove, args }) => crate::remote::install(&args, print, remove),
         Some(Command::Into { print, command }) => crate::remote::into(&command, print),
+        Some(Command::Web(args)) => crate::web::cli(args),
     }
 }
 

@@ -27,3 +27,4 @@ pub mod session;
 pub mod shell;
 pub mod tmux;
 pub mod tools;
+pub mod web;

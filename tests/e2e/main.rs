@@ -20,3 +20,4 @@ mod send;
 mod serve;
 mod sessions;
 mod shells;
+mod web;
