@@ -520,6 +520,29 @@ async fn streams_resume_without_loss_or_duplicates() {
     s.call("run", json!({ "session": "r1", "command": "echo fifth" })).await;
     let next = overview.until(PATIENCE, |e| e.data["cards"].to_string().contains("echo fifth")).await;
     assert!(next.iter().all(|e| e.data["reset"] == json!(false)), "{next:#?}");
+    // A person attaching shows at once (tmux tells; the files do not).
+    if installed("script") {
+        let attach = format!("tmux -L {} attach -t r1", s.world.socket);
+        let mut person = Command::new("script")
+            .args(["-qfc", &attach, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("script");
+        let people = |e: &Sse| {
+            e.data["cards"].as_array().is_some_and(|c| {
+                c.iter().any(|c| c["name"] == "r1" && c["people"].as_array().is_some_and(|p| p.len() == 1))
+            })
+        };
+        overview.until(PATIENCE, people).await;
+        let _ = person.kill();
+        let _ = person.wait();
+        let nobody = |e: &Sse| {
+            e.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1" && c["people"] == json!([])))
+        };
+        overview.until(PATIENCE, nobody).await;
+    }
 
     // A flood is sent at a bounded frame rate.
     let mut stream = Stream::open(s.port, path, &cookie, None).await;
