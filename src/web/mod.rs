@@ -444,6 +444,15 @@ mod tests {
     }
 
     #[test]
+    fn the_web_subcommand_parses() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["dtmcp", "web", "--no-open"]).expect("parses");
+        assert!(matches!(cli.command, Some(crate::cli::Command::Web(WebArgs { no_open: true, socket: None }))));
+        let cli = crate::cli::Cli::try_parse_from(["dtmcp", "web", "--socket", "/tmp/s.sock"]).expect("parses");
+        assert!(matches!(cli.command, Some(crate::cli::Command::Web(WebArgs { no_open: false, socket: Some(_) }))));
+    }
+
+    #[test]
     fn links_use_a_name_clients_can_reach() {
         let opts = |host: Option<&str>, allowed: &[&str]| ServeOptions {
             tcp: Some(8766),

@@ -66,7 +66,18 @@
   function stream(url, handlers) {
     const es = new EventSource(url);
     es.onopen = function () { status(true, "live"); };
-    es.onerror = function () { status(false, "reconnecting…"); };
+    es.onerror = function () {
+      if (es.readyState !== EventSource.CLOSED) {
+        status(false, "reconnecting…");
+        return;
+      }
+      // Refused outright: signed out (a restarted server forgets its
+      // cookies) shows the login page; anything else is said.
+      fetch(location.pathname, { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+        if (r.status === 401) location.reload();
+        else status(false, "unavailable: reload to try again");
+      }, function () { status(false, "server unreachable: reload to try again"); });
+    };
     for (const kind of Object.keys(handlers)) {
       es.addEventListener(kind, function (e) { handlers[kind](JSON.parse(e.data)); });
     }
