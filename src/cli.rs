@@ -131,6 +131,9 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+    /// Watch every session from a browser: print a one-time login link to
+    /// the running server's read-only web view (serve --tcp), and open it.
+    Web(crate::web::WebArgs),
     /// Decide what happens to session logs, or sweep now.
     Logs {
         /// What to do.
@@ -277,6 +280,7 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Attach(a)) => Ok(people::block_on(|h| people::attach::run(h, a))?),
         Some(Command::Completions { shell }) => Ok(completions(shell)?),
         Some(Command::Man { dir }) => Ok(man(dir.as_deref())?),
+        Some(Command::Web(args)) => crate::web::cli(args),
     }
 }
 

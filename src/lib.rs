@@ -28,3 +28,4 @@ pub mod session;
 pub mod shell;
 pub mod tmux;
 pub mod tools;
+pub mod web;

@@ -61,6 +61,13 @@ impl Guard {
 
     /// Checks one request; `Err` is the response to send instead.
     pub fn check(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<(), Refusal> {
+        self.check_for(path, query, headers, Opens::Token)
+    }
+
+    /// Checks one request that `opens` decides: with [`Opens::ViewCookie`]
+    /// everything but the token is checked here, and the web view checks
+    /// its login cookie itself.
+    pub fn check_for(&self, path: &str, query: Option<&str>, headers: &HeaderMap, opens: Opens) -> Result<(), Refusal> {
         if self.hosts.is_some() {
             let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(host_name);
             match host {
@@ -92,7 +99,7 @@ impl Guard {
                 "a token is never accepted in a URL; send it as Authorization: Bearer TOKEN",
             ));
         }
-        if path == "/health" {
+        if path == "/health" || opens == Opens::ViewCookie {
             return Ok(());
         }
         let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
@@ -106,10 +113,24 @@ impl Guard {
     }
 }
 
+/// What lets a request in, besides the Host and Origin checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opens {
+    /// The bearer token (on TCP).
+    Token,
+    /// The web view's login cookie, which the view checks: only its own
+    /// `GET` routes (see [`crate::web::opens_with_cookie`]).
+    ViewCookie,
+}
+
 /// The middleware form of [`Guard::check`].
 pub async fn enforce(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let uri = request.uri();
-    if let Err(refusal) = guard.check(uri.path(), uri.query(), request.headers()) {
+    let opens = match crate::web::opens_with_cookie(request.method(), uri.path()) {
+        true => Opens::ViewCookie,
+        false => Opens::Token,
+    };
+    if let Err(refusal) = guard.check_for(uri.path(), uri.query(), request.headers(), opens) {
         return refusal.into_response();
     }
     next.run(request).await
@@ -227,6 +248,18 @@ mod tests {
         assert!(g.check("/health", None, &headers(&[("host", "evil.example")])).is_err());
         let in_url = g.check("/mcp", Some("access_token=x"), &headers(&[("host", "localhost")]));
         assert_eq!(in_url.expect_err("refused").status.as_u16(), 400);
+    }
+
+    #[test]
+    fn the_view_needs_no_token_but_the_right_host_and_origin() {
+        let g = tcp();
+        let ok = g.check_for("/", None, &headers(&[("host", "127.0.0.1:8766")]), Opens::ViewCookie);
+        assert!(ok.is_ok());
+        let foreign = g.check_for("/", None, &headers(&[("host", "evil.example")]), Opens::ViewCookie);
+        assert_eq!(foreign.expect_err("refused").status.as_u16(), 403);
+        let origin = headers(&[("host", "localhost"), ("origin", "http://evil.example")]);
+        assert!(g.check_for("/web/overview", None, &origin, Opens::ViewCookie).is_err());
+        assert!(g.check_for("/login", Some("token=x"), &headers(&[("host", "localhost")]), Opens::ViewCookie).is_err());
     }
 
     #[test]

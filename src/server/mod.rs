@@ -105,7 +105,7 @@ fn instance_id() -> String {
 }
 
 /// The routes of one listener.
-fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::FileSessions>) -> Router {
+fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::FileSessions>, web: Router) -> Router {
     let terminal = app.terminal.clone();
     // Host and Origin are checked by our guard, for every route alike; the
     // Unix socket's clients send any Host, which rmcp's own list would refuse.
@@ -126,6 +126,7 @@ fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::
         .route("/api/sweep", post(api::sweep))
         .route_service("/mcp", mcp)
         .with_state(app)
+        .merge(web)
         .layer(axum::middleware::from_fn_with_state(guard, guard::enforce))
 }
 
@@ -139,6 +140,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
     let sweeps = tokio::spawn(crate::session::sweep_forever(Sessions::new(cfg.clone(), tmux)?));
     let terminal = Terminal::new(sessions);
     terminal.start_watchdog();
+    let web = crate::web::Web::new(terminal.clone(), &opts);
     let app = api::App { terminal, health: Arc::new(health(&bound.path)) };
     let ct = CancellationToken::new();
     let kept = Arc::new(store::FileSessions::new(cfg.home.join("http-sessions")));
@@ -151,16 +153,18 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
             .map_err(|e| anyhow::anyhow!("cannot read or make the token {}: {e}", cfg.token_file().display()))?;
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-        let tcp_routes = router(app.clone(), Guard::tcp(token, &opts.allowed_hosts), &ct, kept.clone());
+        let view = crate::web::view_routes(web.clone());
+        let tcp_routes = router(app.clone(), Guard::tcp(token, &opts.allowed_hosts), &ct, kept.clone(), view);
         let stop = ct.clone();
         servers.spawn(
             async move { axum::serve(listener, tcp_routes).with_graceful_shutdown(stop.cancelled_owned()).await },
         );
         eprintln!("docent-terminal-mcp: serving on http://{addr}/mcp (bearer token in {})", cfg.token_file().display());
+        eprintln!("docent-terminal-mcp: a read-only web view is at http://{addr}/ (`docent-terminal-mcp web` logs in)");
     }
 
     let unix = socket::PeerChecked::new(bound.listener.try_clone()?)?;
-    let unix_routes = router(app.clone(), Guard::unix(), &ct, kept);
+    let unix_routes = router(app.clone(), Guard::unix(), &ct, kept, crate::web::socket_routes(web));
     let stop = ct.clone();
     servers.spawn(async move { axum::serve(unix, unix_routes).with_graceful_shutdown(stop.cancelled_owned()).await });
     eprintln!("docent-terminal-mcp: serving on {}", bound.path.display());

@@ -23,3 +23,4 @@ mod send;
 mod serve;
 mod sessions;
 mod shells;
+mod web;

@@ -1,0 +1,562 @@
+//! The web view, as a person sees it: a real `serve --tcp`, real sessions
+//! made through a real bridge, and headless Chromium driven over
+//! WebDriver (chromedriver on a free loopback port, ended by pid). Also
+//! the event streams read raw, for what a browser does not show: resuming
+//! without loss or duplicates, and the cookie opening nothing else.
+//!
+//! Set `DTMCP_WEB_SCREENSHOTS=DIR` to keep the desktop and phone
+//! screenshots there (the README's come from `docs/`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dtmcp::mcp_client::McpChild;
+use fantoccini::{Client, ClientBuilder, Locator};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+
+use crate::harness::{SERVER, World, installed};
+use crate::serve::{Serve, free_port, request, unix_http};
+use crate::{assert_has, needs};
+
+/// How long anything on the page may take to appear.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A served world with a TCP port, and a bridge to it.
+struct Served {
+    world: World,
+    serve: Serve,
+    port: u16,
+    agent: McpChild,
+}
+
+impl Served {
+    async fn start() -> Served {
+        let world = World::new();
+        let port = free_port();
+        let serve = Serve::start(&world, &["--tcp", &port.to_string()]);
+        let env = world.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let agent = McpChild::start(Path::new(SERVER), &["connect", "--actor", "alice"], &env).await.expect("bridge");
+        Served { world, serve, port, agent }
+    }
+
+    /// A fresh one-time login link, from `docent-terminal-mcp web`.
+    fn link(&self) -> String {
+        let out = Command::new(SERVER).args(["web", "--no-open"]).envs(self.world.env()).output().expect("web");
+        assert!(out.status.success(), "web failed: {}", String::from_utf8_lossy(&out.stderr));
+        let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(url.starts_with(&format!("http://127.0.0.1:{}/login?code=", self.port)), "{url}");
+        url
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> String {
+        let r = self.agent.call(tool, args).await.expect("call");
+        assert!(!r.is_error, "{tool}: {}", r.text);
+        r.text
+    }
+
+    /// A cookie header opened by a fresh link, got without a browser.
+    async fn cookie(&self) -> String {
+        let url = self.link();
+        let path = url.trim_start_matches(&self.base()).to_string();
+        let (status, headers, _) = http(self.port, "GET", &path, &[]).await;
+        assert_eq!(status, 200);
+        let set = headers.iter().find(|(k, _)| k == "set-cookie").map(|(_, v)| v.clone()).expect("a cookie");
+        assert_has!(set, "HttpOnly");
+        assert_has!(set, "SameSite=Strict");
+        set.split(';').next().unwrap_or_default().to_string()
+    }
+}
+
+/// One HTTP request to loopback `port`: status, headers, body.
+async fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("handshake");
+    tokio::spawn(conn);
+    let host = format!("127.0.0.1:{port}");
+    let mut req = hyper::Request::builder().method(method).uri(path).header("host", host);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = sender.send_request(req.body(Empty::<Bytes>::new()).expect("request")).await.expect("send");
+    let status = resp.status().as_u16();
+    let hs = resp.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    let body = tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect()).await;
+    let body = body.ok().and_then(Result::ok).map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned());
+    (status, hs, body.unwrap_or_default())
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone)]
+struct Sse {
+    kind: String,
+    id: String,
+    data: Value,
+}
+
+/// An open event stream, read event by event.
+struct Stream {
+    body: hyper::body::Incoming,
+    buf: String,
+}
+
+impl Stream {
+    async fn open(port: u16, path: &str, cookie: &str, last_id: Option<&str>) -> Stream {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("handshake");
+        tokio::spawn(conn);
+        let mut req = hyper::Request::get(path)
+            .header("host", format!("127.0.0.1:{port}"))
+            .header("cookie", cookie)
+            .header("accept", "text/event-stream");
+        if let Some(id) = last_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = sender.send_request(req.body(Empty::<Bytes>::new()).expect("req")).await.expect("send");
+        assert_eq!(resp.status().as_u16(), 200, "{path}");
+        Stream { body: resp.into_body(), buf: String::new() }
+    }
+
+    /// The next event within `wait`, skipping comments.
+    async fn next(&mut self, wait: Duration) -> Option<Sse> {
+        let deadline = Instant::now() + wait;
+        loop {
+            while let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let (mut kind, mut id, mut data) = (String::new(), String::new(), String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        kind = v.to_string();
+                    } else if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.to_string();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    }
+                }
+                if !kind.is_empty() {
+                    return Some(Sse { kind, id, data: serde_json::from_str(&data).expect("json data") });
+                }
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let frame = tokio::time::timeout(left, self.body.frame()).await.ok()??.ok()?;
+            if let Ok(bytes) = frame.into_data() {
+                self.buf.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+
+    /// Every event until `until` says stop, within `wait`.
+    async fn until(&mut self, wait: Duration, mut until: impl FnMut(&Sse) -> bool) -> Vec<Sse> {
+        let deadline = Instant::now() + wait;
+        let mut got = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Some(e) = self.next(left).await else { break };
+            let stop = until(&e);
+            got.push(e);
+            if stop {
+                return got;
+            }
+        }
+        panic!("the awaited event did not come within {wait:?}; got {got:#?}");
+    }
+}
+
+/// The ids of the regions in `regions` events.
+fn region_ids(events: &[Sse]) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| e.kind == "regions")
+        .flat_map(|e| e.data["regions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| r["id"].as_u64())
+        .collect()
+}
+
+/// Headless Chromium under chromedriver, ended when dropped.
+struct Browser {
+    client: Option<Client>,
+    driver: Child,
+    profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// `None` (and a note) when Chromium or chromedriver is missing.
+    async fn start() -> Option<Browser> {
+        let chromium = ["chromium", "chromium-browser"].into_iter().find(|p| installed(p))?;
+        if !installed("chromedriver") {
+            return None;
+        }
+        let binary = which(chromium);
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver");
+        let profile = tempfile::Builder::new().prefix("dtmcp-chromium-").tempdir().expect("profile dir");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(15), "chromedriver did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--window-size=1280,900",
+        ];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let mut caps = serde_json::Map::new();
+        caps.insert("goog:chromeOptions".into(), json!({ "binary": binary, "args": args }));
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("a WebDriver session");
+        Some(Browser { client: Some(client), driver, profile })
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().expect("open")
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let el = self.c().wait().at_most(PATIENCE).for_element(Locator::Css(css)).await;
+        el.unwrap_or_else(|e| panic!("{css} never appeared: {e}")).text().await.expect("text")
+    }
+
+    /// Waits until the text of `css` contains `needle`.
+    async fn until_text(&self, css: &str, needle: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let text = match self.c().find(Locator::Css(css)).await {
+                Ok(el) => el.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(started.elapsed() < PATIENCE, "{needle:?} never appeared in {css}; it shows:\n{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn eval(&self, script: &str) -> Value {
+        self.c().execute(script, vec![]).await.expect("script")
+    }
+
+    async fn shot(&self, name: &str) -> Vec<u8> {
+        let png = self.c().screenshot().await.expect("screenshot");
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "a real picture");
+        if let Some(dir) = std::env::var_os("DTMCP_WEB_SCREENSHOTS") {
+            std::fs::write(PathBuf::from(dir).join(name), &png).expect("keep screenshot");
+        }
+        png
+    }
+
+    async fn close(mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = c.close().await;
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // Chromium processes of this test (found by their own profile
+        // directory), then the driver, by pid.
+        let needle = format!("--user-data-dir={}", self.profile.path().display());
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            for e in entries.flatten() {
+                let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+                let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else { continue };
+                if cmdline.split(|&b| b == 0).any(|a| a == needle.as_bytes()) {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn which(program: &str) -> String {
+    let out = Command::new("sh").args(["-c", &format!("command -v {program}")]).output().expect("sh");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+macro_rules! browser {
+    () => {
+        match Browser::start().await {
+            Some(b) => b,
+            None => {
+                eprintln!("skipped: needs chromium and chromedriver (apt-get install chromium chromium-driver)");
+                return;
+            }
+        }
+    };
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_link_works_once_and_opens_nothing_but_the_view() {
+    needs!("tmux");
+    let s = Served::start().await;
+    // Without a cookie: the login page, and 401 for every stream and read.
+    let (status, _, body) = http(s.port, "GET", "/", &[]).await;
+    assert_eq!(status, 401);
+    assert_has!(body, "docent-terminal-mcp web");
+    for path in ["/web/overview", "/web/s/x/events", "/web/s/x/lines", "/web/s/x/search?q=a"] {
+        assert_eq!(http(s.port, "GET", path, &[]).await.0, 401, "{path}");
+    }
+    // The cookie opens the view's reads, and nothing that needs the token.
+    let cookie = s.cookie().await;
+    let with = [("cookie", cookie.as_str())];
+    let (status, headers, _) = http(s.port, "GET", "/", &with).await;
+    assert_eq!(status, 200);
+    let csp = headers.iter().find(|(k, _)| k == "content-security-policy").map(|(_, v)| v.as_str());
+    assert!(csp.is_some_and(|p| p.contains("default-src 'self'") && p.contains("frame-ancestors 'none'")), "{csp:?}");
+    assert!(headers.iter().any(|(k, v)| k == "referrer-policy" && v == "no-referrer"), "{headers:?}");
+    s.call("session_create", json!({ "name": "t1" })).await;
+    for (method, path) in [
+        ("GET", "/api/sessions"),
+        ("POST", "/api/sessions/t1/close"),
+        ("POST", "/api/sweep"),
+        ("POST", "/mcp"),
+        ("POST", "/web/s/t1/events"),
+        ("POST", "/web/login-link"),
+    ] {
+        let status = http(s.port, method, path, &with).await.0;
+        assert!(status == 401 || status == 405, "{method} {path} with the cookie answered {status}");
+    }
+    // A foreign Origin or Host is refused here as everywhere.
+    let foreign = [("cookie", cookie.as_str()), ("origin", "http://evil.example")];
+    assert_eq!(http(s.port, "GET", "/web/overview", &foreign).await.0, 403);
+    // Login links come only over the Unix socket.
+    let (status, _, body) = unix_http(&s.serve.socket, &request("POST", "/web/login-link", &[("host", "x")], ""));
+    assert_eq!(status, 200, "{body}");
+
+    let browser = browser!();
+    let link = s.link();
+    browser.c().goto(&link).await.expect("open the link");
+    let heading = browser.text("h3").await.to_lowercase();
+    assert_eq!(heading, "open sessions");
+    let url = browser.c().current_url().await.expect("url");
+    assert_eq!(url.path(), "/");
+    assert!(url.query().is_none(), "the code left the address bar: {url}");
+    browser.until_text("article[data-name='t1']", "t1").await;
+    // The same link again, without the cookie: refused.
+    browser.c().delete_all_cookies().await.expect("forget the cookie");
+    browser.c().goto(&link).await.expect("open the link again");
+    assert_has!(browser.text("h1").await, "Sign in");
+    browser.c().goto(&format!("{}/", s.base())).await.expect("home");
+    assert_has!(browser.text("h1").await, "Sign in");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_watches_sessions_live_and_cannot_type_into_them() {
+    needs!("tmux");
+    let s = Served::start().await;
+    s.call("session_create", json!({ "name": "w1" })).await;
+    s.call("run", json!({ "session": "w1", "command": "printf '\\e[1;32mready\\e[0m %s\\n' steady" })).await;
+    let browser = browser!();
+    browser.c().goto(&s.link()).await.expect("log in");
+    // The overview lists the session, its state and its screen's last rows.
+    let card = browser.until_text("article[data-name='w1']", "ready steady").await;
+    assert_has!(card, "idle at the shell prompt");
+    assert_has!(card, "alice");
+    // Its page: text a `run` prints appears on the live screen.
+    browser.c().find(Locator::Css("article[data-name='w1'] h2 a")).await.expect("link").click().await.expect("click");
+    browser.until_text("#screen", "ready steady").await;
+    let green = browser.eval("return document.querySelector('#screen .f2.B') !== null").await;
+    assert_eq!(green, json!(true), "colours are kept");
+    assert_eq!(browser.eval("return document.querySelectorAll('#screen .cur').length").await, json!(1), "the cursor");
+    s.call("run", json!({ "session": "w1", "command": "for i in 1 2 3; do echo line-$i-of-web; done" })).await;
+    browser.until_text("#screen", "line-3-of-web").await;
+    // A failed command stands out in the timeline with its status.
+    s.call("run", json!({ "session": "w1", "command": "ls /no/such/dir/here" })).await;
+    let failed = browser.until_text("table.timeline tr.fail", "exit 2").await;
+    assert_has!(failed, "ls /no/such/dir/here");
+    assert_has!(failed, "alice");
+    // Its output, with the line numbers `read` uses.
+    browser.c().find(Locator::Css("table.timeline tr.fail")).await.expect("row").click().await.expect("click");
+    let output = browser.until_text(".output .lines", "No such file or directory").await;
+    let number = browser
+        .eval(
+            "return [...document.querySelectorAll('.output .l')]\
+             .find(l => l.textContent.includes('No such file')).querySelector('.n').textContent",
+        )
+        .await;
+    let number: u64 =
+        number.as_str().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no line number in {output:?}"));
+    let read = s.call("read", json!({ "session": "w1", "from_line": number, "to_line": number })).await;
+    assert_has!(read, "No such file or directory");
+    // Search finds a line and opens it.
+    let input = browser.c().find(Locator::Css(".search input")).await.expect("search box");
+    input.send_keys("line-2-of").await.expect("type");
+    browser.c().find(Locator::Css(".search button")).await.expect("button").click().await.expect("click");
+    let hits = browser.until_text(".found", "1 matching line").await;
+    assert_has!(hits, "line-2-of-web");
+    browser.c().find(Locator::Css(".hits li")).await.expect("hit").click().await.expect("open it");
+    browser.until_text(".output .l.hit", "line-2-of-web").await;
+    // The attach command is there to copy.
+    assert_has!(browser.text(".attach-command").await, "attach -t");
+    browser.shot("web-desktop.png").await;
+
+    // Nothing on the page can type into the pane: typing into every field
+    // and pressing every button leaves the pane as it was.
+    let typed = "typed-by-the-browser";
+    assert_eq!(
+        browser.eval("return document.querySelectorAll('form, textarea, [contenteditable]').length").await,
+        json!(0)
+    );
+    for input in browser.c().find_all(Locator::Css("input")).await.expect("inputs") {
+        let _ = input.send_keys(&format!("{typed}\u{e007}")).await;
+    }
+    for button in browser.c().find_all(Locator::Css("button")).await.expect("buttons") {
+        let _ = button.click().await;
+    }
+    let _ = browser.c().find(Locator::Css("#screen")).await.expect("screen").send_keys(typed).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pane = s.world.tmux(&["capture-pane", "-p", "-t", "=w1:"]);
+    let pane = String::from_utf8_lossy(&pane.stdout).into_owned();
+    assert_has!(pane, "line-3-of-web");
+    assert!(!pane.contains(typed), "the pane got keys from the page:\n{pane}");
+    let log = std::fs::read_to_string(s.world.session_dir("w1").join("raw.log")).expect("raw.log");
+    assert!(!log.contains(typed), "the log holds keys from the page");
+
+    // On a phone: one column, nothing wider than the screen but the
+    // terminal itself, which scrolls in its own box.
+    browser.c().set_window_size(390, 844).await.expect("phone size");
+    browser.c().goto(&format!("{}/s/w1", s.base())).await.expect("session page");
+    browser.until_text("#screen", "line-3-of-web").await;
+    let wide = browser.eval("return document.documentElement.scrollWidth <= window.innerWidth + 1").await;
+    assert_eq!(wide, json!(true), "the page fits a phone's width");
+    let fits =
+        browser.eval("return document.querySelector('h1').getBoundingClientRect().right <= window.innerWidth").await;
+    assert_eq!(fits, json!(true));
+    browser.c().goto(&format!("{}/", s.base())).await.expect("overview");
+    browser.until_text("article[data-name='w1']", "line-3-of-web").await;
+    browser.shot("web-phone.png").await;
+    browser.c().set_window_size(1280, 900).await.expect("desktop size");
+
+    // A closed session stays listed, with its last command.
+    s.call("session_close", json!({ "session": "w1" })).await;
+    let closed = browser.until_text("article.state-closed[data-name='w1']", "closed").await;
+    assert_has!(closed, "ls /no/such/dir/here");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_resume_without_loss_or_duplicates() {
+    needs!("tmux");
+    let s = Served::start().await;
+    s.call("session_create", json!({ "name": "r1" })).await;
+    s.call("run", json!({ "session": "r1", "command": "echo first" })).await;
+    let cookie = s.cookie().await;
+    let path = "/web/s/r1/events";
+    let mut stream = Stream::open(s.port, path, &cookie, None).await;
+    let got = stream.until(PATIENCE, |e| e.kind == "regions").await;
+    assert_eq!(region_ids(&got), vec![1]);
+    let screen = got.iter().find(|e| e.kind == "screen").expect("a first screen");
+    assert_eq!(screen.data["full"], json!(true));
+    // Live: a command's start and end, each once.
+    s.call("run", json!({ "session": "r1", "command": "echo second" })).await;
+    let ended = |e: &Sse, id: u64| {
+        e.kind == "regions"
+            && e.data["regions"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|r| r["id"] == json!(id) && r["exit"] == json!(0)))
+    };
+    let got = stream.until(PATIENCE, |e| ended(e, 2)).await;
+    let mut last = got.last().expect("events").id.clone();
+    // Drain what else comes for this command (the screen, the card).
+    while let Some(e) = stream.next(Duration::from_millis(1500)).await {
+        last = e.id.clone();
+    }
+    drop(stream);
+    // Away: two commands run.
+    s.call("run", json!({ "session": "r1", "command": "echo third" })).await;
+    s.call("run", json!({ "session": "r1", "command": "echo fourth; false" })).await;
+    // Back: exactly the regions missed, and the screen that changed.
+    let mut stream = Stream::open(s.port, path, &cookie, Some(&last)).await;
+    let got = stream.until(PATIENCE, |e| e.kind == "regions").await;
+    let mut ids = region_ids(&got);
+    ids.dedup();
+    assert_eq!(ids, vec![3, 4], "the missed regions, in order: {got:#?}");
+    assert!(got.iter().any(|e| e.kind == "screen"), "the screen changed meanwhile");
+    let mut last = got.last().expect("events").id.clone();
+    while let Some(e) = stream.next(Duration::from_millis(1500)).await {
+        assert_ne!(e.kind, "regions", "no region twice: {e:?}");
+        last = e.id.clone();
+    }
+    drop(stream);
+    // Back again, nothing missed: nothing is sent again.
+    let mut stream = Stream::open(s.port, path, &cookie, Some(&last)).await;
+    assert!(stream.next(Duration::from_secs(2)).await.is_none(), "nothing twice");
+    drop(stream);
+
+    // The overview resumes too.
+    let mut overview = Stream::open(s.port, "/web/overview", &cookie, None).await;
+    let first = overview.next(PATIENCE).await.expect("the overview");
+    assert_eq!(first.data["reset"], json!(true));
+    assert!(first.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1")));
+    drop(overview);
+    let mut overview = Stream::open(s.port, "/web/overview", &cookie, Some(&first.id)).await;
+    s.call("run", json!({ "session": "r1", "command": "echo fifth" })).await;
+    let next = overview.until(PATIENCE, |e| e.data["cards"].to_string().contains("echo fifth")).await;
+    assert!(next.iter().all(|e| e.data["reset"] == json!(false)), "{next:#?}");
+    // A person attaching shows at once (tmux tells; the files do not).
+    if installed("script") {
+        let attach = format!("tmux -L {} attach -t r1", s.world.socket);
+        let mut person = Command::new("script")
+            .args(["-qfc", &attach, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("script");
+        let people = |e: &Sse| {
+            e.data["cards"].as_array().is_some_and(|c| {
+                c.iter().any(|c| c["name"] == "r1" && c["people"].as_array().is_some_and(|p| p.len() == 1))
+            })
+        };
+        overview.until(PATIENCE, people).await;
+        let _ = person.kill();
+        let _ = person.wait();
+        let nobody = |e: &Sse| {
+            e.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1" && c["people"] == json!([])))
+        };
+        overview.until(PATIENCE, nobody).await;
+    }
+
+    // A flood is sent at a bounded frame rate.
+    let mut stream = Stream::open(s.port, path, &cookie, None).await;
+    stream.until(PATIENCE, |e| e.kind == "regions").await;
+    s.world.tmux(&["send-keys", "-t", "=r1:", "yes web-flood", "Enter"]);
+    let started = Instant::now();
+    let mut frames = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        match stream.next(Duration::from_millis(500)).await {
+            Some(e) if e.kind == "screen" => frames += 1,
+            _ => {}
+        }
+    }
+    s.world.tmux(&["send-keys", "-t", "=r1:", "C-c"]);
+    assert!(frames >= 3, "the flood was shown: {frames} frames");
+    assert!(frames <= 36, "at most about 10 frames a second: {frames} in 3 s");
+}
