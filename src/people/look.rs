@@ -150,7 +150,7 @@ impl Scene {
         let Some(text) = ask_tmux(home, &["list-panes", "-a", "-F", PANE_FORMAT]).await? else {
             return Ok(Scene::default());
         };
-        let panes = crate::tmux::parse_panes(&text).map_err(|e| Failure::Trouble(e.to_string()))?;
+        let panes = crate::tmux::parse_panes(&text).map_err(Failure::of)?;
         let panes = name_panes(panes, |name| store::read_meta(&home.dir(name)).ok().map(|m| m.pane_id));
         if panes.is_empty() {
             return Ok(Scene::default());
@@ -298,11 +298,25 @@ fn unknown(home: &Home, scene: &Scene, name: &str) -> String {
 }
 
 /// The facts of every live session, and of the closed ones when `closed`.
+///
+/// The live sessions are observed at once, each in a task of its own: a
+/// logger answers when its thread is scheduled and `/proc` is read on the
+/// blocking pool, so the waits overlap rather than add up.
 pub async fn all(home: &Home, closed: bool) -> Result<Vec<Facts>, Failure> {
     let scene = Scene::look(home).await?;
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, (name, pane)) in scene.panes.iter().enumerate() {
+        let (dir, pane) = (home.dir(name), pane.clone());
+        tasks.spawn(async move { (i, observe(dir, pane).await) });
+    }
+    let mut seen: Vec<Option<Observed>> = (0..scene.panes.len()).map(|_| None).collect();
+    while let Some(done) = tasks.join_next().await {
+        let (i, observed) = done.map_err(|e| Failure::Trouble(format!("looking at a session: {e}")))?;
+        seen[i] = Some(observed);
+    }
     let mut out = Vec::with_capacity(scene.panes.len());
-    for (name, pane) in &scene.panes {
-        out.push(live(home, &scene, name, pane).await);
+    for ((name, pane), observed) in scene.panes.iter().zip(seen) {
+        out.push(live(home, &scene, name, pane, observed.unwrap_or_default()));
     }
     if closed {
         for name in logged_names(home).into_iter().filter(|n| !scene.panes.contains_key(n)) {
@@ -416,8 +430,14 @@ struct Heard {
     last: Option<Region>,
 }
 
+impl Default for Heard {
+    fn default() -> Heard {
+        Heard { logger: LoggerState::Down, status: None, running: None, last: None }
+    }
+}
+
 async fn hear(dir: &Path) -> Heard {
-    let mut heard = Heard { logger: LoggerState::Down, status: None, running: None, last: None };
+    let mut heard = Heard::default();
     let mut client = match LoggerClient::connect(&dir.join(files::SOCKET)).await {
         Ok(c) => c,
         Err(e) => {
@@ -466,8 +486,43 @@ async fn running_region(client: &mut LoggerClient, status: &Status) -> Option<Re
     }
 }
 
-/// A live session: its files, its logger, and `/proc` where needed.
-async fn live(home: &Home, scene: &Scene, name: &str, pane: &PaneInfo) -> Facts {
+/// What a live pane's logger and `/proc` say.
+#[derive(Default)]
+struct Observed {
+    heard: Heard,
+    /// The foreground job, when it was looked at (not for an integrated
+    /// shell at its prompt with nothing running: that is idle).
+    job: Option<Job>,
+    /// Whether the pane's shell has our integration (per its logger; per
+    /// `meta.json` when no logger answers).
+    integrated: bool,
+}
+
+/// Asks the logger of the session in `dir`, then `/proc` where needed.
+async fn observe(dir: PathBuf, pane: PaneInfo) -> Observed {
+    if pane.pane_dead {
+        return Observed::default();
+    }
+    let heard = hear(&dir).await;
+    let integrated = match &heard.status {
+        Some(s) => s.shell.integrated,
+        None => store::read_meta(&dir).is_ok_and(|m| m.integrated),
+    };
+    let quiet_shell = integrated && heard.running.is_none() && heard.status.as_ref().is_some_and(|s| s.shell.at_prompt);
+    let job = match quiet_shell {
+        true => None,
+        false => tokio::task::spawn_blocking(move || {
+            procs::job(procs::Pane { pid: pane.pane_pid, tty: &pane.pane_tty }).ok()
+        })
+        .await
+        .ok()
+        .flatten(),
+    };
+    Observed { heard, job, integrated }
+}
+
+/// A live session: its files, and what was observed of it.
+fn live(home: &Home, scene: &Scene, name: &str, pane: &PaneInfo, seen: Observed) -> Facts {
     let (mut facts, meta) = base(home, name);
     if pane.pane_dead {
         if let Some(r) = last_finished_on_disk(&facts.dir) {
@@ -475,7 +530,7 @@ async fn live(home: &Home, scene: &Scene, name: &str, pane: &PaneInfo) -> Facts 
         }
         return facts;
     }
-    let heard = hear(&facts.dir).await;
+    let Observed { heard, job, integrated } = seen;
     facts.logger = heard.logger;
     facts.program = Some(pane.pane_current_command.clone());
     facts.cwd = Some(pane.pane_current_path.clone()).filter(|p| !p.is_empty());
@@ -489,10 +544,6 @@ async fn live(home: &Home, scene: &Scene, name: &str, pane: &PaneInfo) -> Facts 
         facts.command_region = Some(r.id.0);
         facts.started_by = crate::tools::once::starter_of(&home.cfg.home, name, r.id);
     }
-    let integrated = heard.status.as_ref().map_or(meta.integrated, |s| s.shell.integrated);
-    let quiet_shell = integrated && heard.running.is_none() && heard.status.as_ref().is_some_and(|s| s.shell.at_prompt);
-    let job =
-        (!quiet_shell).then(|| procs::job(procs::Pane { pid: pane.pane_pid, tty: &pane.pane_tty }).ok()).flatten();
     facts.state = judge(job.as_ref(), heard.running.is_some(), integrated);
     facts.since_ms = match facts.state {
         State::Running | State::Waiting => heard.running.as_ref().map(|r| r.started_ms),

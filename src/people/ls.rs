@@ -35,7 +35,7 @@ pub async fn run(home: Home, args: LsArgs) -> Outcome {
     }
     let mut out = Out::stdout();
     if args.json {
-        let text = serde_json::to_string_pretty(&facts).map_err(|e| Failure::Trouble(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&facts).map_err(Failure::of)?;
         return out.line(&text);
     }
     let style = Style::for_stdout();

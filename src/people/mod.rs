@@ -83,9 +83,9 @@ impl Failure {
         }
     }
 
-    /// Something else that failed, said with what was being done.
-    pub fn trouble(what: &str) -> impl FnOnce(String) -> Failure + '_ {
-        move |why| Failure::Trouble(format!("{what}: {why}"))
+    /// Something else that failed (a file, tmux, a logger), as it says.
+    pub fn of(e: impl std::fmt::Display) -> Failure {
+        Failure::Trouble(e.to_string())
     }
 }
 

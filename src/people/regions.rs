@@ -161,7 +161,7 @@ pub fn starters(home: &Home, name: &str) -> HashMap<u64, String> {
 
 /// Every region of `found`, as facts.
 pub fn all(home: &Home, found: &Found) -> Result<Vec<RegionFacts>, Failure> {
-    let regions = store::read_regions(&found.dir).map_err(|e| Failure::Trouble(e.to_string()))?;
+    let regions = store::read_regions(&found.dir).map_err(Failure::of)?;
     let lines = lines_of(&found.dir)?;
     let starters = starters(home, &found.name);
     let now = crate::config::now_ms();
@@ -170,7 +170,7 @@ pub fn all(home: &Home, found: &Found) -> Result<Vec<RegionFacts>, Failure> {
 
 /// Lines complete on disk in `dir`.
 pub fn lines_of(dir: &Path) -> Result<u64, Failure> {
-    LineReader::open(dir).and_then(|r| r.extent()).map(|(n, _)| n).map_err(|e| Failure::Trouble(e.to_string()))
+    LineReader::open(dir).and_then(|r| r.extent()).map(|(n, _)| n).map_err(Failure::of)
 }
 
 /// Runs `regions`.
@@ -185,7 +185,7 @@ pub async fn run(home: Home, args: RegionsArgs) -> Outcome {
     }
     let mut out = Out::stdout();
     if args.json {
-        let text = serde_json::to_string_pretty(&chosen).map_err(|e| Failure::Trouble(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&chosen).map_err(Failure::of)?;
         return out.line(&text);
     }
     let terminal = super::style::stdout_is_terminal();

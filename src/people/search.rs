@@ -79,7 +79,7 @@ pub async fn run(home: Home, args: SearchArgs) -> Outcome {
         Failure::Usage(format!("{e}\n(escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)"))
     })?;
     let found = look::find(&home, &args.name).await?;
-    let regions = store::read_regions(&found.dir).map_err(|e| Failure::Trouble(e.to_string()))?;
+    let regions = store::read_regions(&found.dir).map_err(Failure::of)?;
     let lines = super::regions::lines_of(&found.dir)?;
     let scope = match args.region {
         None => None,
@@ -91,7 +91,7 @@ pub async fn run(home: Home, args: SearchArgs) -> Outcome {
         }
     };
     let page = Page { offset: 0, max_hits: args.max_count.unwrap_or(u64::MAX) };
-    let hits = search::search(&found.dir, &re, scope, page).map_err(|e| Failure::Trouble(e.to_string()))?;
+    let hits = search::search(&found.dir, &re, scope, page).map_err(Failure::of)?;
     let total = args.max_count.map_or(hits.total, |m| hits.total.min(m));
     let mut out = Out::stdout();
     if args.count {
@@ -99,8 +99,7 @@ pub async fn run(home: Home, args: SearchArgs) -> Outcome {
         return if total == 0 { Err(Failure::NoMatch) } else { Ok(()) };
     }
     let groups = match hits.scope {
-        Some(s) => search::with_context(&found.dir, &hits.hits, args.context, s)
-            .map_err(|e| Failure::Trouble(e.to_string()))?,
+        Some(s) => search::with_context(&found.dir, &hits.hits, args.context, s).map_err(Failure::of)?,
         None => Vec::new(),
     };
     if args.json {
@@ -116,7 +115,7 @@ pub async fn run(home: Home, args: SearchArgs) -> Outcome {
             .collect();
         let answer =
             JsonAnswer { session: &found.name, pattern: &args.regex, region: args.region, matches: total, lines };
-        let text = serde_json::to_string_pretty(&answer).map_err(|e| Failure::Trouble(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&answer).map_err(Failure::of)?;
         out.line(&text)?;
     } else {
         let terminal = super::style::stdout_is_terminal();

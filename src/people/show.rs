@@ -43,7 +43,7 @@ pub struct ShowArgs {
 /// Runs `show`.
 pub async fn run(home: Home, args: ShowArgs) -> Outcome {
     let found = look::find(&home, &args.name).await?;
-    let regions = store::read_regions(&found.dir).map_err(|e| Failure::Trouble(e.to_string()))?;
+    let regions = store::read_regions(&found.dir).map_err(Failure::of)?;
     let region = pick(&found, &regions, &args)?;
     let lines = regions::lines_of(&found.dir)?;
     let starters = regions::starters(&home, &found.name);
@@ -115,13 +115,13 @@ const CHUNK: u64 = 10_000;
 /// region's bounds.
 fn body(dir: &Path, r: &Region, total: u64, numbered: bool, style: Style, out: &mut Out) -> Outcome {
     let scope = dtmcp_core::search::region_scope(r, LineNo(total));
-    let reader = LineReader::open(dir).map_err(|e| Failure::Trouble(e.to_string()))?;
+    let reader = LineReader::open(dir).map_err(Failure::of)?;
     let end = r.end.unwrap_or(LinePos { line: LineNo(total + 1), bytes: 0 });
     let width = scope.last.0.max(1).ilog10() as usize + 1;
     let mut at = scope.first.0;
     while at <= scope.last.0 {
         let count = (scope.last.0 + 1 - at).min(CHUNK);
-        let lines = reader.read(LineNo(at), count).map_err(|e| Failure::Trouble(e.to_string()))?;
+        let lines = reader.read(LineNo(at), count).map_err(Failure::of)?;
         if lines.is_empty() {
             break;
         }

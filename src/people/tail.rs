@@ -127,8 +127,8 @@ async fn still_live(home: &Home, name: &str) -> bool {
 
 /// Lines complete on disk in session directory `dir`.
 fn committed(dir: &Path) -> Result<u64, Failure> {
-    let reader = LineReader::open(dir).map_err(|e| Failure::Trouble(e.to_string()))?;
-    reader.extent().map(|(lines, _)| lines).map_err(|e| Failure::Trouble(e.to_string()))
+    let reader = LineReader::open(dir).map_err(Failure::of)?;
+    reader.extent().map(|(lines, _)| lines).map_err(Failure::of)
 }
 
 /// Prints numbered lines in order, each once.
@@ -154,11 +154,11 @@ impl Printer {
 
     /// Prints every line on disk from the next one on.
     fn catch_up(&mut self, dir: &Path) -> Outcome {
-        let reader = LineReader::open(dir).map_err(|e| Failure::Trouble(e.to_string()))?;
-        let (total, _) = reader.extent().map_err(|e| Failure::Trouble(e.to_string()))?;
+        let reader = LineReader::open(dir).map_err(Failure::of)?;
+        let (total, _) = reader.extent().map_err(Failure::of)?;
         while self.next.0 <= total {
             let count = (total + 1 - self.next.0).min(CHUNK);
-            let lines = reader.read(self.next, count).map_err(|e| Failure::Trouble(e.to_string()))?;
+            let lines = reader.read(self.next, count).map_err(Failure::of)?;
             if lines.is_empty() {
                 break;
             }

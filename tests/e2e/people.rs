@@ -381,7 +381,7 @@ async fn tail_f_ends_on_ctrl_c_and_marks_a_log_gap() {
     let mut stderr = String::new();
     let _ = follow.stderr.take().expect("stderr").read_to_string(&mut stderr);
     assert_eq!(status.code(), Some(0), "{stderr}");
-    assert_has!(stderr, "does not answer");
+    assert_has!(stderr, "following again once a logger answers");
     assert_has!(stderr, "a logger answers again");
 }
 
@@ -475,11 +475,12 @@ async fn watch_redraws_on_a_change_quits_with_q_and_gives_the_terminal_back() {
     let from = screen.len();
     s.run("w1", "echo watched-$((2+3))").await;
     let ran = Instant::now();
-    // Sooner than the slow tick: the logger said so.
+    // Well before the slow tick would (it comes up to TICK after the last
+    // draw): the logger said so.
     screen.wait_for("echo watched-$((2+3))", from, Duration::from_secs(10));
     let redrawn = ran.elapsed();
     eprintln!("watch: redrawn {redrawn:?} after the command finished");
-    assert!(redrawn < dtmcp::people::watch::TICK, "redrawn after {redrawn:?}, as the tick would");
+    assert!(redrawn < dtmcp::people::watch::TICK / 3, "redrawn after {redrawn:?}, as the tick would");
     screen.types("q");
     assert_eq!(screen.exit_code(Duration::from_secs(5)), 0, "{}", screen.text());
     let text = screen.text();
