@@ -274,9 +274,11 @@ impl Stream {
         }
     }
 
-    /// Reads whatever comes for `quiet`.
+    /// Reads whatever comes until `quiet` passes without an event (or
+    /// eight times that in all, for a stream that never goes quiet).
     async fn drain(&mut self, quiet: Duration) {
-        while self.next(quiet).await.is_some() {}
+        let end = Instant::now() + quiet * 8;
+        while Instant::now() < end && self.next(quiet).await.is_some() {}
     }
 }
 

@@ -560,3 +560,42 @@ async fn streams_resume_without_loss_or_duplicates() {
     assert!(frames >= 3, "the flood was shown: {frames} frames");
     assert!(frames <= 36, "at most about 10 frames a second: {frames} in 3 s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_says_what_each_session_is_doing() {
+    needs!("tmux");
+    needs!("python3");
+    let s = Served::start().await;
+    for name in ["busy", "secret", "repl"] {
+        s.call("session_create", json!({ "name": name })).await;
+    }
+    let cookie = s.cookie().await;
+    let mut overview = Stream::open(s.port, "/web/overview", &cookie, None).await;
+    let keys = |session: &str, line: &str| {
+        let target = format!("={session}:");
+        s.world.tmux(&["send-keys", "-t", &target, "-l", line]);
+        s.world.tmux(&["send-keys", "-t", &target, "Enter"]);
+    };
+    keys("busy", "sleep 60");
+    keys("secret", "read -s -p 'Password: ' pw");
+    keys("repl", "python3 -q");
+    let mut cards: std::collections::HashMap<String, Value> = Default::default();
+    let wanted = [("busy", "working"), ("secret", "password"), ("repl", "input")];
+    overview
+        .until(PATIENCE, |e| {
+            for c in e.data["cards"].as_array().cloned().unwrap_or_default() {
+                cards.insert(c["name"].as_str().unwrap_or_default().to_string(), c);
+            }
+            wanted.iter().all(|(n, state)| cards.get(*n).is_some_and(|c| c["state"] == json!(state)))
+        })
+        .await;
+    assert_eq!(cards["repl"]["prompt"], json!(">>>"), "the prompt it waits at: {}", cards["repl"]);
+    assert_has!(cards["secret"]["says"].as_str().unwrap_or_default(), "password prompt");
+    assert_eq!(cards["busy"]["last"]["command"], json!("sleep 60"));
+    assert_eq!(cards["busy"]["last"]["exit"], json!(null), "still running");
+    s.world.tmux(&["send-keys", "-t", "=busy:", "C-c"]);
+    let idle = |e: &Sse| {
+        e.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "busy" && c["state"] == "idle"))
+    };
+    overview.until(PATIENCE, idle).await;
+}
