@@ -266,8 +266,13 @@ async fn session_events(State(web): State<Arc<Web>>, Path(name): Path<String>, h
     }
 }
 
-/// The directory of session `name`'s logs, open or closed.
-async fn logs_dir(web: &Web, name: &str) -> Result<std::path::PathBuf, Response> {
+/// The directory of session `name`'s logs, open or closed, for a signed-in
+/// browser; otherwise the answer to give instead (signed out, or no such
+/// session).
+async fn admitted_logs(web: &Web, headers: &HeaderMap, name: &str) -> Result<std::path::PathBuf, Response> {
+    if !web.admits(headers) {
+        return Err(signed_out());
+    }
     match web.terminal.sessions().open_logs(name).await {
         Ok(logs) => Ok(logs.dir),
         Err(e) => Err((StatusCode::NOT_FOUND, Json(json!({ "error": e.to_string() }))).into_response()),
@@ -299,10 +304,7 @@ async fn lines(
     Query(q): Query<LinesQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !web.admits(&headers) {
-        return signed_out();
-    }
-    let dir = match logs_dir(&web, &name).await {
+    let dir = match admitted_logs(&web, &headers, &name).await {
         Ok(d) => d,
         Err(r) => return r,
     };
@@ -323,10 +325,7 @@ async fn search(
     Query(q): Query<SearchQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !web.admits(&headers) {
-        return signed_out();
-    }
-    let dir = match logs_dir(&web, &name).await {
+    let dir = match admitted_logs(&web, &headers, &name).await {
         Ok(d) => d,
         Err(r) => return r,
     };
@@ -347,10 +346,7 @@ async fn regions(
     Query(q): Query<RegionsQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !web.admits(&headers) {
-        return signed_out();
-    }
-    let dir = match logs_dir(&web, &name).await {
+    let dir = match admitted_logs(&web, &headers, &name).await {
         Ok(d) => d,
         Err(r) => return r,
     };

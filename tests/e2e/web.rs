@@ -235,8 +235,21 @@ impl Browser {
     }
 
     async fn text(&self, css: &str) -> String {
-        let el = self.c().wait().at_most(PATIENCE).for_element(Locator::Css(css)).await;
-        el.unwrap_or_else(|e| panic!("{css} never appeared: {e}")).text().await.expect("text")
+        // The page redraws live: an element found may be replaced before its
+        // text is read (a stale element), so it is found again until then.
+        let started = Instant::now();
+        loop {
+            let el = self.c().wait().at_most(PATIENCE).for_element(Locator::Css(css)).await;
+            let el = el.unwrap_or_else(|e| panic!("{css} never appeared: {e}"));
+            match el.text().await {
+                Ok(text) => return text,
+                Err(e) if started.elapsed() < PATIENCE => {
+                    eprintln!("{css} was redrawn while read ({e}); again");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("{css}: its text could not be read: {e}"),
+            }
+        }
     }
 
     /// Waits until the text of `css` contains `needle`.
