@@ -1,0 +1,657 @@
+//! Cost at scale: what a call costs with 1, 100 and 300 sessions open, with
+//! 20 agents calling at once, and what an idle server costs, each beside a
+//! floor measured in the same run (see issue "flat at any number of
+//! sessions and agents" and DESIGN.md's budget).
+//!
+//! `cargo bench --bench scale` runs every level; `-- --levels 1,100`
+//! picks levels, `-- --samples N` the samples per row (default 200).
+//! Prints a table with each target and the ratio it is judged by; asserts
+//! nothing (the machine is shared: only ratios measured together mean much).
+//!
+//! Every client here is a few lines of raw JSON-RPC in Rust (stdio lines, or
+//! HTTP/1.1 kept alive over the server's Unix socket), so the client's own
+//! cost stays near a tenth of a millisecond.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use dtmcp::tmux::Tmux;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const EXE: &str = env!("CARGO_BIN_EXE_docent-terminal-mcp");
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let samples: usize = value("--samples").and_then(|s| s.parse().ok()).unwrap_or(200);
+    let levels: Vec<usize> = value("--levels")
+        .map(|l| l.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 100, 300]);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build()?;
+    let tmp = tempfile::Builder::new().prefix("dtmcp-bench-scale-").tempdir()?;
+    let world = World::new(tmp.path())?;
+    let result = rt.block_on(measure(&world, &levels, samples));
+    dtmcp::tmux::kill_server_now(&world.socket);
+    let table = result?;
+    table.print(&levels);
+    Ok(())
+}
+
+/// Everything measured, by row and level.
+#[derive(Default)]
+struct Table {
+    floor_pane: Vec<Duration>,
+    floor_ping: Vec<Duration>,
+    floor_20: Vec<Duration>,
+    stdio: BTreeMap<usize, Vec<Duration>>,
+    http: BTreeMap<usize, Vec<Duration>>,
+    bridge: BTreeMap<usize, Vec<Duration>>,
+    list: BTreeMap<usize, Vec<Duration>>,
+    agents20: BTreeMap<usize, Vec<Duration>>,
+    idle: BTreeMap<usize, Idle>,
+    pss_kb: BTreeMap<usize, (u64, u64)>,
+}
+
+/// Idle CPU over a quiet stretch, in % of one core.
+#[derive(Clone, Copy, Default)]
+struct Idle {
+    tmux: f64,
+    router: f64,
+    loggers: f64,
+}
+
+/// A private state home, runtime dir, user home and tmux socket.
+struct World {
+    root: PathBuf,
+    socket: String,
+}
+
+impl World {
+    fn new(root: &Path) -> anyhow::Result<World> {
+        for d in ["run", "home", "state"] {
+            std::fs::create_dir_all(root.join(d))?;
+        }
+        Ok(World { root: root.to_path_buf(), socket: format!("dtmcp-bench-scale-{}", std::process::id()) })
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("DOCENT_TERMINAL_MCP_HOME".into(), self.root.join("state").display().to_string()),
+            ("DOCENT_TERMINAL_MCP_SOCKET".into(), self.socket.clone()),
+            ("XDG_RUNTIME_DIR".into(), self.root.join("run").display().to_string()),
+            // An empty home: the machine's own prompt hooks weigh on nothing.
+            ("HOME".into(), self.root.join("home").display().to_string()),
+        ]
+    }
+
+    fn server_socket(&self) -> PathBuf {
+        self.root.join("run").join("docent-terminal-mcp").join("server.sock")
+    }
+
+    fn sessions_dir(&self) -> PathBuf {
+        self.root.join("state").join("sessions")
+    }
+}
+
+async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Result<Table> {
+    let mut t = Table::default();
+    let floor_tmp = world.root.join("floor");
+    std::fs::create_dir_all(&floor_tmp)?;
+    eprintln!("floor: raw panes…");
+    t.floor_pane = raw_panes(&floor_tmp, 1, samples).await?;
+    t.floor_20 = raw_panes(&floor_tmp, 20, samples / 4).await?;
+    let mut made = 0;
+    for &n in levels {
+        eprintln!("level {n}: stdio server, growing to {n} sessions…");
+        let mut stdio = StdioClient::start(EXE, &[], &world.env()).await?;
+        while made < n {
+            let r = stdio.call("session_create", json!({"name": format!("s{made}")})).await?;
+            ensure!(!r.1, "session_create s{made}: {}", r.0);
+            made += 1;
+        }
+        if t.floor_ping.is_empty() {
+            let mut ping = Samples::new(samples);
+            while ping.next() {
+                stdio.request("ping", json!({})).await?;
+                ping.done();
+            }
+            t.floor_ping = ping.out;
+        }
+        t.stdio.insert(n, run_true(&mut stdio, samples).await?);
+        stdio.stop().await;
+
+        eprintln!("level {n}: serve over its Unix socket…");
+        let serve = Serve::start(world).await?;
+        let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
+        t.http.insert(n, run_true(&mut http, samples).await?);
+        let list_samples = (samples / 10).max(5);
+        let mut list = Samples::new(list_samples);
+        while list.next() {
+            let r = http.call("session_list", json!({})).await?;
+            ensure!(!r.1, "session_list: {}", r.0);
+            list.done();
+        }
+        t.list.insert(n, list.out);
+        let mut bridge = StdioClient::start(EXE, &["connect", "--actor", "bench-bridge"], &world.env()).await?;
+        t.bridge.insert(n, run_true(&mut bridge, samples).await?);
+        bridge.stop().await;
+        if n >= 20 {
+            t.agents20.insert(n, twenty_agents(world, samples / 4).await?);
+        }
+        eprintln!("level {n}: idle for 10 s…");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        t.idle.insert(n, idle(world, serve.pid(), Duration::from_secs(10)).await?);
+        t.pss_kb.insert(n, pss(world, serve.pid()));
+        drop(http);
+        serve.stop();
+    }
+    Ok(t)
+}
+
+impl Table {
+    fn print(&self, levels: &[usize]) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let med = |v: &[Duration]| ms(pct(v, 50));
+        println!("\nfloors measured in this run (median):");
+        println!("  raw pane `true` (one send-keys -H, marker from the pipe)  {:>9.3} ms", med(&self.floor_pane));
+        println!("  trivial MCP call (ping over stdio)                        {:>9.3} ms", med(&self.floor_ping));
+        println!("  raw tmux, 20 panes at once, per call                      {:>9.3} ms", med(&self.floor_20));
+        println!(
+            "\n{:<34} {}",
+            "median (p90) per call",
+            levels.iter().map(|n| format!("{:>22}", format!("{n} sessions"))).collect::<String>()
+        );
+        let line = |name: &str, m: &BTreeMap<usize, Vec<Duration>>| {
+            let cells: String = levels
+                .iter()
+                .map(|n| match m.get(n) {
+                    Some(v) => format!("{:>22}", format!("{:.2} ({:.2}) ms", med(v), ms(pct(v, 90)))),
+                    None => format!("{:>22}", "—"),
+                })
+                .collect();
+            println!("{name:<34} {cells}");
+        };
+        line("run true, stdio", &self.stdio);
+        line("run true, HTTP (Unix socket)", &self.http);
+        line("run true, connect bridge", &self.bridge);
+        line("session_list, HTTP", &self.list);
+        line("run true, 20 agents at once (HTTP)", &self.agents20);
+        let idle: String = levels
+            .iter()
+            .map(|n| match self.idle.get(n) {
+                Some(i) => format!("{:>22}", format!("{:.1}/{:.1}/{:.1} %", i.tmux, i.router, i.loggers)),
+                None => format!("{:>22}", "—"),
+            })
+            .collect();
+        println!("{:<34} {idle}", "idle CPU tmux/router/loggers");
+        let pss: String = levels
+            .iter()
+            .map(|n| match self.pss_kb.get(n) {
+                Some((r, l)) => format!("{:>22}", format!("{:.1}+{:.1} MB", *r as f64 / 1024.0, *l as f64 / 1024.0)),
+                None => format!("{:>22}", "—"),
+            })
+            .collect();
+        println!("{:<34} {pss}", "PSS router+loggers");
+
+        println!("\n{:<58} {:>10} {:>8} {:>6}", "target", "measured", "limit", "");
+        let verdict = |what: &str, got: Option<f64>, limit: f64, unit: &str| match got {
+            Some(g) => println!(
+                "{what:<58} {:>10} {:>8} {:>6}",
+                format!("{g:.2}{unit}"),
+                format!("{limit}{unit}"),
+                if g <= limit { "ok" } else { "OVER" }
+            ),
+            None => println!("{what:<58} {:>10}", "not run"),
+        };
+        let at = |m: &BTreeMap<usize, Vec<Duration>>, n: usize| m.get(&n).map(|v| med(v));
+        let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        verdict("run true (stdio) at 100 sessions / at 1", ratio(at(&self.stdio, 100), at(&self.stdio, 1)), 1.5, "×");
+        verdict("run true (HTTP) at 100 sessions / at 1", ratio(at(&self.http, 100), at(&self.http, 1)), 1.5, "×");
+        verdict("run true (stdio) at 300 sessions / at 1", ratio(at(&self.stdio, 300), at(&self.stdio, 1)), 1.5, "×");
+        verdict(
+            "session_list at 100 / one run true (HTTP) at 100",
+            ratio(at(&self.list, 100), at(&self.http, 100)),
+            20.0,
+            "×",
+        );
+        let floor20 = Some(med(&self.floor_20)).filter(|f| *f > 0.0);
+        verdict(
+            "20 agents at once at 100, per call / raw tmux 20 panes",
+            ratio(at(&self.agents20, 100), floor20),
+            2.0,
+            "×",
+        );
+        let stdio1 = at(&self.stdio, 1);
+        verdict("bridged run / stdio run (1 session)", ratio(at(&self.bridge, 1), stdio1), 1.3, "×");
+        verdict("HTTP run / stdio run (1 session)", ratio(at(&self.http, 1), stdio1), 1.15, "×");
+        let floor = med(&self.floor_pane) + med(&self.floor_ping);
+        verdict("stdio run true / (raw pane + trivial MCP call)", stdio1.map(|s| s / floor), 2.0, "×");
+        let pss100 = self.pss_kb.get(&100).map(|(r, l)| (r + l) as f64 / 1024.0);
+        verdict("router + 100 loggers PSS", pss100, 80.0, " MB");
+        let idle100 = self.idle.get(&100);
+        verdict("idle at 100 sessions: tmux, % of a core", idle100.map(|i| i.tmux), 2.0, " %");
+        verdict("idle at 100 sessions: router, % of a core", idle100.map(|i| i.router), 1.0, " %");
+        verdict("idle at 100 sessions: all loggers, % of a core", idle100.map(|i| i.loggers), 2.0, " %");
+    }
+}
+
+fn pct(v: &[Duration], p: usize) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    s.get((s.len() * p / 100).min(s.len().saturating_sub(1))).copied().unwrap_or_default()
+}
+
+/// Samples of one row: a tenth as many warm-up rounds come first and are
+/// not kept.
+struct Samples {
+    warm: usize,
+    want: usize,
+    out: Vec<Duration>,
+    started: Option<Instant>,
+}
+
+impl Samples {
+    fn new(want: usize) -> Samples {
+        Samples { warm: (want / 10).max(2), want, out: Vec::with_capacity(want), started: None }
+    }
+
+    /// Whether another round is wanted; starts its clock.
+    fn next(&mut self) -> bool {
+        self.started = Some(Instant::now());
+        self.out.len() < self.want
+    }
+
+    /// Ends the round begun by [`Samples::next`].
+    fn done(&mut self) {
+        let took = self.started.map(|s| s.elapsed()).unwrap_or_default();
+        if self.warm > 0 {
+            self.warm -= 1;
+        } else {
+            self.out.push(took);
+        }
+    }
+}
+
+/// Something that takes tool calls: text and the error flag back.
+trait Caller {
+    async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<(String, bool)>;
+}
+
+async fn run_true(c: &mut impl Caller, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    run_true_in(c, "s0", samples).await
+}
+
+async fn run_true_in(c: &mut impl Caller, session: &str, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut runs = Samples::new(samples);
+    while runs.next() {
+        let (text, err) = c.call("run", json!({"session": session, "command": "true"})).await?;
+        ensure!(!err && text.contains("exit 0"), "unexpected reply: {text}");
+        runs.done();
+    }
+    Ok(runs.out)
+}
+
+fn tool_text(result: &Value) -> anyhow::Result<(String, bool)> {
+    if let Some(e) = result.get("error") {
+        bail!("JSON-RPC error: {e}");
+    }
+    let r = result.get("result").context("no result")?;
+    let text = r["content"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default();
+    Ok((text, r["isError"].as_bool().unwrap_or(false)))
+}
+
+/// A server or bridge on stdio, spoken to in raw JSON-RPC lines.
+struct StdioClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: tokio::io::Lines<BufReader<ChildStdout>>,
+    next: u64,
+}
+
+impl StdioClient {
+    async fn start(program: &str, args: &[&str], env: &[(String, String)]) -> anyhow::Result<StdioClient> {
+        let mut child = Command::new(program)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {program}"))?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+        let mut s = StdioClient { child, stdin, lines, next: 1 };
+        let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench-scale", "version": "0"}});
+        s.request("initialize", init).await?;
+        s.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await?;
+        Ok(s)
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let id = self.next;
+        self.next += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.stdin.write_all(format!("{msg}\n").as_bytes()).await?;
+        tokio::time::timeout(LIMIT, async {
+            loop {
+                let line = self.lines.next_line().await?.context("the server closed its output")?;
+                let v: Value = serde_json::from_str(&line)?;
+                if v["id"].as_u64() == Some(id) {
+                    return Ok(v);
+                }
+            }
+        })
+        .await
+        .context("no answer within the limit")?
+    }
+
+    async fn stop(mut self) {
+        drop(self.stdin);
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+impl Caller for StdioClient {
+    async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<(String, bool)> {
+        tool_text(&self.request("tools/call", json!({"name": tool, "arguments": args})).await?)
+    }
+}
+
+/// An MCP session over streamable HTTP on the server's Unix socket, one
+/// kept-alive connection.
+struct HttpClient {
+    stream: BufReader<tokio::net::UnixStream>,
+    session: String,
+    next: u64,
+}
+
+impl HttpClient {
+    async fn connect(socket: &Path, actor: &str) -> anyhow::Result<HttpClient> {
+        let stream = tokio::net::UnixStream::connect(socket).await.context("connecting to serve")?;
+        let mut h = HttpClient { stream: BufReader::new(stream), session: String::new(), next: 1 };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": actor, "version": "0"}}});
+        let (headers, _) = h.post(&init).await?;
+        h.session = headers.get("mcp-session-id").cloned().context("no mcp-session-id")?;
+        h.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
+        Ok(h)
+    }
+
+    /// One POST to /mcp; the headers and the JSON-RPC messages of the body.
+    async fn post(&mut self, msg: &Value) -> anyhow::Result<(BTreeMap<String, String>, Vec<Value>)> {
+        let body = msg.to_string();
+        let mut req = format!(
+            "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
+            body.len()
+        );
+        if !self.session.is_empty() {
+            req.push_str(&format!("mcp-session-id: {}\r\nmcp-protocol-version: 2025-06-18\r\n", self.session));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        self.stream.get_mut().write_all(req.as_bytes()).await?;
+        tokio::time::timeout(LIMIT, self.response()).await.context("no HTTP answer within the limit")?
+    }
+
+    async fn response(&mut self) -> anyhow::Result<(BTreeMap<String, String>, Vec<Value>)> {
+        let mut status = String::new();
+        self.stream.read_line(&mut status).await?;
+        ensure!(status.starts_with("HTTP/1.1 2"), "HTTP status: {}", status.trim());
+        let mut headers = BTreeMap::new();
+        loop {
+            let mut line = String::new();
+            ensure!(self.stream.read_line(&mut line).await? > 0, "connection closed in the headers");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+            }
+        }
+        let mut body = Vec::new();
+        if headers.get("transfer-encoding").is_some_and(|t| t.contains("chunked")) {
+            loop {
+                let mut size = String::new();
+                self.stream.read_line(&mut size).await?;
+                let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
+                    .with_context(|| format!("chunk size {size:?}"))?;
+                let mut chunk = vec![0u8; n + 2];
+                self.stream.read_exact(&mut chunk).await?;
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        } else {
+            let n: usize = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+            body.resize(n, 0);
+            self.stream.read_exact(&mut body).await?;
+        }
+        let text = String::from_utf8_lossy(&body);
+        let sse = headers.get("content-type").is_some_and(|c| c.contains("event-stream"));
+        let messages = if sse {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str(d.trim()).ok())
+                .collect()
+        } else {
+            serde_json::from_str(&text).into_iter().collect()
+        };
+        Ok((headers, messages))
+    }
+}
+
+impl Caller for HttpClient {
+    async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<(String, bool)> {
+        let id = self.next;
+        self.next += 1;
+        let msg =
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        let (_, messages) = self.post(&msg).await?;
+        let answer = messages.into_iter().find(|m| m["id"].as_u64() == Some(id)).context("no answer in the body")?;
+        tool_text(&answer)
+    }
+}
+
+/// `docent-terminal-mcp serve` of the world, up until stopped.
+struct Serve {
+    child: std::process::Child,
+}
+
+impl Serve {
+    async fn start(world: &World) -> anyhow::Result<Serve> {
+        let child = std::process::Command::new(EXE)
+            .arg("serve")
+            .envs(world.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let serve = Serve { child };
+        let started = Instant::now();
+        loop {
+            if let Ok(mut h) = HttpClient::connect(&world.server_socket(), "probe").await
+                && h.call("session_list", json!({})).await.is_ok()
+            {
+                return Ok(serve);
+            }
+            ensure!(started.elapsed() < Duration::from_secs(60), "serve did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+/// 20 agents, each on its own HTTP connection and session, calling `run`
+/// of `true` at the same time; every call's time.
+async fn twenty_agents(world: &World, per_agent: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut tasks = Vec::new();
+    let start = Arc::new(tokio::sync::Barrier::new(20));
+    for i in 0..20 {
+        let socket = world.server_socket();
+        let start = Arc::clone(&start);
+        tasks.push(tokio::spawn(async move {
+            let mut h = HttpClient::connect(&socket, &format!("agent{i}")).await?;
+            start.wait().await;
+            run_true_in(&mut h, &format!("s{i}"), per_agent).await
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(all)
+}
+
+/// The floor: `n` integrated bash panes on a raw tmux server, each piping
+/// into a FIFO read here; one `send-keys -H` types `true` and Enter, a
+/// sample ends at the pane's next "finished" marker. With `n` > 1 every
+/// pane runs its loop at the same time.
+async fn raw_panes(tmp: &Path, n: usize, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    let socket = format!("dtmcp-bench-scale-floor-{}-{n}", std::process::id());
+    let shell = dtmcp::shell::install(&tmp.join(format!("home{n}")))?;
+    let home = tmp.join("userhome");
+    std::fs::create_dir_all(&home)?;
+    let tmux = Arc::new(Tmux::new(&socket));
+    let result = async {
+        let mut fifos = Vec::new();
+        for i in 0..n {
+            let name = format!("f{i}");
+            let started = std::process::Command::new("tmux")
+                .args(["-L", &socket, "new-session", "-d", "-s", &name, "-x", "120", "-y", "40"])
+                .args(["-e", "__DTMCP_NONCE=11.22.33.44", "--"])
+                .args(dtmcp::shell::bash_argv(&shell))
+                .env("HOME", &home)
+                .status()?;
+            ensure!(started.success(), "tmux new-session failed");
+            let fifo = tmp.join(format!("pipe-{n}-{i}"));
+            nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+            let target = format!("={name}:");
+            tmux.run(&["pipe-pane", "-O", "-t", &target, &format!("cat > {}", fifo.display())]).await?;
+            fifos.push((target, fifo));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let start = Arc::new(std::sync::Barrier::new(n));
+        let mut tasks = Vec::new();
+        for (target, fifo) in fifos {
+            let (tmux, start) = (Arc::clone(&tmux), Arc::clone(&start));
+            let rt = tokio::runtime::Handle::current();
+            tasks.push(tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Duration>> {
+                let mut pipe = std::fs::File::open(&fifo)?;
+                start.wait();
+                let mut out = Vec::with_capacity(samples);
+                for i in 0..samples + 10 {
+                    let t = Instant::now();
+                    rt.block_on(tmux.run(&["send-keys", "-H", "-t", &target, "74", "72", "75", "65", "0d"]))?;
+                    wait_marker(&mut pipe)?;
+                    if i >= 10 {
+                        out.push(t.elapsed());
+                    }
+                }
+                Ok(out)
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await??);
+        }
+        Ok(all)
+    }
+    .await;
+    dtmcp::tmux::kill_server_now(&socket);
+    result
+}
+
+/// Reads until a "finished" marker (`ESC ] 133 ; D`) has gone by.
+fn wait_marker(pipe: &mut std::fs::File) -> anyhow::Result<()> {
+    let needle = b"\x1b]133;D";
+    let mut window: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let n = pipe.read(&mut buf)?;
+        ensure!(n > 0, "the pane's pipe closed");
+        window.extend_from_slice(&buf[..n]);
+        if window.windows(needle.len()).any(|w| w == needle) {
+            return Ok(());
+        }
+    }
+    bail!("no marker within 20 s")
+}
+
+/// The world's logger pids, from the session directories.
+fn logger_pids(world: &World) -> Vec<u32> {
+    let Ok(dirs) = std::fs::read_dir(world.sessions_dir()) else { return Vec::new() };
+    dirs.filter_map(|d| d.ok())
+        .filter_map(|d| std::fs::read_to_string(d.path().join("logger.pid")).ok())
+        .filter_map(|p| p.trim().parse().ok())
+        .collect()
+}
+
+fn tmux_pid(world: &World) -> Option<u32> {
+    let out =
+        std::process::Command::new("tmux").args(["-L", &world.socket, "display", "-p", "#{pid}"]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// A process's user + system CPU time in clock ticks (0 once gone).
+fn ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0 };
+    let Some((_, rest)) = stat.rsplit_once(") ") else { return 0 };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    n(11) + n(12)
+}
+
+async fn idle(world: &World, router: u32, over: Duration) -> anyhow::Result<Idle> {
+    let tmux = tmux_pid(world).context("the tmux server's pid")?;
+    let loggers = logger_pids(world);
+    let sum = |pids: &[u32]| pids.iter().map(|&p| ticks(p)).sum::<u64>();
+    let before = (ticks(tmux), ticks(router), sum(&loggers));
+    tokio::time::sleep(over).await;
+    let after = (ticks(tmux), ticks(router), sum(&loggers));
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
+    let pct = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / hz / over.as_secs_f64() * 100.0;
+    Ok(Idle { tmux: pct(before.0, after.0), router: pct(before.1, after.1), loggers: pct(before.2, after.2) })
+}
+
+/// Proportional set size in kB of the router and of every logger together.
+fn pss(world: &World, router: u32) -> (u64, u64) {
+    let of = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("Pss:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                })
+            })
+            .unwrap_or(0)
+    };
+    (of(router), logger_pids(world).into_iter().map(of).sum())
+}
