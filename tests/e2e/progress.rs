@@ -69,15 +69,16 @@ fn with_token(tool: &str, args: Value, token: impl Into<Value>) -> Value {
 }
 
 /// Checks the progress a client got for a `run` that printed both secrets
-/// and slept: at least two notifications, a second or so apart, before the
-/// answer, growing, each with a message, none holding a secret, one
-/// showing the redacted last line and one the sleeping job.
+/// and slept: at least two notifications, the first well before the
+/// answer, growing a second at a time, each with a message, none holding a
+/// secret, one showing the redacted last line and one the sleeping job.
 fn check_progress(got: &[(Instant, f64, String)], answered: Instant) {
     assert!(got.len() >= 2, "progress notifications: {:?}", got.iter().map(|g| &g.2).collect::<Vec<_>>());
     for pair in got.windows(2) {
-        assert!(pair[1].1 > pair[0].1, "progress grows: {} then {}", pair[0].1, pair[1].1);
-        let apart = pair[1].0 - pair[0].0;
-        assert!(apart >= Duration::from_millis(500), "about a second apart, not {apart:?}");
+        // Progress counts the seconds the server waited: about one between
+        // two notifications (however a loaded machine bunches delivery).
+        let apart = pair[1].1 - pair[0].1;
+        assert!(apart >= 0.9, "progress grows by about a second: {} then {}", pair[0].1, pair[1].1);
     }
     let early = answered - got[0].0;
     assert!(early >= Duration::from_millis(800), "the first progress came only {early:?} before the answer");
