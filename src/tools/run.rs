@@ -378,7 +378,9 @@ struct Call<'a> {
 /// A wait the client follows: where its progress goes, and the first line
 /// of the command's output (for the lines it has printed and its last).
 struct Follow<'a> {
+    /// The client's progress and cancellation.
     progress: &'a Progress,
+    /// The first line the command's output can be on.
     from: LineNo,
 }
 
