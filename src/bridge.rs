@@ -20,6 +20,13 @@
 //! flight with an error, says why on stderr and exits. It exits when stdin
 //! ends.
 //!
+//! Whatever the server sends while a request runs (`notifications/progress`
+//! for a call that carried a `progressToken`) goes to stdout as it comes,
+//! not with the answer. A `notifications/cancelled` from the client is
+//! passed on like any notification; the server then ends that request's
+//! stream without an answer, and the bridge lets the request go instead of
+//! sending it again.
+//!
 //! Messages the server starts itself (log messages telling that a command
 //! ended) come on its event stream, `GET /mcp`, which the bridge keeps open
 //! from the first `initialize` on and opens again after every reconnect, on
@@ -125,6 +132,10 @@ struct Bridge {
     /// The ids of the client's requests not answered yet: each gets an
     /// error answer if the bridge gives up.
     pending: std::sync::Mutex<Vec<Value>>,
+    /// The ids (as JSON text) of requests the client cancelled while they
+    /// were in flight: a stream that ends without their answer is not a
+    /// lost server.
+    cancelled: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// Runs the bridge until stdin ends (or no server comes back).
@@ -143,6 +154,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         out,
         moved: watch::Sender::new(0),
         pending: std::sync::Mutex::new(Vec::new()),
+        cancelled: Default::default(),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -195,6 +207,14 @@ impl Bridge {
             _ if is_request => {
                 tokio::spawn(async move { self.forward(msg, Awaits::Answer).await });
             }
+            Some("notifications/cancelled") => {
+                // Noted before it goes: the server closes the request's
+                // stream as soon as it has it.
+                if let Some(id) = msg.pointer("/params/requestId") {
+                    self.cancelled.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string());
+                }
+                self.forward(msg, Awaits::Nothing).await;
+            }
             // Notifications and responses: in order, quick.
             _ => self.forward(msg, Awaits::Nothing).await,
         }
@@ -210,7 +230,13 @@ impl Bridge {
         self.forward_until_answered(&msg, &id, awaits).await;
         if awaits == Awaits::Answer {
             self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != id);
+            self.cancelled.lock().unwrap_or_else(|e| e.into_inner()).remove(&id.to_string());
         }
+    }
+
+    /// Whether the client cancelled request `id`.
+    fn was_cancelled(&self, id: &Value) -> bool {
+        self.cancelled.lock().unwrap_or_else(|e| e.into_inner()).contains(&id.to_string())
     }
 
     async fn forward_until_answered(&self, msg: &Value, id: &Value, awaits: Awaits) {
@@ -229,6 +255,8 @@ impl Bridge {
                 // next request reconnects); waiting here would hold up
                 // the client's requests behind it.
                 Err(Failure::Lost(_)) if !is_request => return,
+                // The client cancelled it: no answer is due, nothing is sent again.
+                Err(Failure::Lost(_)) if self.was_cancelled(id) => return,
                 Err(lost @ (Failure::Lost(_) | Failure::Forgotten)) => {
                     let why = match lost {
                         Failure::Lost(why) => why,
@@ -349,25 +377,35 @@ impl Bridge {
         }
     }
 
-    /// One POST whose answers go to the client.
+    /// One POST whose answers go to the client, each as it comes.
     async fn exchange(&self, msg: &Value, awaits: Awaits) -> Result<(), Failure> {
         let id = msg.get("id").cloned();
-        let (headers, messages) = self.post(msg).await?;
-        self.remember(&headers);
         let mut answered = awaits == Awaits::Nothing;
-        for m in messages {
-            if let Some(v) = m.get("result").and_then(|r| r.get("protocolVersion")).and_then(Value::as_str) {
-                self.session.lock().unwrap_or_else(|e| e.into_inner()).version = Some(v.to_string());
-            }
-            answered |= m.get("id") == id.as_ref() && (m.get("result").is_some() || m.get("error").is_some());
-            self.emit(m);
-        }
+        let headers = self
+            .post_each(msg, |m| {
+                if let Some(v) = m.get("result").and_then(|r| r.get("protocolVersion")).and_then(Value::as_str) {
+                    self.session.lock().unwrap_or_else(|e| e.into_inner()).version = Some(v.to_string());
+                }
+                answered |= id.as_ref().is_some_and(|id| is_answer_to(&m, id));
+                self.emit(m);
+            })
+            .await?;
+        self.remember(&headers);
         if answered { Ok(()) } else { Err(Failure::Lost("the answer was cut off".into())) }
     }
 
     /// POSTs `msg` to `/mcp`; returns the response headers and every
     /// JSON-RPC message of the answer.
     async fn post(&self, msg: &Value) -> Result<(hyper::HeaderMap, Vec<Value>), Failure> {
+        let mut messages = Vec::new();
+        let headers = self.post_each(msg, |m| messages.push(m)).await?;
+        Ok((headers, messages))
+    }
+
+    /// POSTs `msg` to `/mcp` and hands `each` every JSON-RPC message of the
+    /// answer as it arrives (progress comes before the answer, while the
+    /// request runs); returns the response headers.
+    async fn post_each(&self, msg: &Value, mut each: impl FnMut(Value)) -> Result<hyper::HeaderMap, Failure> {
         let request = self
             .request(hyper::Method::POST)
             .header("content-type", "application/json")
@@ -377,16 +415,19 @@ impl Bridge {
         let response = self.send(request).await?;
         let (parts, mut body) = response.into_parts();
         let kind = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        let mut messages = Vec::new();
         if kind.starts_with("text/event-stream") {
             let mut sse = Sse::default();
+            let mut answered = false;
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| Failure::Lost(format!("stream cut: {e}")))?;
                 if let Some(data) = frame.data_ref() {
-                    messages.extend(sse.feed(data));
+                    for m in sse.feed(data) {
+                        answered |= msg.get("id").is_some_and(|id| is_answer_to(&m, id));
+                        each(m);
+                    }
                     // The answer to our request ends the exchange; the
                     // stream itself may stay open.
-                    if msg.get("id").is_some_and(|id| messages.iter().any(|m| is_answer_to(m, id))) {
+                    if answered {
                         break;
                     }
                 }
@@ -395,7 +436,7 @@ impl Bridge {
             let bytes = body.collect().await.map_err(|e| Failure::Lost(format!("body cut: {e}")))?.to_bytes();
             if kind.starts_with("application/json") {
                 if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-                    messages.push(v);
+                    each(v);
                 }
             } else if parts.status == hyper::StatusCode::NOT_FOUND {
                 return Err(Failure::Forgotten);
@@ -404,7 +445,7 @@ impl Bridge {
                 return Err(Failure::Refused(format!("the server answered {}: {text}", parts.status)));
             }
         }
-        Ok((parts.headers, messages))
+        Ok(parts.headers)
     }
 }
 

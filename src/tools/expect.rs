@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::Terminal;
 use super::holds::Enter;
 use super::program::{self, Target};
+use super::progress::Progress;
 use super::reply::{Reply, ToolError};
 use super::report::{Waited, describe};
 use super::run::{command_lines, ready_status, timeout_ms};
@@ -89,15 +90,15 @@ impl Terminal {
         description = crate::docent::texts::tool::EXPECT.trim_end(),
         meta = super::always_load()
     )]
-    pub async fn expect(&self, Parameters(p): Parameters<ExpectParams>) -> CallToolResult {
+    pub async fn expect(&self, Parameters(p): Parameters<ExpectParams>, progress: Progress) -> CallToolResult {
         let name = p.session.clone();
         let command = p.command.as_deref().map(str::to_string);
-        self.call_noted("expect", &name, command.as_deref(), self.expect_body(p)).await
+        self.call_noted("expect", &name, command.as_deref(), self.expect_body(p, &progress)).await
     }
 }
 
 impl Terminal {
-    async fn expect_body(&self, p: ExpectParams) -> Result<Reply, ToolError> {
+    async fn expect_body(&self, p: ExpectParams, progress: &Progress) -> Result<Reply, ToolError> {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let checked = check(&p).map_err(ToolError::BadInput)?;
         let lines = p.command.as_deref().map(command_lines).transpose().map_err(ToolError::BadInput)?;
@@ -132,30 +133,50 @@ impl Terminal {
         drop(hold);
         let deadline = Instant::now() + Duration::from_millis(timeout);
         let start = if lines.is_some() { before.mark } else { resume_mark(&before) };
-        self.answer_loop(&s, &mut logger, &checked, start, deadline).await
+        let answering = Answering { checked: &checked, start, deadline, progress };
+        self.answer_loop(&s, &mut logger, answering).await
     }
 
     async fn answer_loop(
         &self,
         s: &Session,
         logger: &mut LoggerClient,
-        checked: &Checked,
-        start: Mark,
-        deadline: Instant,
+        answering: Answering<'_>,
     ) -> Result<Reply, ToolError> {
+        let Answering { checked, start, deadline, progress } = answering;
+        // The command's output begins after the line it was typed on.
+        let from = start.line.next();
         let mut mark = start;
         let mut log = String::new();
-        for answers in 0..=MAX_ANSWERS {
+        let mut answers = 0;
+        loop {
             let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+            // In slices, each from the same mark: what comes between two
+            // is found by the next, and between them the client hears how
+            // it goes (or ends the wait by cancelling, as the timeout would).
             let spec = WaitSpec {
                 after: mark,
                 command_done: true,
                 pattern: Some(checked.combined.clone()),
                 settle_ms: Some(QUESTION_QUIET_MS),
-                timeout_ms: left.max(1),
+                timeout_ms: Progress::slice(left),
                 full_screen: false,
             };
-            let (reason, status) = logger.wait(spec).await?;
+            let (mut reason, status) = logger.wait(spec).await?;
+            // Quiet, but not at a question, or a slice run out: keep
+            // waiting for output while there is time and the client waits.
+            let quiet =
+                reason == WaitReason::Settled && (status.current_text.trim().is_empty() || status.shell.at_prompt);
+            if quiet || reason == WaitReason::Timeout {
+                if Instant::now() < deadline && !progress.cancelled() {
+                    progress.tick(self, s, logger, &status, from).await;
+                    if quiet {
+                        mark.raw = status.mark.raw;
+                    }
+                    continue;
+                }
+                reason = WaitReason::Timeout;
+            }
             let note = match reason {
                 WaitReason::Matched(line) => {
                     let text = line_text(logger, &status, line).await?;
@@ -165,15 +186,11 @@ impl Terminal {
                             let _ = writeln!(log, "answered line {line}: {}", quote(&text));
                             mark.line = line.next();
                             mark.raw = status.mark.raw;
+                            answers += 1;
                             continue;
                         }
                         None => format!("stopped after {MAX_ANSWERS} answers"),
                     }
-                }
-                WaitReason::Settled if status.current_text.trim().is_empty() || status.shell.at_prompt => {
-                    // Quiet, but not at a question: keep waiting for output.
-                    mark.raw = status.mark.raw;
-                    continue;
                 }
                 WaitReason::Settled => {
                     format!("waiting at a question no rule answers: {}", quote(&status.current_text))
@@ -183,7 +200,6 @@ impl Terminal {
             let ending = Ending { status: &status, reason: &reason, start, log, note };
             return self.reply(s, logger, ending).await;
         }
-        Err(ToolError::Failed("expect ended without an outcome".into()))
     }
 
     /// Applies the first rule matching `text`, a line of output when the
@@ -254,6 +270,19 @@ impl Terminal {
         let body = describe(s, logger, &waited, &Shape::default(), note).await?;
         Ok(body.lead(&log))
     }
+}
+
+/// What holds for one call's answering.
+struct Answering<'a> {
+    /// The rules and `until`, checked.
+    checked: &'a Checked,
+    /// The mark answering starts from: the command's region is the first
+    /// one after it.
+    start: Mark,
+    /// When the call's wait runs out.
+    deadline: Instant,
+    /// The client's progress and cancellation.
+    progress: &'a Progress,
 }
 
 /// How answering ended, before the reply is composed.

@@ -18,6 +18,7 @@ pub mod once;
 mod output;
 pub mod presence;
 mod program;
+mod progress;
 mod read;
 mod regions;
 mod reply;

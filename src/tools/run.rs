@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::Terminal;
 use super::holds::{Enter, Hold};
 use super::program::{self, Target};
+use super::progress::Progress;
 use super::reply::{Facts, Outcome, Reply, ToolError};
 use super::report::{Waited, describe};
 use super::shape::{Shape, ShapeParams};
@@ -18,7 +19,7 @@ use crate::keys::typing::{Typing, TypingParams};
 use crate::session::{LoggerClient, Session};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
 use dtmcp_core::region::RegionKind;
-use dtmcp_core::types::RegionId;
+use dtmcp_core::types::{LineNo, RegionId};
 
 /// The default wait, well under the 60 s some clients allow one call.
 const DEFAULT_TIMEOUT_S: f64 = 30.0;
@@ -143,10 +144,10 @@ impl Terminal {
         description = crate::docent::texts::tool::RUN.trim_end(),
         meta = super::always_load()
     )]
-    pub async fn run(&self, Parameters(p): Parameters<RunParams>) -> CallToolResult {
+    pub async fn run(&self, Parameters(p): Parameters<RunParams>, progress: Progress) -> CallToolResult {
         let name = p.session.clone();
         let command = p.command.clone();
-        self.call_noted("run", &name, Some(&command), self.run_body(p)).await
+        self.call_noted("run", &name, Some(&command), self.run_body(p, &progress)).await
     }
 
     /// Keeps waiting for a running command.
@@ -155,9 +156,9 @@ impl Terminal {
         description = crate::docent::texts::tool::WAIT.trim_end(),
         meta = super::always_load()
     )]
-    pub async fn wait(&self, Parameters(p): Parameters<WaitParams>) -> CallToolResult {
+    pub async fn wait(&self, Parameters(p): Parameters<WaitParams>, progress: Progress) -> CallToolResult {
         let name = p.session.clone();
-        self.call_noted("wait", &name, None, self.wait_body(p)).await
+        self.call_noted("wait", &name, None, self.wait_body(p, &progress)).await
     }
 }
 
@@ -172,7 +173,7 @@ impl Terminal {
         }
     }
 
-    async fn run_body(&self, p: RunParams) -> Result<Reply, ToolError> {
+    async fn run_body(&self, p: RunParams, progress: &Progress) -> Result<Reply, ToolError> {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let lines = command_lines(&p.command).map_err(ToolError::BadInput)?;
         let opts = options_of!(p)?;
@@ -181,9 +182,23 @@ impl Terminal {
         let s = self.sessions().resolve(&p.session).await?;
         let mut logger = self.sessions().logger(&s).await?;
         let mut out = Reply::default();
-        let call = Call { opts: &opts, deadline: Instant::now() + Duration::from_millis(timeout), typing };
+        let deadline = Instant::now() + Duration::from_millis(timeout);
+        let call = Call { opts: &opts, deadline, typing, progress };
         let actor = self.actor();
         for (i, line) in lines.iter().enumerate() {
+            if progress.cancelled() {
+                // The client gave up on the call: what is typed runs on,
+                // nothing more is typed.
+                let _ = match i {
+                    0 => writeln!(out, "(the call was cancelled before anything was typed)"),
+                    _ => writeln!(
+                        out,
+                        "(the call was cancelled; the remaining {} lines were not typed)",
+                        lines.len() - i
+                    ),
+                };
+                break;
+            }
             // Held from the look at the prompt to the Enter: nobody else's
             // characters get into this line.
             let hold = self.inner.holds.take(&s.name, &actor, "run").map_err(ToolError::Refused)?;
@@ -272,8 +287,9 @@ impl Terminal {
                 s.name, s.name
             ))
         };
-        let (mut reason, mut status) =
-            wait_line(s, logger, call.opts.spec(before.mark, left.max(1))).await.map_err(typed)?;
+        let follow = Follow { progress: call.progress, from: before.mark.line.next() };
+        let spec = call.opts.spec(before.mark, left.max(1));
+        let (mut reason, mut status) = self.wait_line(s, logger, spec, follow).await.map_err(typed)?;
         if reason == WaitReason::FullScreen {
             let spec = WaitSpec {
                 after: before.mark,
@@ -313,7 +329,7 @@ impl Terminal {
         Ok(Reply { text, facts: Facts { outcome: Outcome::FullScreen, ..Facts::default() } })
     }
 
-    async fn wait_body(&self, p: WaitParams) -> Result<Reply, ToolError> {
+    async fn wait_body(&self, p: WaitParams, progress: &Progress) -> Result<Reply, ToolError> {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let opts = options_of!(p)?;
         let s = self.sessions().resolve(&p.session).await?;
@@ -327,7 +343,8 @@ impl Terminal {
         // first one after a mark taken just before it opened.
         let mut after = status.mark;
         after.regions = open.0 - 1;
-        let (reason, status) = wait_line(&s, &mut logger, opts.spec(after, timeout)).await?;
+        let follow = Follow { progress, from: after.line };
+        let (reason, status) = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow).await?;
         let region = logger.region(open).await?;
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line };
         describe(&s, &mut logger, &waited, &opts.shape, None).await
@@ -354,6 +371,17 @@ struct Call<'a> {
     deadline: Instant,
     /// How to type each line: as a person would, or at once (`None`).
     typing: Option<Typing>,
+    /// The client's progress and cancellation.
+    progress: &'a Progress,
+}
+
+/// A wait the client follows: where its progress goes, and the first line
+/// of the command's output (for the lines it has printed and its last).
+struct Follow<'a> {
+    /// The client's progress and cancellation.
+    progress: &'a Progress,
+    /// The first line the command's output can be on.
+    from: LineNo,
 }
 
 /// How long the echo of a typed line may take to show at the prompt.
@@ -453,40 +481,51 @@ async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), ToolEr
     }
 }
 
-/// Waits as `spec` says, and also returns (as [`WaitReason::Prompt`]) when
-/// output has gone quiet with the foreground program waiting for input at
-/// a prompt or question: a REPL the command started, `read -p`.
-async fn wait_line(
-    s: &Session,
-    logger: &mut LoggerClient,
-    mut spec: WaitSpec,
-) -> Result<(WaitReason, Status), ToolError> {
-    let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
-    let typed_at = spec.after.raw;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-        spec.timeout_ms = left.clamp(1, RECHECK_MS.max(QUIET_MS * 2));
-        let (reason, status) = logger.wait(spec.clone()).await?;
-        let last = left <= spec.timeout_ms;
-        match reason {
-            WaitReason::Settled | WaitReason::Timeout => {
-                // An integrated shell still at its prompt has not begun the
-                // line (a slow machine, a shell inside the session's own):
-                // its markers, not the look of its prompt, say when it ends.
-                // Nor has a program that has shown nothing since (a shell
-                // still starting echoes the line late): the prompt on
-                // screen is the one the line was typed at.
-                let answered = status.mark.raw > typed_at;
-                if answered && !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
-                    return Ok((WaitReason::Prompt, status));
+impl Terminal {
+    /// Waits as `spec` says, and also returns (as [`WaitReason::Prompt`])
+    /// when output has gone quiet with the foreground program waiting for
+    /// input at a prompt or question: a REPL the command started, `read -p`.
+    /// Between slices of at most a second it tells the client how the
+    /// command goes, and a client that cancelled ends the wait as the
+    /// timeout would.
+    async fn wait_line(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        mut spec: WaitSpec,
+        follow: Follow<'_>,
+    ) -> Result<(WaitReason, Status), ToolError> {
+        let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
+        let typed_at = spec.after.raw;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+            spec.timeout_ms = Progress::slice(left).min(RECHECK_MS.max(QUIET_MS * 2));
+            // Every slice asks from the same mark (only `raw` moves, for
+            // the quiet): an end or a match between two slices is found by
+            // the next.
+            let (reason, status) = logger.wait(spec.clone()).await?;
+            let last = left <= spec.timeout_ms;
+            match reason {
+                WaitReason::Settled | WaitReason::Timeout => {
+                    // An integrated shell still at its prompt has not begun
+                    // the line (a slow machine, a shell inside the session's
+                    // own): its markers, not the look of its prompt, say when
+                    // it ends. Nor has a program that has shown nothing since
+                    // (a shell still starting echoes the line late): the
+                    // prompt on screen is the one the line was typed at.
+                    let answered = status.mark.raw > typed_at;
+                    if answered && !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
+                        return Ok((WaitReason::Prompt, status));
+                    }
+                    if (last && reason == WaitReason::Timeout) || follow.progress.cancelled() {
+                        return Ok((WaitReason::Timeout, status));
+                    }
+                    follow.progress.tick(self, s, logger, &status, follow.from).await;
+                    // Quiet, but nobody waits: look again after new output or a while.
+                    spec.after.raw = status.mark.raw;
                 }
-                if last && reason == WaitReason::Timeout {
-                    return Ok((reason, status));
-                }
-                // Quiet, but nobody waits: look again after new output or a while.
-                spec.after.raw = status.mark.raw;
+                _ => return Ok((reason, status)),
             }
-            _ => return Ok((reason, status)),
         }
     }
 }

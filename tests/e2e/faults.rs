@@ -92,6 +92,19 @@ impl RawClient {
         id
     }
 
+    /// Sends a notification.
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+    }
+
+    /// The next message within `limit`, if one comes.
+    pub async fn next_message(&mut self, limit: Duration) -> Option<Value> {
+        let line = tokio::time::timeout(limit, self.lines.next_line()).await.ok()?.expect("read")?;
+        let msg = checked_message(&line);
+        self.received.push(msg.clone());
+        Some(msg)
+    }
+
     /// Sends a tool call and returns its id.
     pub async fn post_call(&mut self, tool: &str, args: Value) -> u64 {
         self.post("tools/call", json!({"name": tool, "arguments": args})).await

@@ -13,6 +13,7 @@ mod panes;
 mod people;
 mod procs;
 mod programs;
+mod progress;
 mod remote;
 mod retention;
 mod run;
