@@ -2,8 +2,10 @@
 //! closed, with the total count, a page of hits with context, and each
 //! hit's region.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -11,11 +13,13 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
+use super::once::Kept;
 use super::output::digits;
 use super::reply::ToolError;
 use dtmcp_core::region::Region;
+use dtmcp_core::region_index::RegionIndex;
 use dtmcp_core::search::{self, Found, Page, Shown};
-use dtmcp_core::store::{self, LineReader};
+use dtmcp_core::store::{self, LineReader, files};
 use dtmcp_core::types::{LineNo, RegionId};
 
 /// Hits per page unless asked otherwise.
@@ -83,9 +87,29 @@ impl Terminal {
 struct Answer {
     found: Found,
     groups: Vec<Vec<Shown>>,
-    regions: Vec<Region>,
+    /// The innermost region of each hit that lies in one.
+    labels: HashMap<LineNo, Region>,
     region: Option<Region>,
     region_file: Option<Result<PathBuf, String>>,
+}
+
+/// How many sessions' region indexes the server keeps at once.
+const KEPT_INDEXES: usize = 128;
+
+/// The region index of each session searched or listed lately, by its
+/// `regions.jsonl`: brought up to date from the lines appended since, so a
+/// search or a listing never reads a long session's regions again.
+static INDEXES: LazyLock<Kept<RegionIndex>> = LazyLock::new(|| Kept::new(KEPT_INDEXES));
+
+/// Runs `f` on the up-to-date region index of session directory `dir`.
+pub(super) fn with_regions<T>(
+    dir: &Path,
+    f: impl FnOnce(&RegionIndex) -> Result<T, ToolError>,
+) -> Result<T, ToolError> {
+    let index = INDEXES.get(&dir.join(files::REGIONS), || RegionIndex::new(dir));
+    let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
+    index.refresh()?;
+    f(&index)
 }
 
 fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, ToolError> {
@@ -94,16 +118,17 @@ fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<
         return Err(ToolError::BadInput(format!("context is at most {MAX_CONTEXT} lines")));
     }
     let page = Page { offset: p.offset.unwrap_or(0), max_hits: p.max_hits.unwrap_or(DEFAULT_HITS).clamp(1, MAX_HITS) };
-    let regions = store::read_regions(dir)?;
     let (lines, _) = LineReader::open(dir).and_then(|r| r.extent())?;
     let region = match p.region {
         None => None,
-        Some(id) => Some(regions.iter().find(|r| r.id == RegionId(id)).cloned().ok_or_else(|| {
-            ToolError::BadInput(format!(
-                "session {} has no region {id}; it has {} (regions lists them)",
-                p.session,
-                regions.len()
-            ))
+        Some(id) => Some(with_regions(dir, |index| {
+            index.region(RegionId(id))?.ok_or_else(|| {
+                ToolError::BadInput(format!(
+                    "session {} has no region {id}; it has {} (regions lists them)",
+                    p.session,
+                    index.count(false)
+                ))
+            })
         })?),
     };
     let scope = region.as_ref().map(|r| search::region_scope(r, LineNo(lines)));
@@ -112,8 +137,30 @@ fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<
         Some(s) => search::with_context(dir, &found.hits, context, s)?,
         None => Vec::new(),
     };
+    let labels = with_regions(dir, |index| labels(index, &found.hits))?;
     let region_file = region.as_ref().map(|r| store::write_region_file(dir, r).map_err(|e| e.to_string()));
-    Ok(render(p, page, &Answer { found, groups, regions, region, region_file }))
+    Ok(render(p, page, &Answer { found, groups, labels, region, region_file }))
+}
+
+/// The innermost region of each of `hits`, each region read once.
+fn labels(index: &RegionIndex, hits: &[LineNo]) -> Result<HashMap<LineNo, Region>, ToolError> {
+    let mut read: HashMap<RegionId, Option<Region>> = HashMap::new();
+    let mut out = HashMap::new();
+    for &line in hits {
+        let Some(id) = index.at(line) else { continue };
+        let region = match read.get(&id) {
+            Some(r) => r.clone(),
+            None => {
+                let r = index.region(id)?;
+                read.insert(id, r.clone());
+                r
+            }
+        };
+        if let Some(r) = region {
+            out.insert(line, r);
+        }
+    }
+    Ok(out)
 }
 
 fn render(p: &SearchParams, page: Page, a: &Answer) -> String {
@@ -133,8 +180,7 @@ fn render(p: &SearchParams, page: Page, a: &Answer) -> String {
         let first_hit = group.iter().position(|s| s.hit).unwrap_or(0);
         for (i, s) in group.iter().enumerate() {
             if i == 0 || (s.hit && i > first_hit) {
-                let here =
-                    group.get(if i == 0 { first_hit } else { i }).and_then(|h| search::region_at(&a.regions, h.line));
+                let here = group.get(if i == 0 { first_hit } else { i }).and_then(|h| a.labels.get(&h.line));
                 if current != Some(here.map(|r| r.id)) {
                     current = Some(here.map(|r| r.id));
                     out.push_str(&region_label(here));
@@ -256,7 +302,7 @@ mod tests {
         let hits: Vec<LineNo> = (1..=200).map(|n| LineNo(n * 10)).collect();
         let groups = hits.iter().map(|&line| vec![Shown { line, text: "x".repeat(1000), hit: true }]).collect();
         let found = Found { total: 500, hits, scope: Some(search::Scope { first: LineNo(1), last: LineNo(5000) }) };
-        let answer = Answer { found, groups, regions: Vec::new(), region: None, region_file: None };
+        let answer = Answer { found, groups, labels: HashMap::new(), region: None, region_file: None };
         let p = SearchParams { region: None, max_hits: Some(200), offset: Some(100), ..params() };
         let text = render(&p, Page { offset: 100, max_hits: 200 }, &answer);
         assert!(text.len() < MAX_REPLY + 1000, "{} bytes", text.len());
