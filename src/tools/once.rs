@@ -196,35 +196,35 @@ fn write_done_later(path: &Path, result: &CallToolResult) {
     drop(tokio::task::spawn_blocking(move || write_whole(&path, &body)));
 }
 
-/// Values kept per file for the server's life, at most `cap` of them: the
-/// one used longest ago goes when another comes.
-pub(crate) struct Kept<T> {
+/// Values kept for the server's life by key (a file, say), at most `cap`
+/// of them: the one used longest ago goes when another comes.
+pub(crate) struct Kept<K, T> {
     cap: usize,
-    map: Mutex<(u64, HashMap<PathBuf, (u64, Arc<Mutex<T>>)>)>,
+    map: Mutex<(u64, HashMap<K, (u64, Arc<Mutex<T>>)>)>,
 }
 
-impl<T> Kept<T> {
+impl<K: std::hash::Hash + Eq + Clone, T> Kept<K, T> {
     /// Keeps at most `cap` values.
-    pub(crate) fn new(cap: usize) -> Kept<T> {
+    pub(crate) fn new(cap: usize) -> Kept<K, T> {
         Kept { cap, map: Mutex::new((0, HashMap::new())) }
     }
 
-    /// The value of `path`, made by `make` when there is none.
-    pub(crate) fn get(&self, path: &Path, make: impl FnOnce() -> T) -> Arc<Mutex<T>> {
+    /// The value of `key`, made by `make` when there is none.
+    pub(crate) fn get(&self, key: &K, make: impl FnOnce() -> T) -> Arc<Mutex<T>> {
         let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let (clock, map) = &mut *guard;
         *clock += 1;
-        if let Some((used, value)) = map.get_mut(path) {
+        if let Some((used, value)) = map.get_mut(key) {
             *used = *clock;
             return Arc::clone(value);
         }
         if map.len() >= self.cap
-            && let Some(oldest) = map.iter().min_by_key(|(_, (used, _))| *used).map(|(p, _)| p.clone())
+            && let Some(oldest) = map.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| k.clone())
         {
             map.remove(&oldest);
         }
         let value = Arc::new(Mutex::new(make()));
-        map.insert(path.to_path_buf(), (*clock, Arc::clone(&value)));
+        map.insert(key.clone(), (*clock, Arc::clone(&value)));
         value
     }
 }
@@ -233,9 +233,9 @@ impl<T> Kept<T> {
 const KEPT_FILES: usize = 128;
 
 /// The open typing records, by path.
-static APPENDERS: LazyLock<Kept<Appender>> = LazyLock::new(|| Kept::new(KEPT_FILES));
+static APPENDERS: LazyLock<Kept<PathBuf, Appender>> = LazyLock::new(|| Kept::new(KEPT_FILES));
 /// What the typing records say, by path.
-static AGENTS: LazyLock<Kept<AgentsLog>> = LazyLock::new(|| Kept::new(KEPT_FILES));
+static AGENTS: LazyLock<Kept<PathBuf, AgentsLog>> = LazyLock::new(|| Kept::new(KEPT_FILES));
 
 /// Removes request records older than a day.
 pub fn prune_requests(home: &Path) {
