@@ -31,6 +31,10 @@ use dtmcp_core::protocol::Mark;
 use dtmcp_core::store::{Appender, Tail};
 use dtmcp_core::types::RegionId;
 
+/// How long a resent key waits for its session to answer before saying
+/// that its command's outcome cannot be told.
+const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// How long request records are kept.
 const KEEP_REQUESTS_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -299,6 +303,28 @@ impl Terminal {
         Some(logger.status().await.ok()?.mark)
     }
 
+    /// Session `name` and its logger's status, asked again for a moment
+    /// when that fails (a server just started may still be reattaching its
+    /// loggers).
+    async fn session_status(
+        &self,
+        name: &str,
+    ) -> Result<(crate::session::Session, dtmcp_core::protocol::Status), String> {
+        let deadline = std::time::Instant::now() + FOLLOW_WAIT;
+        loop {
+            let attempt = async {
+                let s = self.sessions().resolve_quiet(name).await.map_err(|e| e.to_string())?;
+                let status = s.logger().await.map_err(|e| e.to_string())?.status().await.map_err(|e| e.to_string())?;
+                Ok::<_, String>((s, status))
+            };
+            match attempt.await {
+                Ok(found) => return Ok(found),
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+    }
+
     /// The answer to a key seen before: the stored reply, or the outcome of
     /// the command a previous server typed. `None`: nothing was typed yet.
     async fn answer_again(
@@ -314,8 +340,24 @@ impl Terminal {
             Record::Typed { session: s, mark } if s == session => mark,
             Record::Typed { .. } => return None,
         };
-        let s = self.sessions().resolve_quiet(session).await.ok()?;
-        let status = s.logger().await.ok()?.status().await.ok()?;
+        let (s, status) = match self.session_status(session).await {
+            Ok(found) => found,
+            // Typing again on a passing failure could run the command
+            // twice: the caller is told to look instead.
+            Err(e) => {
+                let why = ToolError::Failed(format!(
+                    "this command was typed once already, before the server restarted, and how it went cannot be told now ({e}); \
+                     nothing was typed again: call wait session={session} or read session={session} to see it"
+                ));
+                return Some(Ok(CallToolResponse::Complete(self.finish_call(
+                    "run",
+                    Some(session),
+                    std::time::Instant::now(),
+                    Err(why),
+                    None,
+                ))));
+            }
+        };
         let moved = status.mark.regions > mark.regions || (!s.meta.integrated && status.mark.raw > mark.raw);
         if !moved {
             return None;
