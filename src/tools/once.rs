@@ -204,31 +204,37 @@ fn write_done_later(path: &Path, result: &CallToolResult) {
 /// of them: the one used longest ago goes when another comes.
 pub(crate) struct Kept<K, T> {
     cap: usize,
-    map: Mutex<(u64, HashMap<K, (u64, Arc<Mutex<T>>)>)>,
+    map: Mutex<Uses<K, T>>,
+}
+
+/// The values kept, each with the tick it was last used at, and the tick.
+struct Uses<K, T> {
+    tick: u64,
+    values: HashMap<K, (u64, Arc<Mutex<T>>)>,
 }
 
 impl<K: std::hash::Hash + Eq + Clone, T> Kept<K, T> {
     /// Keeps at most `cap` values.
     pub(crate) fn new(cap: usize) -> Kept<K, T> {
-        Kept { cap, map: Mutex::new((0, HashMap::new())) }
+        Kept { cap, map: Mutex::new(Uses { tick: 0, values: HashMap::new() }) }
     }
 
     /// The value of `key`, made by `make` when there is none.
     pub(crate) fn get(&self, key: &K, make: impl FnOnce() -> T) -> Arc<Mutex<T>> {
-        let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let (clock, map) = &mut *guard;
-        *clock += 1;
-        if let Some((used, value)) = map.get_mut(key) {
-            *used = *clock;
+        let mut uses = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        uses.tick += 1;
+        let tick = uses.tick;
+        if let Some((used, value)) = uses.values.get_mut(key) {
+            *used = tick;
             return Arc::clone(value);
         }
-        if map.len() >= self.cap
-            && let Some(oldest) = map.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| k.clone())
+        if uses.values.len() >= self.cap
+            && let Some(oldest) = uses.values.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| k.clone())
         {
-            map.remove(&oldest);
+            uses.values.remove(&oldest);
         }
         let value = Arc::new(Mutex::new(make()));
-        map.insert(key.clone(), (*clock, Arc::clone(&value)));
+        uses.values.insert(key.clone(), (tick, Arc::clone(&value)));
         value
     }
 }
