@@ -1,6 +1,12 @@
 //! `search`: a regex over a session's log or one region of it, open or
 //! closed, with the total count, a page of hits with context, and each
 //! hit's region.
+//!
+//! Nothing here costs more as a session's history grows: the regions that
+//! label the hits come from an index of `regions.jsonl` kept per session
+//! and extended from the records appended since the last call
+//! ([`RegionIndex`]), and a whole-log search asked again scans only the
+//! lines logged since it last ran ([`Scanned`]).
 
 use std::collections::HashMap;
 use std::fmt::Write;
