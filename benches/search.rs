@@ -1,16 +1,26 @@
-//! Speed of `search`'s core on a 25 MB / 3 M-line session, beside
-//! `rg -c` on the same file in the same run (when ripgrep is installed).
+//! Speed of `search`: its core on a 25 MB / 3 M-line session, beside
+//! `rg -c` on the same file in the same run (when ripgrep is installed);
+//! and the whole tool, called over MCP on the real server, in a session
+//! of one command and in one of 6,000 commands holding the same text, so
+//! that what a long history costs (labelling hits with their regions)
+//! shows as the difference.
 //!
-//! `cargo bench --bench search` (add `-- N` for N samples, default 20).
-//! Our times are in-process, as the router searches; rg's include starting
-//! a process. Prints a table against DESIGN.md's target; asserts nothing.
+//! `cargo bench --bench search` (add `-- N` for N samples, default 20;
+//! `-- history` for the second table alone).
+//! The core's times are in-process, as the router searches; rg's include
+//! starting a process. Prints tables against DESIGN.md's targets; asserts
+//! nothing.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use dtmcp::mcp_client::McpChild;
+use dtmcp_core::region::{LinePos, Region};
 use dtmcp_core::search::{self, Page};
-use dtmcp_core::store::{LineWriter, files};
+use dtmcp_core::store::{self, LineWriter, Meta, RegionLog, files};
+use dtmcp_core::types::{LineNo, RegionId};
+use serde_json::json;
 
 /// Lines in the generated session.
 const LINES: u64 = 3_000_000;
@@ -26,6 +36,9 @@ const CASES: &[(&str, &str)] = &[
 
 fn main() -> anyhow::Result<()> {
     let samples: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(20);
+    if std::env::args().any(|a| a == "history") {
+        return history(samples.max(50));
+    }
     let tmp = tempfile::tempdir()?;
     let bytes = generate(tmp.path())?;
     println!("session: {} lines, {:.1} MB; {samples} samples each", LINES, bytes as f64 / 1e6);
@@ -53,6 +66,144 @@ fn main() -> anyhow::Result<()> {
     println!("\ntarget (DESIGN.md): < 5 ms median, < 50 ms worst, literal or simple regex, with count");
     if !rg {
         println!("rg is not installed: `apt-get install -y ripgrep` adds the comparison");
+    }
+    history(samples.max(50))
+}
+
+/// Lines of output in each history session: the same in both.
+const HISTORY_LINES: u64 = 60_000;
+/// Commands in the long history.
+const COMMANDS: u64 = 6_000;
+/// Lines matching the pattern searched, spread evenly.
+const NEEDLES: u64 = 20;
+
+/// `search` over MCP in a session of one command and in one of
+/// [`COMMANDS`], each [`HISTORY_LINES`] lines; beside it, what labelling
+/// the hits cost by reading every region record, as the router did before
+/// it kept an index.
+fn history(samples: usize) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let home = tmp.path().join("home");
+    for (name, commands) in [("one", 1), ("many", COMMANDS)] {
+        write_history(&home.join("sessions").join(name), commands)?;
+    }
+    let many = home.join("sessions").join("many");
+    let regions_bytes = std::fs::metadata(many.join(files::REGIONS))?.len();
+    println!(
+        "\nsearch in history: two closed sessions of {HISTORY_LINES} lines each, one of 1 command and one of {COMMANDS} \
+         ({:.1} MB of region records); {NEEDLES} hits, each in its own region; {samples} calls each",
+        regions_bytes as f64 / 1e6
+    );
+    let hits: Vec<LineNo> = (1..=NEEDLES).map(|n| LineNo(n * (HISTORY_LINES / NEEDLES) - 1)).collect();
+    let reread = time(samples, || {
+        let regions = store::read_regions(&many).unwrap_or_default();
+        let labelled = hits.iter().filter(|&&l| search::region_at(&regions, l).is_some()).count();
+        assert_eq!(labelled as u64, NEEDLES);
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let calls = rt.block_on(search_calls(tmp.path(), &home, samples))?;
+    println!("\n{:<58} {:>10} {:>10} {:>10}", "what", "first", "median", "p90");
+    let ms = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1e3);
+    for (label, first, v) in &calls {
+        println!("{label:<58} {:>10} {:>10} {:>10}", ms(*first), ms(median(v)), ms(pct90(v)));
+    }
+    let reread_label = format!("(before: read all region records + label, {COMMANDS} cmds)");
+    println!("{reread_label:<58} {:>10} {:>10} {:>10}", "-", ms(median(&reread)), ms(pct90(&reread)));
+    if let [(_, _, one), (_, _, many), (_, _, one_new), (_, _, many_new)] = calls.as_slice() {
+        let ratio = |a: &[Duration], b: &[Duration]| median(b).as_secs_f64() / median(a).as_secs_f64();
+        println!(
+            "\n{COMMANDS} commands / 1 command, median: {:.2} same pattern, {:.2} new pattern (target: as fast, within noise of 1.0)",
+            ratio(one, many),
+            ratio(one_new, many_new)
+        );
+    }
+    Ok(())
+}
+
+/// Times `search` calls on the real server over stdio: (label, first call,
+/// the calls after it).
+async fn search_calls(
+    tmp: &Path,
+    home: &Path,
+    samples: usize,
+) -> anyhow::Result<Vec<(String, Duration, Vec<Duration>)>> {
+    let socket = format!("dtmcp-bench-search-{}", std::process::id());
+    let run = tmp.join("run");
+    std::fs::create_dir_all(&run)?;
+    let (home, run) = (home.display().to_string(), run.display().to_string());
+    let env = [
+        ("DOCENT_TERMINAL_MCP_HOME", home.as_str()),
+        ("DOCENT_TERMINAL_MCP_SOCKET", socket.as_str()),
+        ("XDG_RUNTIME_DIR", run.as_str()),
+    ];
+    let exe = Path::new(env!("CARGO_BIN_EXE_docent-terminal-mcp"));
+    let server = McpChild::start(exe, &[], &env).await?;
+    let result = async {
+        let mut out = Vec::new();
+        let rounds = [("one", 1, true), ("many", COMMANDS, true), ("one", 1, false), ("many", COMMANDS, false)];
+        for (name, commands, same) in rounds {
+            let mut first = None;
+            let mut v = Vec::with_capacity(samples);
+            for i in 0..=samples {
+                // The same pattern again is answered from what the last
+                // call scanned; a new one each time scans the whole log.
+                let pattern = if same { "needle".to_string() } else { format!("needle|never-{i}-{commands}") };
+                let args = json!({"session": name, "pattern": pattern});
+                let t = Instant::now();
+                let r = server.call("search", args).await?;
+                let took = t.elapsed();
+                anyhow::ensure!(r.text.starts_with(&format!("{NEEDLES} lines")), "unexpected reply: {}", r.text);
+                anyhow::ensure!(r.text.contains("[region "), "hits without their regions: {}", r.text);
+                if first.is_none() {
+                    first = Some(took);
+                } else {
+                    v.push(took);
+                }
+            }
+            let plural = if commands == 1 { "" } else { "s" };
+            let how = if same { "same pattern" } else { "new pattern each call" };
+            let label = format!("search over MCP, {commands} command{plural}, {how}");
+            out.push((label, first.unwrap_or_default(), v));
+        }
+        Ok(out)
+    }
+    .await;
+    server.stop().await?;
+    dtmcp::tmux::kill_server_now(&socket);
+    result
+}
+
+/// Writes a closed session of [`HISTORY_LINES`] lines cut into `commands`
+/// regions, each opened and then ended, as the logger records them.
+fn write_history(dir: &Path, commands: u64) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    store::write_meta(dir, &Meta { name, host: "bench".into(), ..Meta::default() })?;
+    let mut w = LineWriter::open(dir)?;
+    for i in 1..=HISTORY_LINES {
+        match i % (HISTORY_LINES / NEEDLES) == HISTORY_LINES / NEEDLES - 1 {
+            true => w.push(&format!("needle {i}"))?,
+            false => w.push(&format!("output line {i} of a long build"))?,
+        }
+    }
+    w.flush()?;
+    let mut log = RegionLog::open(dir)?;
+    let per = HISTORY_LINES / commands;
+    for c in 0..commands {
+        let start = LinePos { line: LineNo(c * per + 1), bytes: 0 };
+        let open = Region {
+            id: RegionId(c + 1),
+            command: format!("make step-{c} --jobs=2"),
+            pid: 4242,
+            host: "bench".into(),
+            user: "bench".into(),
+            start,
+            started_ms: 1_700_000_000_000 + c * 1000,
+            ..Region::default()
+        };
+        log.append(&open)?;
+        let end = LinePos { line: LineNo((c + 1) * per + 1), bytes: 0 };
+        log.append(&Region { end: Some(end), exit: Some(0), ended_ms: Some(open.started_ms + 500), ..open })?;
     }
     Ok(())
 }
@@ -89,6 +240,12 @@ fn time(samples: usize, mut f: impl FnMut()) -> Vec<Duration> {
             t.elapsed()
         })
         .collect()
+}
+
+fn pct90(v: &[Duration]) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    s.get(s.len() * 9 / 10).copied().unwrap_or_default()
 }
 
 fn median(v: &[Duration]) -> Duration {

@@ -2,11 +2,13 @@
 //! duration, ok or error), never the call's input or output, so that a slow or missing
 //! reply can be pinned on the server or on the client.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use dtmcp_core::store::Appender;
 use serde::Serialize;
+
+use crate::tools::caller;
 
 /// One line of the log.
 #[derive(Serialize)]
@@ -28,21 +30,24 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Appends entries to the call log; failures to write are ignored, since a
-/// log must never break the call it records.
+/// Appends entries to the call log through a handle kept open (see
+/// [`Appender`]: a log moved away or removed is opened again); failures to
+/// write are ignored, since a log must never break the call it records.
 pub struct CallLog {
-    path: PathBuf,
-    lock: Mutex<()>,
+    file: Mutex<Appender>,
 }
 
 impl CallLog {
     /// A log at `path`.
     pub fn new(path: PathBuf) -> CallLog {
-        CallLog { path, lock: Mutex::new(()) }
+        CallLog { file: Mutex::new(Appender::new(path)) }
     }
 
     /// Records one call of `actor` (the agent, when known) whose reply had
-    /// `redacted` secrets redacted.
+    /// `redacted` secrets redacted. `elapsed` is the tool's own time; when
+    /// the call is served inside a caller's scope, the time since the
+    /// request arrived is recorded instead (see [`caller::arrival`]): the
+    /// time the client waits for, less the reply's way back.
     pub fn record(
         &self,
         tool: &str,
@@ -52,6 +57,7 @@ impl CallLog {
         ok: bool,
         redacted: u32,
     ) {
+        let elapsed = caller::arrived().map_or(elapsed, |t| t.elapsed().max(elapsed));
         let entry = Entry {
             time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             tool,
@@ -63,12 +69,42 @@ impl CallLog {
         };
         let Ok(mut line) = serde_json::to_vec(&entry) else { return };
         line.push(b'\n');
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let file =
-            std::os::unix::fs::OpenOptionsExt::mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
-                .open(&self.path);
-        if let Ok(mut f) = file {
-            let _ = f.write_all(&line);
-        }
+        // One `write` to an open file: cheap enough for an async worker.
+        let _ = self.file.lock().unwrap_or_else(|e| e.into_inner()).append(&line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
+    }
+
+    #[tokio::test]
+    async fn a_call_counts_from_its_arrival_and_a_moved_log_starts_again() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("calls.log");
+        let log = CallLog::new(path.clone());
+        log.record("read", Some("s"), None, Duration::from_millis(2), true, 0);
+        let arrived = std::time::Instant::now() - Duration::from_millis(300);
+        let who = caller::Caller::default();
+        who.scope_since(arrived, async { log.record("run", Some("s"), Some("a"), Duration::from_millis(2), true, 0) })
+            .await;
+        let got = lines(&path);
+        assert_eq!(got.len(), 2);
+        assert!(got[0]["ms"].as_f64().is_some_and(|ms| ms < 100.0), "{got:?}");
+        assert!(got[1]["ms"].as_f64().is_some_and(|ms| ms >= 300.0), "{got:?}");
+        // Rotated away: the next line starts a new file at the path.
+        std::fs::rename(&path, tmp.path().join("calls.log.1")).expect("rotate");
+        log.record("search", None, None, Duration::from_millis(1), false, 0);
+        assert_eq!(lines(&path).len(), 1);
+        assert_eq!(lines(&tmp.path().join("calls.log.1")).len(), 2);
+        std::fs::remove_file(&path).expect("remove");
+        log.record("regions", None, None, Duration::from_millis(1), true, 0);
+        assert_eq!(lines(&path)[0]["tool"], "regions");
     }
 }

@@ -2,12 +2,68 @@
 //! the kernel drops when the holder dies, so a killed server never blocks
 //! the next start. The file names the holder (host and pid) for the message
 //! a second server prints.
+//!
+//! The holder writes its name just after it takes the lock, so a server
+//! started at the same instant may find the lock taken and the file still
+//! empty, or still naming a holder that died. [`read_holder`] therefore
+//! waits briefly for a whole name (`pid N on host H`, ended by a line
+//! break) of a process that lives; the socket's lock uses the same pair.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
+
+/// How long a refused server waits for the holder's name.
+const HOLDER_WAIT: Duration = Duration::from_secs(1);
+/// How often it looks meanwhile.
+const HOLDER_POLL: Duration = Duration::from_millis(5);
+
+/// Writes this process's name into the lock `file` it holds, in one
+/// write: `pid N on host H` and a line break that says it is whole.
+pub(crate) fn write_holder(file: &File) -> std::io::Result<()> {
+    let me = format!("pid {} on host {}\n", std::process::id(), crate::config::hostname());
+    file.set_len(0)?;
+    file.write_all_at(me.as_bytes(), 0)
+}
+
+/// Who holds the lock of `file`, as it wrote itself down: waits up to
+/// [`HOLDER_WAIT`] while the file is empty, torn, or names a process of
+/// this host that no longer runs (the holder has the lock but has not
+/// written yet); then says what it has.
+pub(crate) fn read_holder(file: &File) -> String {
+    let deadline = Instant::now() + HOLDER_WAIT;
+    loop {
+        let text = read_all(file);
+        if holder_is_current(&text) || Instant::now() >= deadline {
+            let name = text.trim();
+            return if name.is_empty() { "unknown holder".to_string() } else { name.to_string() };
+        }
+        std::thread::sleep(HOLDER_POLL);
+    }
+}
+
+fn read_all(file: &File) -> String {
+    let mut buf = vec![0u8; 512];
+    let n = file.read_at(&mut buf, 0).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Whether `text` is a whole holder's name of a process that may be alive
+/// (one of this host that runs, or one of another host).
+fn holder_is_current(text: &str) -> bool {
+    let Some(line) = text.strip_suffix('\n') else { return false };
+    let Some((pid, host)) = line.strip_prefix("pid ").and_then(|l| l.split_once(" on host ")) else { return false };
+    let Ok(pid) = pid.parse::<i32>() else { return false };
+    if host != crate::config::hostname() {
+        return true;
+    }
+    // Signal 0 checks that the process exists; EPERM means it does.
+    let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None);
+    matches!(alive, Ok(()) | Err(nix::errno::Errno::EPERM))
+}
 
 /// The held lock; dropping it releases the state home.
 pub struct ServerLock {
@@ -49,23 +105,11 @@ pub fn acquire(home: &Path) -> Result<ServerLock, LockError> {
     )
     .open(&path)
     .map_err(err)?;
-    let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+    let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(f) => f,
-        Err((mut f, _)) => {
-            let mut holder = String::new();
-            let _ = f.read_to_string(&mut holder);
-            let holder =
-                if holder.trim().is_empty() { "unknown holder".to_string() } else { holder.trim().to_string() };
-            return Err(LockError::Held { holder, home: home.display().to_string() });
-        }
+        Err((f, _)) => return Err(LockError::Held { holder: read_holder(&f), home: home.display().to_string() }),
     };
-    let me = format!("pid {} on host {}", std::process::id(), crate::config::hostname());
-    let write = |f: &mut File| -> std::io::Result<()> {
-        f.set_len(0)?;
-        f.rewind()?;
-        f.write_all(me.as_bytes())
-    };
-    write(&mut file).map_err(err)?;
+    write_holder(&file).map_err(err)?;
     Ok(ServerLock { _file: file })
 }
 
@@ -81,5 +125,31 @@ mod tests {
         assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
         drop(first);
         acquire(home.path()).expect("free again");
+    }
+
+    #[test]
+    fn a_holder_that_has_not_written_yet_is_waited_for() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let path = home.path().join("server.lock");
+        // A holder that died left its name; the next one has the lock but
+        // writes its own name only a moment later.
+        std::fs::write(&path, format!("pid {} on host {}\n", i32::MAX, crate::config::hostname())).expect("dead");
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
+        let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| e).expect("lock");
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            write_holder(&held).expect("write");
+            held
+        });
+        let err = acquire(home.path()).err().expect("held").to_string();
+        assert!(err.contains(&format!("pid {} on host {}", std::process::id(), crate::config::hostname())), "{err}");
+        drop(writer.join().expect("writer"));
+        // A name that never comes: said as unknown after the wait.
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
+        let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| e).expect("lock");
+        held.set_len(0).expect("empty");
+        let started = Instant::now();
+        let err = acquire(home.path()).err().expect("held").to_string();
+        assert!(err.contains("unknown holder") && started.elapsed() >= HOLDER_WAIT, "{err}");
     }
 }

@@ -128,6 +128,7 @@ fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::
         .with_state(app)
         .merge(web)
         .layer(axum::middleware::from_fn_with_state(guard, guard::enforce))
+        .layer(axum::middleware::from_fn(crate::tools::caller::stamp_arrival))
 }
 
 /// Serves until SIGTERM or SIGINT. `bound` is the Unix socket, bound before

@@ -13,7 +13,6 @@
 //! The holder removes a socket file nobody answers on before binding.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -140,16 +139,12 @@ fn take_path_lock(path: &Path) -> Result<Flock<File>, SocketError> {
     let file = file.map_err(err)?;
     let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(mut f) => {
-            let me = format!("pid {} on host {}", std::process::id(), crate::config::hostname());
-            let _ = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| f.write_all(me.as_bytes()));
+        Ok(f) => {
+            let _ = crate::lock::write_holder(&f);
             Ok(f)
         }
-        Err((mut f, _)) => {
-            let mut holder = String::new();
-            let _ = f.read_to_string(&mut holder);
-            let holder = if holder.trim().is_empty() { "unknown holder".into() } else { holder.trim().to_string() };
-            Err(SocketError::Taken { holder, path: path.display().to_string() })
+        Err((f, _)) => {
+            Err(SocketError::Taken { holder: crate::lock::read_holder(&f), path: path.display().to_string() })
         }
     }
 }

@@ -56,8 +56,15 @@ impl SessionStore for FileSessions {
 
     async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
         let path = self.path(id)?;
-        dtmcp_core::store::private_dir_all(&self.dir)?;
-        dtmcp_core::store::write_atomic(&path, &serde_json::to_vec(state)?)?;
+        let body = serde_json::to_vec(state)?;
+        let dir = self.dir.clone();
+        // It must outlive a restart of the server, not a power cut: no
+        // fsync, and the file work off the async workers.
+        let write = move || {
+            dtmcp_core::store::private_dir_all(&dir)?;
+            dtmcp_core::store::write_replace(&path, &body)
+        };
+        tokio::task::spawn_blocking(write).await.map_err(std::io::Error::other)??;
         Ok(())
     }
 

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 use rmcp::model::Extensions;
 
@@ -25,6 +26,36 @@ const MAX_ACTOR: usize = 64;
 
 tokio::task_local! {
     static CALLER: Caller;
+    /// When the call being served reached the server.
+    static ARRIVED: Instant;
+}
+
+/// When an HTTP request reached the server, stamped by [`stamp_arrival`]
+/// before any other layer sees it, so that `calls.log` counts the time a
+/// request waits in the transport too.
+#[derive(Clone, Copy, Debug)]
+pub struct Arrived(pub Instant);
+
+/// An axum middleware that stamps each request with its [`Arrived`] time.
+pub async fn stamp_arrival(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    request.extensions_mut().insert(Arrived(Instant::now()));
+    next.run(request).await
+}
+
+/// When the request of a call reached the server: the HTTP request's stamp
+/// when there is one, else now (a call over stdio is handed to the server
+/// as soon as its line is read).
+pub fn arrival(extensions: &Extensions) -> Instant {
+    let stamped = extensions.get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<Arrived>());
+    stamped.map_or_else(Instant::now, |a| a.0)
+}
+
+/// When the call being served arrived, if one is being served.
+pub fn arrived() -> Option<Instant> {
+    ARRIVED.try_with(|t| *t).ok()
 }
 
 /// The caller of one tool call.
@@ -42,9 +73,15 @@ impl Caller {
         CALLER.try_with(Clone::clone).unwrap_or_default()
     }
 
-    /// Runs `f` as a call of this caller.
+    /// Runs `f` as a call of this caller that arrived just now.
     pub async fn scope<F: Future>(self, f: F) -> F::Output {
-        CALLER.scope(self, f).await
+        self.scope_since(Instant::now(), f).await
+    }
+
+    /// Runs `f` as a call of this caller that arrived at `arrived` (see
+    /// [`arrival`]).
+    pub async fn scope_since<F: Future>(self, arrived: Instant, f: F) -> F::Output {
+        CALLER.scope(self, ARRIVED.scope(arrived, f)).await
     }
 }
 

@@ -288,6 +288,7 @@ impl ServerHandler for Terminal {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let arrived = caller::arrival(&context.extensions);
         let who = self.caller_of(&request, &context);
         let body = async {
             if matches!(&*request.name, "run" | "send" | "expect") {
@@ -303,7 +304,7 @@ impl ServerHandler for Terminal {
             }
             self.tool_router.call(ToolCallContext::new(self, request, context)).await
         };
-        who.clone().scope(body).await
+        who.clone().scope_since(arrived, body).await
     }
 
     #[allow(deprecated)] // MCP logging: see `watch`.

@@ -14,8 +14,9 @@
 //! (a server died in the middle) is followed, not retyped: a command still
 //! running is waited for, a finished one is read back.
 
-use std::io::Write;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject};
@@ -27,7 +28,12 @@ use super::Terminal;
 use super::reply::{Reply, ToolError};
 use super::report::{Waited, describe};
 use dtmcp_core::protocol::Mark;
+use dtmcp_core::store::{Appender, Tail};
 use dtmcp_core::types::RegionId;
+
+/// How long a resent key waits for its session to answer before saying
+/// that its command's outcome cannot be told.
+const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How long request records are kept.
 const KEEP_REQUESTS_MS: u64 = 24 * 60 * 60 * 1000;
@@ -57,7 +63,8 @@ enum Record {
 
 /// Appends to `agents/SESSION.jsonl` that `actor` typed with `tool` after
 /// `after_regions` regions. Best effort: a record that cannot be written
-/// costs only the "started by" of that region.
+/// costs only the "started by" of that region. One `write` to a handle
+/// kept open: cheap enough to do on an async worker.
 pub fn record_typed(home: &Path, session: &str, actor: Option<&str>, tool: &str, after_regions: u64) {
     let typed = Typed {
         after_regions,
@@ -67,7 +74,9 @@ pub fn record_typed(home: &Path, session: &str, actor: Option<&str>, tool: &str,
     };
     if let Ok(mut line) = serde_json::to_vec(&typed) {
         line.push(b'\n');
-        let _ = append_line(&agents_file(home, session), &line);
+        let path = agents_file(home, session);
+        let appender = APPENDERS.get(&path, || Appender::new(path.clone()));
+        let _ = appender.lock().unwrap_or_else(|e| e.into_inner()).append(&line);
     }
 }
 
@@ -76,22 +85,67 @@ pub fn agents_file(home: &Path, session: &str) -> PathBuf {
     home.join("agents").join(format!("{session}.jsonl"))
 }
 
+/// What the typing records of one session say, brought up to date from
+/// the lines appended since the last look (the file only grows, until a
+/// new session of the name replaces it).
+#[derive(Debug)]
+struct AgentsLog {
+    tail: Tail,
+    /// Who started each region an agent started, by region id.
+    starters: HashMap<u64, String>,
+    /// Who made the session.
+    creator: Option<String>,
+    /// Each agent's last typing time, in ms since the epoch.
+    typed: BTreeMap<String, u64>,
+}
+
+impl AgentsLog {
+    fn refresh(&mut self) -> &mut AgentsLog {
+        let Ok(new) = self.tail.read_new() else { return self };
+        if new.restarted {
+            self.starters.clear();
+            self.creator = None;
+            self.typed.clear();
+        }
+        for t in new.bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice::<Typed>(l).ok()) {
+            if t.tool == "session_create" {
+                self.creator.get_or_insert(t.actor);
+                continue;
+            }
+            self.starters.insert(t.after_regions + 1, t.actor.clone());
+            self.typed.insert(t.actor, t.ms);
+        }
+        self
+    }
+}
+
+/// Runs `f` on the up-to-date typing records of `session`.
+fn with_agents<T>(home: &Path, session: &str, f: impl FnOnce(&AgentsLog) -> T) -> T {
+    let path = agents_file(home, session);
+    let log = AGENTS.get(&path, || AgentsLog {
+        tail: Tail::new(path.clone()),
+        starters: HashMap::new(),
+        creator: None,
+        typed: BTreeMap::new(),
+    });
+    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+    f(log.refresh())
+}
+
 /// The agent who started region `id` of `session`, if an agent did.
 pub fn starter_of(home: &Path, session: &str, id: RegionId) -> Option<String> {
-    let text = std::fs::read_to_string(agents_file(home, session)).ok()?;
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Typed>(l).ok())
-        .rfind(|t| t.tool != "session_create" && t.after_regions + 1 == id.0)
-        .map(|t| t.actor)
+    with_agents(home, session, |log| log.starters.get(&id.0).cloned())
+}
+
+/// The agents who started regions `ids` of `session` (`None` for a region
+/// no agent started), in the order of `ids`.
+pub fn starters(home: &Path, session: &str, ids: &[RegionId]) -> Vec<Option<String>> {
+    with_agents(home, session, |log| ids.iter().map(|id| log.starters.get(&id.0).cloned()).collect())
 }
 
 /// The agent who made `session`, if one did through this server.
 pub fn creator_of(home: &Path, session: &str) -> Option<String> {
-    let text = std::fs::read_to_string(agents_file(home, session)).ok()?;
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Typed>(l).ok())
-        .find(|t| t.tool == "session_create")
-        .map(|t| t.actor)
+    with_agents(home, session, |log| log.creator.clone())
 }
 
 /// Notes that `actor` made session `name` (as a `session_create` reply's
@@ -114,31 +168,84 @@ pub fn note_created(home: &Path, name: &str, actor: Option<&str>) {
 }
 
 /// Every agent's last typing time in `session`, in epoch seconds.
-pub fn agents_typed(home: &Path, session: &str) -> std::collections::BTreeMap<String, u64> {
-    let text = std::fs::read_to_string(agents_file(home, session)).unwrap_or_default();
-    let mut out = std::collections::BTreeMap::new();
-    let typed = text.lines().filter_map(|l| serde_json::from_str::<Typed>(l).ok());
-    for t in typed.filter(|t| t.tool != "session_create") {
-        out.insert(t.actor, t.ms / 1000);
-    }
-    out
+pub fn agents_typed(home: &Path, session: &str) -> BTreeMap<String, u64> {
+    with_agents(home, session, |log| log.typed.iter().map(|(a, ms)| (a.clone(), ms / 1000)).collect())
 }
 
-fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        dtmcp_core::store::private_dir_all(dir)?;
-    }
-    std::os::unix::fs::OpenOptionsExt::mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
-        .open(path)?
-        .write_all(line)
-}
-
+/// Replaces the file at `path` with `body`, atomically but without
+/// `fsync`: these records must outlive a crash of the server, which the
+/// page cache does, not a power cut.
 fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         dtmcp_core::store::private_dir_all(dir)?;
     }
-    dtmcp_core::store::write_atomic(path, body)
+    dtmcp_core::store::write_replace(path, body)
 }
+
+/// Writes a request record on a blocking thread (a rename is a metadata
+/// write that may wait on the file system), and waits for it.
+async fn write_record(path: &Path, record: &Record) {
+    let Ok(body) = serde_json::to_vec(record) else { return };
+    let path = path.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || write_whole(&path, &body)).await;
+}
+
+/// Writes a `done` record on a blocking thread without waiting for it: the
+/// reply need not wait, since a server that dies before the record is
+/// written left a `typed` one, which a resent key follows to the same
+/// outcome.
+fn write_done_later(path: &Path, result: &CallToolResult) {
+    let Ok(body) = serde_json::to_vec(&Record::Done { result: result.clone() }) else { return };
+    let path = path.to_path_buf();
+    drop(tokio::task::spawn_blocking(move || write_whole(&path, &body)));
+}
+
+/// Values kept for the server's life by key (a file, say), at most `cap`
+/// of them: the one used longest ago goes when another comes.
+pub(crate) struct Kept<K, T> {
+    cap: usize,
+    map: Mutex<Uses<K, T>>,
+}
+
+/// The values kept, each with the tick it was last used at, and the tick.
+struct Uses<K, T> {
+    tick: u64,
+    values: HashMap<K, (u64, Arc<Mutex<T>>)>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, T> Kept<K, T> {
+    /// Keeps at most `cap` values.
+    pub(crate) fn new(cap: usize) -> Kept<K, T> {
+        Kept { cap, map: Mutex::new(Uses { tick: 0, values: HashMap::new() }) }
+    }
+
+    /// The value of `key`, made by `make` when there is none.
+    pub(crate) fn get(&self, key: &K, make: impl FnOnce() -> T) -> Arc<Mutex<T>> {
+        let mut uses = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        uses.tick += 1;
+        let tick = uses.tick;
+        if let Some((used, value)) = uses.values.get_mut(key) {
+            *used = tick;
+            return Arc::clone(value);
+        }
+        if uses.values.len() >= self.cap
+            && let Some(oldest) = uses.values.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| k.clone())
+        {
+            uses.values.remove(&oldest);
+        }
+        let value = Arc::new(Mutex::new(make()));
+        uses.values.insert(key.clone(), (tick, Arc::clone(&value)));
+        value
+    }
+}
+
+/// How many files of each kind are kept open or indexed at once.
+const KEPT_FILES: usize = 128;
+
+/// The open typing records, by path.
+static APPENDERS: LazyLock<Kept<PathBuf, Appender>> = LazyLock::new(|| Kept::new(KEPT_FILES));
+/// What the typing records say, by path.
+static AGENTS: LazyLock<Kept<PathBuf, AgentsLog>> = LazyLock::new(|| Kept::new(KEPT_FILES));
 
 /// Removes request records older than a day.
 pub fn prune_requests(home: &Path) {
@@ -179,17 +286,15 @@ impl Terminal {
         };
         if let Some(mark) = mark {
             record_typed(&home, &session, actor, &request.name, mark.regions);
-            if let Some(path) = &record
-                && let Ok(body) = serde_json::to_vec(&Record::Typed { session: session.clone(), mark })
-            {
-                let _ = write_whole(path, &body);
+            if let Some(path) = &record {
+                // Written before anything is typed: a server that dies
+                // after typing leaves this for the resent key to follow.
+                write_record(path, &Record::Typed { session: session.clone(), mark }).await;
             }
         }
         let answer = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
-        if let (Some(path), Ok(CallToolResponse::Complete(result))) = (&record, &answer)
-            && let Ok(body) = serde_json::to_vec(&Record::Done { result: result.clone() })
-        {
-            let _ = write_whole(path, &body);
+        if let (Some(path), Ok(CallToolResponse::Complete(result))) = (&record, &answer) {
+            write_done_later(path, result);
         }
         answer
     }
@@ -202,6 +307,28 @@ impl Terminal {
         let socket = self.sessions().cfg.session_dir(session).join(dtmcp_core::store::files::SOCKET);
         let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
         Some(logger.status().await.ok()?.mark)
+    }
+
+    /// Session `name` and its logger's status, asked again for a moment
+    /// when that fails (a server just started may still be reattaching its
+    /// loggers).
+    async fn session_status(
+        &self,
+        name: &str,
+    ) -> Result<(crate::session::Session, dtmcp_core::protocol::Status), String> {
+        let deadline = std::time::Instant::now() + FOLLOW_WAIT;
+        loop {
+            let attempt = async {
+                let s = self.sessions().resolve_quiet(name).await.map_err(|e| e.to_string())?;
+                let status = s.logger().await.map_err(|e| e.to_string())?.status().await.map_err(|e| e.to_string())?;
+                Ok::<_, String>((s, status))
+            };
+            match attempt.await {
+                Ok(found) => return Ok(found),
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
     }
 
     /// The answer to a key seen before: the stored reply, or the outcome of
@@ -219,8 +346,24 @@ impl Terminal {
             Record::Typed { session: s, mark } if s == session => mark,
             Record::Typed { .. } => return None,
         };
-        let s = self.sessions().resolve_quiet(session).await.ok()?;
-        let status = s.logger().await.ok()?.status().await.ok()?;
+        let (s, status) = match self.session_status(session).await {
+            Ok(found) => found,
+            // Typing again on a passing failure could run the command
+            // twice: the caller is told to look instead.
+            Err(e) => {
+                let why = ToolError::Failed(format!(
+                    "this command was typed once already, before the server restarted, and how it went cannot be told now ({e}); \
+                     nothing was typed again: call wait session={session} or read session={session} to see it"
+                ));
+                return Some(Ok(CallToolResponse::Complete(self.finish_call(
+                    "run",
+                    Some(session),
+                    std::time::Instant::now(),
+                    Err(why),
+                    None,
+                ))));
+            }
+        };
         let moved = status.mark.regions > mark.regions || (!s.meta.integrated && status.mark.raw > mark.raw);
         if !moved {
             return None;
@@ -240,9 +383,7 @@ impl Terminal {
             let command = args.get("command").and_then(|v| v.as_str()).map(str::to_string);
             let body = async move { reply.map(|r| r.lead(&note)) };
             let r = self.call_noted("run", session, command.as_deref(), body).await;
-            if let Ok(body) = serde_json::to_vec(&Record::Done { result: r.clone() }) {
-                let _ = write_whole(path, &body);
-            }
+            write_done_later(path, &r);
             return Some(Ok(CallToolResponse::Complete(r)));
         }
         let tool = if open {
@@ -269,9 +410,7 @@ impl Terminal {
         Some(answer.map(|a| match a {
             CallToolResponse::Complete(mut r) => {
                 r.content.insert(0, ContentBlock::text(note));
-                if let Ok(body) = serde_json::to_vec(&Record::Done { result: r.clone() }) {
-                    let _ = write_whole(path, &body);
-                }
+                write_done_later(path, &r);
                 CallToolResponse::Complete(r)
             }
             other => other,

@@ -97,7 +97,12 @@ impl Terminal {
             if last.0 >= first.0 + MAX_READ { (LineNo(first.0 + MAX_READ - 1), true) } else { (last, false) };
         let lines = source.fetch(&status, first, last, region.as_ref()).await?;
         let mut out = match &region {
-            Some(r) => format!("region {} `{}` · lines {first}-{last}\n", r.id, r.command),
+            Some(r) => format!(
+                "region {} `{}`{} · lines {first}-{last}\n",
+                r.id,
+                r.command,
+                self.started_by_other(&p.session, r)
+            ),
             None => format!("lines {first}-{last} of {last_line}\n"),
         };
         if let Source::Store(..) = source {
@@ -114,6 +119,16 @@ impl Terminal {
             out.push_str(&region_file_note(&dir, r));
         }
         Ok(out)
+    }
+
+    /// " · started by agent NAME" when another agent than the caller
+    /// started region `r` of `session`; empty otherwise.
+    fn started_by_other(&self, session: &str, r: &Region) -> String {
+        let me = self.actor();
+        match super::once::starter_of(&self.sessions().cfg.home, session, r.id) {
+            Some(agent) if agent != me => format!(" · started by agent {agent}"),
+            _ => String::new(),
+        }
     }
 
     /// The session's lines: through its logger while its pane lives, else
@@ -150,10 +165,7 @@ impl Source {
     async fn region(&mut self, id: RegionId) -> Result<Option<Region>, ToolError> {
         match self {
             Source::Logger(l) => Ok(l.region(id).await?),
-            Source::Store(_, dir) => {
-                let regions = store::read_regions(dir)?;
-                Ok(regions.into_iter().find(|r| r.id == id))
-            }
+            Source::Store(_, dir) => super::search::with_regions(dir, |index| Ok(index.region(id)?)),
         }
     }
 
@@ -173,13 +185,13 @@ impl Source {
 
 /// A status for a closed session: every line committed, no unfinished one,
 /// and its regions as the store has them.
-fn closed_status(dir: &Path, reader: &LineReader) -> Result<Status, dtmcp_core::store::StoreError> {
+fn closed_status(dir: &Path, reader: &LineReader) -> Result<Status, ToolError> {
     let (lines, _) = reader.extent()?;
-    let regions = store::read_regions(dir)?;
+    let (count, last) = super::search::with_regions(dir, |index| Ok((index.count(false), index.recent(1, false)?)))?;
     let mut status = Status { eof: true, ..Status::default() };
     status.mark.line = LineNo(lines + 1);
-    status.mark.regions = regions.len() as u64;
-    status.last_region = regions.into_iter().last();
+    status.mark.regions = count as u64;
+    status.last_region = last.into_iter().last();
     Ok(status)
 }
 

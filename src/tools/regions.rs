@@ -11,12 +11,12 @@ use serde::Deserialize;
 
 use super::Terminal;
 use super::reply::ToolError;
-use super::search::first_line;
+use super::search::{first_line, with_regions};
 use crate::config::now_ms;
 use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::search::region_scope;
 use dtmcp_core::store::{self, LineReader, files};
-use dtmcp_core::types::LineNo;
+use dtmcp_core::types::{LineNo, RegionId};
 
 /// Regions listed unless asked otherwise.
 const DEFAULT_LAST: u64 = 20;
@@ -55,13 +55,22 @@ impl Terminal {
 impl Terminal {
     async fn regions_body(&self, p: RegionsParams) -> Result<String, ToolError> {
         let logs = self.sessions().open_logs(&p.session).await?;
-        let all = store::read_regions(&logs.dir)?;
-        let (lines, _) = LineReader::open(&logs.dir).and_then(|r| r.extent())?;
         let failed_only = p.failed_only.unwrap_or(false);
         let last = p.last.unwrap_or(DEFAULT_LAST).clamp(1, MAX_LAST) as usize;
-        let chosen: Vec<&Region> = all.iter().filter(|r| !failed_only || failed(r)).collect();
-        let shown = &chosen[chosen.len().saturating_sub(last)..];
-        let what = match (failed_only, chosen.len()) {
+        let dir = logs.dir.clone();
+        let read = move || -> Result<_, ToolError> {
+            let (lines, _) = LineReader::open(&dir).and_then(|r| r.extent())?;
+            let (count, shown) =
+                with_regions(&dir, |index| Ok((index.count(failed_only), index.recent(last, failed_only)?)))?;
+            Ok((lines, count, shown))
+        };
+        let (lines, count, shown) = tokio::task::spawn_blocking(read)
+            .await
+            .map_err(|e| ToolError::Failed(format!("listing the regions failed: {e}")))??;
+        let ids: Vec<RegionId> = shown.iter().map(|r| r.id).collect();
+        let me = self.actor();
+        let starters = super::once::starters(&self.sessions().cfg.home, &p.session, &ids);
+        let what = match (failed_only, count) {
             (true, 1) => "failed region",
             (true, _) => "failed regions",
             (false, 1) => "region",
@@ -69,26 +78,21 @@ impl Terminal {
         };
         let state = if logs.live { "open" } else { "closed" };
         let mut out = format!(
-            "session {} ({state}): {} {what}, the last {} listed; files under {}\n",
+            "session {} ({state}): {count} {what}, the last {} listed; files under {}\n",
             p.session,
-            chosen.len(),
             shown.len(),
             logs.dir.display()
         );
         let ctx = Listing { dir: &logs.dir, live: logs.live, lines: LineNo(lines), now: now_ms() };
-        for r in shown {
-            out.push_str(&ctx.line(r));
+        for (r, by) in shown.iter().zip(starters) {
+            // Another agent's command says whose it is.
+            out.push_str(&ctx.line(r, by.as_deref().filter(|&a| a != me)));
         }
         if shown.is_empty() {
             out.push_str(if failed_only { "(no command failed)\n" } else { "(no regions yet)\n" });
         }
         Ok(out)
     }
-}
-
-/// Whether `r` ended with a non-zero status.
-fn failed(r: &Region) -> bool {
-    r.exit.is_some_and(|e| e != 0)
 }
 
 /// What every listed line needs to know.
@@ -100,7 +104,8 @@ struct Listing<'a> {
 }
 
 impl Listing<'_> {
-    fn line(&self, r: &Region) -> String {
+    /// The line of region `r`, started by agent `by` if another agent did.
+    fn line(&self, r: &Region, by: Option<&str>) -> String {
         let scope = region_scope(r, self.lines);
         let span = if scope.last < scope.first {
             "no output".to_string()
@@ -123,6 +128,9 @@ impl Listing<'_> {
         );
         if !r.host.is_empty() && r.depth > 0 {
             let _ = write!(out, " · on {}", r.host);
+        }
+        if let Some(agent) = by {
+            let _ = write!(out, " · started by agent {agent}");
         }
         out.push('\n');
         out
@@ -156,7 +164,6 @@ impl Listing<'_> {
 mod tests {
     use super::*;
     use dtmcp_core::region::LinePos;
-    use dtmcp_core::types::RegionId;
 
     #[test]
     fn a_listed_region_says_status_duration_lines_and_file() {
@@ -172,11 +179,11 @@ mod tests {
             ended_ms: Some(3_500),
             ..Region::default()
         };
-        assert_eq!(ctx.line(&done), "#7 exit 2 · 2.5s · lines 10-19 · session.txt 10-19 · `make check`\n");
+        assert_eq!(ctx.line(&done, None), "#7 exit 2 · 2.5s · lines 10-19 · session.txt 10-19 · `make check`\n");
+        assert!(ctx.line(&done, Some("bob")).ends_with("`make check` · started by agent bob\n"));
         let running = Region { end: None, exit: None, ended_ms: None, ..done.clone() };
-        assert_eq!(ctx.line(&running), "#7 running · 9.0s · lines 10-50 · session.txt 10-50 · `make check`\n");
+        assert_eq!(ctx.line(&running, None), "#7 running · 9.0s · lines 10-50 · session.txt 10-50 · `make check`\n");
         let closed = Listing { live: false, ..ctx };
-        assert!(closed.line(&running).contains("unfinished (session closed) · ?"));
-        assert!(failed(&done) && !failed(&running));
+        assert!(closed.line(&running, None).contains("unfinished (session closed) · ?"));
     }
 }

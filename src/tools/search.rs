@@ -1,9 +1,17 @@
 //! `search`: a regex over a session's log or one region of it, open or
 //! closed, with the total count, a page of hits with context, and each
 //! hit's region.
+//!
+//! Nothing here costs more as a session's history grows: the regions that
+//! label the hits come from an index of `regions.jsonl` kept per session
+//! and extended from the records appended since the last call
+//! ([`RegionIndex`]), and a whole-log search asked again scans only the
+//! lines logged since it last ran ([`Scanned`]).
 
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -11,11 +19,13 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
 use super::Terminal;
+use super::once::Kept;
 use super::output::digits;
 use super::reply::ToolError;
 use dtmcp_core::region::Region;
-use dtmcp_core::search::{self, Found, Page, Shown};
-use dtmcp_core::store::{self, LineReader};
+use dtmcp_core::region_index::RegionIndex;
+use dtmcp_core::search::{self, Found, Page, Scope, Shown};
+use dtmcp_core::store::{self, LineReader, files};
 use dtmcp_core::types::{LineNo, RegionId};
 
 /// Hits per page unless asked otherwise.
@@ -83,9 +93,29 @@ impl Terminal {
 struct Answer {
     found: Found,
     groups: Vec<Vec<Shown>>,
-    regions: Vec<Region>,
+    /// The innermost region of each hit that lies in one.
+    labels: HashMap<LineNo, Region>,
     region: Option<Region>,
     region_file: Option<Result<PathBuf, String>>,
+}
+
+/// How many sessions' region indexes the server keeps at once.
+const KEPT_INDEXES: usize = 128;
+
+/// The region index of each session searched or listed lately, by its
+/// `regions.jsonl`: brought up to date from the lines appended since, so a
+/// search or a listing never reads a long session's regions again.
+static INDEXES: LazyLock<Kept<PathBuf, RegionIndex>> = LazyLock::new(|| Kept::new(KEPT_INDEXES));
+
+/// Runs `f` on the up-to-date region index of session directory `dir`.
+pub(super) fn with_regions<T>(
+    dir: &Path,
+    f: impl FnOnce(&RegionIndex) -> Result<T, ToolError>,
+) -> Result<T, ToolError> {
+    let index = INDEXES.get(&dir.join(files::REGIONS), || RegionIndex::new(dir));
+    let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
+    index.refresh()?;
+    f(&index)
 }
 
 fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, ToolError> {
@@ -94,26 +124,115 @@ fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<
         return Err(ToolError::BadInput(format!("context is at most {MAX_CONTEXT} lines")));
     }
     let page = Page { offset: p.offset.unwrap_or(0), max_hits: p.max_hits.unwrap_or(DEFAULT_HITS).clamp(1, MAX_HITS) };
-    let regions = store::read_regions(dir)?;
     let (lines, _) = LineReader::open(dir).and_then(|r| r.extent())?;
     let region = match p.region {
         None => None,
-        Some(id) => Some(regions.iter().find(|r| r.id == RegionId(id)).cloned().ok_or_else(|| {
-            ToolError::BadInput(format!(
-                "session {} has no region {id}; it has {} (regions lists them)",
-                p.session,
-                regions.len()
-            ))
+        Some(id) => Some(with_regions(dir, |index| {
+            index.region(RegionId(id))?.ok_or_else(|| {
+                ToolError::BadInput(format!(
+                    "session {} has no region {id}; it has {} (regions lists them)",
+                    p.session,
+                    index.count(false)
+                ))
+            })
         })?),
     };
-    let scope = region.as_ref().map(|r| search::region_scope(r, LineNo(lines)));
-    let found = search::search(dir, re, scope, page)?;
+    let found = match &region {
+        Some(r) => search::search(dir, re, Some(search::region_scope(r, LineNo(lines))), page)?,
+        None => match scanned_before(dir, re, &p.pattern, page, lines)? {
+            Some(found) => found,
+            None => search::search(dir, re, None, page)?,
+        },
+    };
     let groups = match found.scope {
         Some(s) => search::with_context(dir, &found.hits, context, s)?,
         None => Vec::new(),
     };
+    let labels = with_regions(dir, |index| labels(index, &found.hits))?;
     let region_file = region.as_ref().map(|r| store::write_region_file(dir, r).map_err(|e| e.to_string()));
-    Ok(render(p, page, &Answer { found, groups, regions, region, region_file }))
+    Ok(render(p, page, &Answer { found, groups, labels, region, region_file }))
+}
+
+/// The first hits of a search of a whole log kept, so that the same
+/// search again scans only the lines appended since: a log only grows,
+/// and a line matches or not by itself, whatever comes after it.
+#[derive(Debug)]
+struct Scanned {
+    /// `session.txt` as it was scanned (device, inode, birth time), so that
+    /// a log made anew under the session's name is scanned anew.
+    file: (u64, u64, std::time::SystemTime),
+    /// Lines scanned, from the first.
+    lines: u64,
+    /// Matching lines among them.
+    total: u64,
+    /// The first of those, at most [`MAX_HITS`].
+    first: Vec<LineNo>,
+}
+
+/// How many (session, pattern) searches are kept.
+const KEPT_SEARCHES: usize = 64;
+
+/// Searches of whole logs, by session directory and pattern.
+static SCANS: LazyLock<Kept<(PathBuf, String), Option<Scanned>>> = LazyLock::new(|| Kept::new(KEPT_SEARCHES));
+
+/// The whole-log search of `pattern` (compiled: `re`) in `dir`, whose log
+/// has `lines` lines, for `page`: from what an earlier call scanned plus the
+/// lines since. `None` when it cannot be told that way (a page past the
+/// hits kept, a file system that gives no birth time).
+fn scanned_before(
+    dir: &Path,
+    re: &regex::bytes::Regex,
+    pattern: &str,
+    page: Page,
+    lines: u64,
+) -> Result<Option<Found>, ToolError> {
+    use std::os::unix::fs::MetadataExt;
+    if page.offset.saturating_add(page.max_hits) > MAX_HITS {
+        return Ok(None);
+    }
+    let Ok(meta) = std::fs::metadata(dir.join(files::TEXT)) else { return Ok(None) };
+    let Ok(born) = meta.created() else { return Ok(None) };
+    let file = (meta.dev(), meta.ino(), born);
+    let slot = SCANS.get(&(dir.to_path_buf(), pattern.to_string()), || None);
+    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = match slot.take() {
+        Some(s) if s.file == file && s.lines <= lines => s,
+        _ => Scanned { file, lines: 0, total: 0, first: Vec::new() },
+    };
+    if lines > s.lines {
+        let rest = Scope { first: LineNo(s.lines + 1), last: LineNo(lines) };
+        let want = Page { offset: 0, max_hits: MAX_HITS - s.first.len() as u64 };
+        let new = search::search(dir, re, Some(rest), want)?;
+        s.total += new.total;
+        s.first.extend(new.hits);
+        s.lines = lines;
+    }
+    let hits = s.first.iter().skip(page.offset as usize).take(page.max_hits as usize).copied().collect();
+    let scope = (lines > 0).then_some(Scope { first: LineNo(1), last: LineNo(lines) });
+    let found = Found { total: s.total, hits, scope };
+    *slot = Some(s);
+    Ok(Some(found))
+}
+
+/// The innermost region of each of `hits`, each region read once.
+fn labels(index: &RegionIndex, hits: &[LineNo]) -> Result<HashMap<LineNo, Region>, ToolError> {
+    let mut read: HashMap<RegionId, Option<Region>> = HashMap::new();
+    let mut out = HashMap::new();
+    for &line in hits {
+        let Some(id) = index.at(line) else { continue };
+        let region = match read.get(&id) {
+            Some(r) => r.clone(),
+            None => {
+                let r = index.region(id)?;
+                read.insert(id, r.clone());
+                r
+            }
+        };
+        if let Some(r) = region {
+            out.insert(line, r);
+        }
+    }
+    Ok(out)
 }
 
 fn render(p: &SearchParams, page: Page, a: &Answer) -> String {
@@ -133,8 +252,7 @@ fn render(p: &SearchParams, page: Page, a: &Answer) -> String {
         let first_hit = group.iter().position(|s| s.hit).unwrap_or(0);
         for (i, s) in group.iter().enumerate() {
             if i == 0 || (s.hit && i > first_hit) {
-                let here =
-                    group.get(if i == 0 { first_hit } else { i }).and_then(|h| search::region_at(&a.regions, h.line));
+                let here = group.get(if i == 0 { first_hit } else { i }).and_then(|h| a.labels.get(&h.line));
                 if current != Some(here.map(|r| r.id)) {
                     current = Some(here.map(|r| r.id));
                     out.push_str(&region_label(here));
@@ -256,7 +374,7 @@ mod tests {
         let hits: Vec<LineNo> = (1..=200).map(|n| LineNo(n * 10)).collect();
         let groups = hits.iter().map(|&line| vec![Shown { line, text: "x".repeat(1000), hit: true }]).collect();
         let found = Found { total: 500, hits, scope: Some(search::Scope { first: LineNo(1), last: LineNo(5000) }) };
-        let answer = Answer { found, groups, regions: Vec::new(), region: None, region_file: None };
+        let answer = Answer { found, groups, labels: HashMap::new(), region: None, region_file: None };
         let p = SearchParams { region: None, max_hits: Some(200), offset: Some(100), ..params() };
         let text = render(&p, Page { offset: 100, max_hits: 200 }, &answer);
         assert!(text.len() < MAX_REPLY + 1000, "{} bytes", text.len());
@@ -264,6 +382,47 @@ mod tests {
         assert!(shown > 0 && shown < 200);
         assert!(text.ends_with(&format!("offset={} max_hits=200\n", 100 + shown)), "{}", &text[text.len() - 200..]);
         assert!(text.contains("[outside any region]"));
+    }
+
+    #[test]
+    fn a_search_again_scans_only_the_new_lines_and_finds_what_a_full_one_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = store::LineWriter::open(dir.path()).expect("open");
+        let push = |w: &mut store::LineWriter, from: u64, to: u64| {
+            for i in from..=to {
+                w.push(&format!("{} {i}", if i % 7 == 0 { "hit" } else { "miss" })).expect("push");
+            }
+            w.flush().expect("flush");
+        };
+        let re = search::compile("^hit").expect("regex");
+        let both = |lines: u64, page: Page| {
+            let kept = scanned_before(dir.path(), &re, "^hit", page, lines).expect("kept");
+            let full = search::search(dir.path(), &re, None, page).expect("full");
+            (kept, full)
+        };
+        let page = Page { offset: 0, max_hits: 20 };
+        push(&mut w, 1, 100);
+        let (kept, full) = both(100, page);
+        if std::fs::metadata(dir.path().join(files::TEXT)).and_then(|m| m.created()).is_err() {
+            assert!(kept.is_none(), "no birth time: nothing is kept");
+            return;
+        }
+        assert_eq!(kept.as_ref(), Some(&full));
+        push(&mut w, 101, 3000);
+        for page in [page, Page { offset: 20, max_hits: 20 }, Page { offset: 190, max_hits: 10 }] {
+            let (kept, full) = both(3000, page);
+            assert_eq!(kept.as_ref(), Some(&full), "{page:?}");
+        }
+        assert_eq!(both(3000, Page { offset: 195, max_hits: 10 }).0, None, "past the hits kept");
+        // The log made anew, shorter: scanned anew.
+        drop(w);
+        std::fs::remove_file(dir.path().join(files::TEXT)).expect("rm");
+        std::fs::remove_file(dir.path().join(files::INDEX)).expect("rm");
+        let mut w = store::LineWriter::open(dir.path()).expect("again");
+        push(&mut w, 1, 50);
+        let (kept, full) = both(50, page);
+        assert_eq!(kept.as_ref(), Some(&full));
+        assert_eq!(full.total, 7);
     }
 
     #[test]

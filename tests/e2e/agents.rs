@@ -147,3 +147,24 @@ async fn text_an_agent_left_at_the_prompt_stays_its_own_across_a_restart() {
     let list: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(list["sessions"][0]["left_at_prompt"], Value::Null, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_another_agent_started_names_that_agent_in_regions_and_read() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    let bob = bridge(&world, "bob").await;
+    text(&alice, "session_create", json!({"name": "by1"})).await;
+    text(&alice, "run", json!({"session": "by1", "command": "echo from-alice"})).await;
+    text(&bob, "run", json!({"session": "by1", "command": "echo from-bob"})).await;
+    let listed = text(&bob, "regions", json!({"session": "by1"})).await;
+    let line = |needle: &str| listed.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
+    assert_has!(line("echo from-alice"), "started by agent alice");
+    assert!(!line("echo from-bob").contains("started by"), "bob's own command named its starter:\n{listed}");
+    let read = text(&bob, "read", json!({"session": "by1", "region": 1})).await;
+    assert_has!(read.lines().next().unwrap_or_default(), "region 1 `echo from-alice` · started by agent alice");
+    let own = text(&alice, "regions", json!({"session": "by1"})).await;
+    let alices = own.lines().find(|l| l.contains("echo from-alice")).unwrap_or_default();
+    assert!(!alices.contains("started by"), "{own}");
+    assert_has!(own.lines().find(|l| l.contains("echo from-bob")).unwrap_or_default(), "started by agent bob");
+}

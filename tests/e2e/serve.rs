@@ -571,3 +571,54 @@ fn an_http_client_keeps_its_mcp_session_across_a_restart() {
     assert_eq!(status, 200, "{body}");
     assert_has!(body, "session_create");
 }
+
+/// Two `serve` processes of `world` started at the same instant: the one
+/// that exits, with its stderr, and the pid of the one that runs on.
+fn start_two_at_once(world: &World) -> (String, u32) {
+    let spawn = || {
+        Command::new(SERVER)
+            .arg("serve")
+            .envs(world.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve")
+    };
+    let mut both = [spawn(), spawn()];
+    let started = Instant::now();
+    let loser = loop {
+        if let Some(i) = (0..2).find(|&i| both[i].try_wait().expect("try_wait").is_some()) {
+            break i;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "neither server gave way to the other");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut said = String::new();
+    both[loser].stderr.take().expect("stderr").read_to_string(&mut said).expect("read stderr");
+    let winner = both[1 - loser].id();
+    let socket = socket_of(world);
+    while unix_get(&socket, "/health").0 != 200 {
+        assert!(started.elapsed() < Duration::from_secs(15), "the winner did not come up:\n{said}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for child in &mut both {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    (said, winner)
+}
+
+#[test]
+fn of_two_servers_started_at_once_the_one_that_gives_way_names_the_other() {
+    let world = World::new();
+    let host = dtmcp::config::hostname();
+    // Each round's winner is killed and leaves its name in the lock file,
+    // as a crashed server does: the next round's loser must not take that
+    // for the holder.
+    for round in 0..3 {
+        let (said, winner) = start_two_at_once(&world);
+        assert_has!(said, format!("another docent-terminal-mcp server (pid {winner} on host {host})"));
+        assert!(!said.contains("unknown holder"), "round {round}:\n{said}");
+    }
+}

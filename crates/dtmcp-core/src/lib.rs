@@ -23,6 +23,7 @@ pub mod procs;
 pub mod protocol;
 pub mod redact;
 pub mod region;
+pub mod region_index;
 pub mod search;
 pub mod store;
 pub mod types;
