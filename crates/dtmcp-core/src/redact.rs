@@ -23,7 +23,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use serde::{Deserialize, Serialize};
 
 /// Values shorter than this (in characters) are not matched.
@@ -257,6 +257,27 @@ impl Table {
     }
 }
 
+/// The placeholder table's file in a session's directory.
+pub const TABLE_FILE: &str = "secrets.json";
+/// The file whose presence in a session's directory says its replies are
+/// not redacted.
+pub const OFF_FILE: &str = "redact-off";
+
+/// Gives the session in directory `child`, a pane split from the one in
+/// `parent`, what the parent has: its placeholders (the same value keeps
+/// its placeholder in both) and, when the parent is not redacted, that.
+pub fn inherit(parent: &Path, child: &Path) -> std::io::Result<()> {
+    if parent.join(OFF_FILE).exists() {
+        std::fs::copy(parent.join(OFF_FILE), child.join(OFF_FILE))?;
+    }
+    let mut table = Table::load(&parent.join(TABLE_FILE));
+    if !table.is_empty() {
+        table.changed = true;
+        table.save(&child.join(TABLE_FILE))?;
+    }
+    Ok(())
+}
+
 /// `‹secret:github-token:1›`.
 fn render(kind: &str, n: u32) -> String {
     format!("{OPEN}secret:{kind}:{n}›")
@@ -279,10 +300,11 @@ pub struct Found {
 
 /// An escape sequence as a reply spells it out: the raw view's `\e[31m`,
 /// and the `\033[31m`, `\x1b[31m`, `\E[31m`, `\u001b[31m` a command line
-/// carries to `printf` or `echo -e`.
+/// carries to `printf` or `echo -e`; and a real one (a screen captured
+/// with its colours, as the web view shows it).
 static SPELLED_ESCAPE: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(
-        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])",
+        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])",
     )
     .expect("a constant pattern")
 });
@@ -291,7 +313,7 @@ static SPELLED_ESCAPE: LazyLock<regex::Regex> = LazyLock::new(|| {
 /// byte of that, the byte of `text` it came from (one more at the end).
 /// `None` when there is none: the text is its own projection.
 fn project(text: &str) -> Option<(String, Vec<usize>)> {
-    if !text.contains('\\') || !SPELLED_ESCAPE.is_match(text) {
+    if memchr::memchr2(b'\\', 0x1b, text.as_bytes()).is_none() || !SPELLED_ESCAPE.is_match(text) {
         return None;
     }
     let mut out = String::with_capacity(text.len());
@@ -412,12 +434,40 @@ fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
     if values.is_empty() {
         return Vec::new();
     }
-    let Ok(ac) = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(values.iter().map(|(_, v)| v))
-    else {
-        return Vec::new();
-    };
-    ac.find_iter(text).map(|m| Span { range: m.range(), kind: values[m.pattern().as_usize()].0.to_string() }).collect()
+    if values.len() > FEW_VALUES {
+        // Many values: one pass of an automaton (built each time, as the
+        // table grows; a non-contiguous NFA is the quickest to build).
+        let ac = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .kind(Some(AhoCorasickKind::NoncontiguousNFA))
+            .build(values.iter().map(|(_, v)| v));
+        if let Ok(ac) = ac {
+            return ac
+                .find_iter(text)
+                .map(|m| Span { range: m.range(), kind: values[m.pattern().as_usize()].0.to_string() })
+                .collect();
+        }
+    }
+    // Few values: a vectorised substring search each, far cheaper than
+    // building an automaton; then the leftmost, longest of overlapping ones.
+    let mut hits: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
+    for (kind, value) in &values {
+        hits.extend(
+            memchr::memmem::find_iter(text.as_bytes(), value.as_bytes()).map(|at| (at..at + value.len(), *kind)),
+        );
+    }
+    hits.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    let mut out: Vec<Span> = Vec::with_capacity(hits.len());
+    for (range, kind) in hits {
+        if out.last().is_none_or(|l| l.range.end <= range.start) {
+            out.push(Span { range, kind: kind.to_string() });
+        }
+    }
+    out
 }
+
+/// Up to this many values are searched for one by one.
+const FEW_VALUES: usize = 16;
 
 /// A secret as typed back: a several-line one loses the line-number
 /// prefixes a reply put before its lines.
@@ -557,6 +607,9 @@ mod tests {
         assert_eq!(run(&echoed, &mut table).0, "printf '‹secret:github-token:1›'");
         let path = r"C:\e\x1b wins";
         assert_eq!(run(path, &mut table).0, path);
+        // A captured screen's real escapes, over two rows.
+        let screen = format!("$ cat k\n\x1b[32m{head}\x1b[1m{tail}\x1b[0m\n$ ");
+        assert_eq!(run(&screen, &mut table).0, "$ cat k\n\x1b[32m‹secret:github-token:1›\x1b[0m\n$ ");
     }
 
     /// A PEM key of `n` full lines, made up.
@@ -583,6 +636,24 @@ mod tests {
             assert!(counts.total() >= 1, "lines {from}..{to}:\n{out}");
             assert!(out.starts_with("lines\n") && out.ends_with(footer), "the rest stays:\n{out}");
         }
+    }
+
+    #[test]
+    fn a_split_pane_inherits_the_placeholders_and_the_switch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (parent, child, other) = (dir.path().join("p"), dir.path().join("c"), dir.path().join("o"));
+        for d in [&parent, &child, &other] {
+            std::fs::create_dir(d).expect("mkdir");
+        }
+        let mut table = Table::default();
+        run(GH, &mut table);
+        table.save(&parent.join(TABLE_FILE)).expect("save");
+        inherit(&parent, &child).expect("inherit");
+        assert_eq!(Table::load(&child.join(TABLE_FILE)).value_of("‹secret:github-token:1›"), Some(GH));
+        assert!(!child.join(OFF_FILE).exists());
+        std::fs::write(parent.join(OFF_FILE), "off\n").expect("off");
+        inherit(&parent, &other).expect("inherit");
+        assert!(other.join(OFF_FILE).exists());
     }
 
     #[test]

@@ -183,6 +183,8 @@ impl Rules {
 /// The widths of a private key's full lines: 64 in PEM, 70 in OpenSSH's
 /// own format.
 const KEY_WIDTHS: [usize; 2] = [64, 70];
+/// The longest line-number prefix a reply puts before a line (`1234567  `).
+const MAX_PREFIX: usize = 16;
 
 /// The lines of a private key seen without its BEGIN and END lines (a read
 /// range inside the block): full-width lines of base64 with both cases
@@ -204,6 +206,9 @@ pub(super) fn key_lines(text: &str) -> Vec<std::ops::Range<usize>> {
             !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
         (start, rest.len(), b64)
     };
+    // Whether a line is as long as a key's line with a prefix can be:
+    // most lines are not, and are passed over at once.
+    let fits = |line: &str| (KEY_WIDTHS[0]..=KEY_WIDTHS[1] + MAX_PREFIX).contains(&line.len());
     let mut found = Vec::new();
     let mut i = 0;
     while i < lines.len() {
@@ -217,12 +222,12 @@ pub(super) fn key_lines(text: &str) -> Vec<std::ops::Range<usize>> {
                 && rest.bytes().any(|b| b.is_ascii_digit());
             b64 && mixed && KEY_WIDTHS.contains(&len) && !rest.ends_with('=')
         };
-        if lines[i].1.len() < KEY_WIDTHS[0] || !full(i) {
+        if !fits(lines[i].1) || !full(i) {
             i += 1;
             continue;
         }
         let mut j = i;
-        while j < lines.len() && lines[j].1.len() >= KEY_WIDTHS[0] && full(j) {
+        while j < lines.len() && fits(lines[j].1) && full(j) {
             j += 1;
         }
         let mut end = j;
