@@ -43,10 +43,11 @@ const RULES: &[Rule] = &[
     },
     Rule {
         // A block whose BEGIN lies before the text: the key's lines before
-        // the END line (the first one without its line-number prefix).
+        // the END line (the first one without its line-number prefix); an
+        // END line alone shows nothing of the key and stays.
         kind: "private-key",
         keywords: &["PRIVATE KEY"],
-        pattern: r"(?m)^[ \t]*(?:\d+(?:  |[:-] ))?(?P<k>(?:(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2})\n[ \t]*(?:\d+(?:  |[:-] ))?)*(?:[A-Za-z0-9+/]+={0,2}\n[ \t]*(?:\d+(?:  |[:-] ))?)?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
+        pattern: r"(?m)^[ \t]*(?:\d+(?:  |[:-] ))?(?P<k>(?:(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2})\n[ \t]*(?:\d+(?:  |[:-] ))?)*[A-Za-z0-9+/]+={0,2}\n[ \t]*(?:\d+(?:  |[:-] ))?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
     },
     Rule { kind: "anthropic-key", keywords: &["sk-ant-"], pattern: r"\bsk-ant-[a-z]{3,6}\d{2}-[A-Za-z0-9_\-]{40,}" },
     Rule {
@@ -380,6 +381,7 @@ mod tests {
         assert_eq!(kinds(footer)[0].1, &footer[4..footer.find("\n…").expect("footer")], "the text after stays");
         let header = "lines 11-13 of 40\n11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n12  AAAA\n13  -----END PRIVATE KEY-----";
         assert_eq!(kinds(header)[0].1, &header[22..], "the text before stays");
+        assert_eq!(kinds("1  -----END PRIVATE KEY-----\n2  $"), vec![], "an END line alone");
     }
 
     /// A full-width line of base64, different for each `n`.
