@@ -268,17 +268,19 @@ async fn session_list_and_split_panes_use_their_sessions_placeholders() {
     // A pane split from p1 keeps p1's placeholders and learns its own
     // environment.
     let env = json!({ "CHILD_TOKEN": "child-only-secret-value" });
-    let made = s.ok("session_split", json!({ "session": "p1", "env": env })).await;
+    let cwd = w.tmp.path().display().to_string();
+    let made = s.ok("session_split", json!({ "session": "p1", "env": env, "cwd": cwd })).await;
     let child = split_name(&made);
-    let out =
-        s.run(&child, &format!("echo {gh2}; echo $CHILD_TOKEN; printf %s ‹secret:github-token:1› > typed.txt")).await;
+    let typed = format!("echo {gh2}; echo $CHILD_TOKEN; printf %s ‹secret:github-token:1› > typed.txt");
+    let out = s.run(&child, &typed).await;
     assert_clean(&out, &[&gh, &gh2, "child-only-secret-value"]);
     assert_has!(out, "‹secret:github-token:2›");
     assert_has!(out, "‹secret:child-token:1›");
+    assert_eq!(std::fs::read_to_string(w.tmp.path().join("typed.txt")).expect("typed.txt"), gh);
 
     // A pane split from a session that is not redacted is not either.
     s.ok("session_create", json!({ "name": "p3", "redact": false })).await;
-    let made = s.ok("session_split", json!({ "session": "p3" })).await;
+    let made = s.ok("session_split", json!({ "session": "p3", "cwd": cwd })).await;
     let open = split_name(&made);
     let out = s.run(&open, &format!("echo {gh}")).await;
     assert_has!(out, gh);
