@@ -239,9 +239,11 @@ async fn generated_keys_escapes_and_keys_read_piecemeal_stay_hidden() {
     let screen = s.ok("read", json!({ "session": "k5", "view": "screen" })).await;
     assert_clean(&screen, &[&head, &tail]);
     assert_has!(screen, "‹secret:github-token:1›");
+    // The command line and its output both hold the token: both counted.
     let found = s.ok("search", json!({ "session": "k5", "pattern": "ghp_" })).await;
     assert_clean(&found, &[&head, &tail]);
-    assert_has!(found, "‹secret:github-token:1›");
+    assert_has!(found, "hits 1-2 of 2");
+    assert_eq!(found.matches("‹secret:github-token:1›").count(), 2, "{found}");
 }
 
 /// The name of the session a `session_split` reply made.

@@ -96,11 +96,7 @@ const RULES: &[Rule] = &[
         keywords: &["eyJ"],
         pattern: r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
     },
-    Rule {
-        kind: "url-password",
-        keywords: &["://"],
-        pattern: r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:@/]+:(?P<s>[^\s@/]{3,})@",
-    },
+    Rule { kind: "url-password", keywords: &["://"], pattern: r"[A-Za-z]://[^\s:@/]+:(?P<s>[^\s@/]{3,})@" },
     Rule {
         kind: "authorization",
         keywords: &["authorization", "bearer"],
@@ -109,12 +105,12 @@ const RULES: &[Rule] = &[
     Rule {
         kind: "password",
         keywords: &["passw", "pwd"],
-        pattern: r#"(?i)\b[A-Za-z0-9_.\-]*(?:passw(?:or)?d|pwd)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
+        pattern: r#"(?i)(?:passw(?:or)?d|pwd)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
     },
     Rule {
         kind: "secret",
         keywords: &["token", "secret", "api_key", "apikey", "api-key", "credential", "private_key", "access_key"],
-        pattern: r#"(?i)\b[A-Za-z0-9_.\-]*(?:token|secret|api[_\-]?key|credential|private_?key|access_?key)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
+        pattern: r#"(?i)(?:token|secret|api[_\-]?key|credential|private_?key|access_?key)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
     },
 ];
 
