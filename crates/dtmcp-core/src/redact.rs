@@ -291,11 +291,11 @@ struct Span {
 
 /// A secret of a text and the placeholder it becomes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+struct Found {
     /// Its byte range in the text.
-    pub range: std::ops::Range<usize>,
+    range: std::ops::Range<usize>,
     /// Its placeholder.
-    pub placeholder: String,
+    placeholder: String,
 }
 
 /// An escape sequence as a reply spells it out: the raw view's `\e[31m`,
@@ -339,7 +339,7 @@ fn project(text: &str) -> Option<(String, Vec<usize>)> {
 /// away (a colour change in the middle of a secret does not hide it); a
 /// find's range covers them in `text`. Placeholders already in the text
 /// stay as they are.
-pub fn find(text: &str, known: &Known, table: &mut Table) -> (Vec<Found>, Counts) {
+fn find(text: &str, known: &Known, table: &mut Table) -> (Vec<Found>, Counts) {
     let projected = project(text);
     let seen = projected.as_ref().map_or(text, |(p, _)| p.as_str());
     let mut counts = Counts::default();
