@@ -311,7 +311,14 @@ impl Sessions {
         let taken = self.taken_names(&self.panes().await?);
         let name = panes::split_name(&parent.pane.tmux_session, &taken);
         let place = Place::Split { target: parent.pane.pane_id.to_string(), split };
-        self.make(&name, &opts, place, Some(parent.name.clone())).await
+        let made = self.make(&name, &opts, place, Some(parent.name.clone())).await?;
+        // The new pane's replies are redacted as its parent's are, with the
+        // same placeholders (the values it knows of its own are learnt by
+        // the caller, which knows the server's secrets).
+        if let Err(e) = dtmcp_core::redact::inherit(&parent.dir, &made.0.dir) {
+            eprintln!("docent-terminal-mcp: {name} did not get {}'s placeholders: {e}", parent.name);
+        }
+        Ok(made)
     }
 
     /// Makes session `name`'s pane at `place`, its logger, and waits for

@@ -20,7 +20,7 @@ use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use dtmcp_core::redact::{self, Counts, Known, Table};
+use dtmcp_core::redact::{self, Counts, Known, OFF_FILE, TABLE_FILE, Table};
 
 use super::reply::ToolError;
 
@@ -152,10 +152,6 @@ impl Secrets {
     }
 }
 
-/// The placeholder table's file in a session's directory.
-const TABLE_FILE: &str = "secrets.json";
-/// The file that says a session is not redacted.
-const OFF_FILE: &str = "redact-off";
 /// The agents told how placeholders work, one a line.
 const TOLD_FILE: &str = "redaction-told";
 

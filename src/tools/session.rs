@@ -223,6 +223,7 @@ impl Terminal {
         if p.size.is_some_and(|n| !(2..=1000).contains(&n)) {
             return Err(ToolError::BadInput("size must be between 2 and 1000 cells".into()));
         }
+        let env = p.env.clone().unwrap_or_default();
         let opts = CreateOptions {
             command: p.command,
             cwd: p.cwd,
@@ -231,6 +232,7 @@ impl Terminal {
         };
         let split = crate::session::Split { beside: p.beside, size: p.size };
         let (s, status) = self.sessions().split(&p.session, split, opts).await?;
+        self.inner.secrets.learn_session(&s.dir, s.pane.pane_pid, &env);
         let whence = format!(" (split from {}, {})", p.session, if p.beside { "beside it" } else { "below it" });
         Ok(self.ready_text(&s, &status, &whence))
     }
@@ -272,9 +274,10 @@ impl Terminal {
         if panes.is_empty() {
             return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
         }
-        let mut out = String::new();
+        let mut all = String::new();
         for pane in panes {
             let name = &pane.session_name;
+            let mut out = String::new();
             let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
             if let Ok(s) = self.sessions().resolve(name).await
                 && let Ok(mut logger) = s.logger().await
@@ -289,9 +292,11 @@ impl Terminal {
                 let _ = writeln!(out, "  {who}");
             }
             let _ = writeln!(out, "  attach: {}", self.sessions().attach_command(&pane.tmux_session));
+            // Each session's lines with its own placeholders.
+            all.push_str(&self.redacted(Some(name), &out));
         }
-        out.push_str(&closed);
-        Ok(out)
+        all.push_str(&closed);
+        Ok(all)
     }
 
     async fn close_body(&self, p: CloseParams) -> Result<String, ToolError> {

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::hide::Hide;
 use super::render;
 use crate::session::Session;
 use crate::tmux::PaneInfo;
@@ -144,9 +145,12 @@ impl Card {
         };
         let seen = terminal.seen(pane).await;
         let capture = sessions.tmux.run(&["capture-pane", "-e", "-p", "-t", pane.pane_id.as_str()]).await;
+        // The session's secrets stay hidden in every text the card shows.
+        let hide = Hide::new(terminal, &name);
         let (state, says, prompt) = judge(pane, status.as_ref(), job.as_ref());
+        let (says, prompt) = (hide.text(&says), prompt.map(|p| hide.text(&p)));
         let home = &sessions.cfg.home;
-        let last = status.as_ref().and_then(|s| s.last_region.as_ref()).map(|r| command_of(home, &name, r));
+        let last = status.as_ref().and_then(|s| s.last_region.as_ref()).map(|r| command_of(home, &name, r, &hide));
         let (host, user) = place(status.as_ref(), job.as_ref());
         Card {
             program: pane.pane_current_command.clone(),
@@ -163,7 +167,7 @@ impl Card {
                 .collect(),
             host,
             user,
-            tail: capture.map(|text| tail_of_screen(&text)).unwrap_or_default(),
+            tail: capture.map(|text| tail_of_screen(&hide.text(&text))).unwrap_or_default(),
             attach: Some(sessions.attach_command(&pane.tmux_session)),
             size: Some((pane.pane_width, pane.pane_height)),
             created_ms: meta.created_ms,
@@ -173,11 +177,12 @@ impl Card {
         }
     }
 
-    /// The card of a session whose pane is gone, from its directory.
-    pub fn closed(home: &Path, name: &str, dir: &Path) -> Card {
+    /// The card of a session whose pane is gone, from its directory, its
+    /// secrets hidden by `hide`.
+    pub fn closed(home: &Path, name: &str, dir: &Path, hide: &Hide) -> Card {
         let meta = store::read_meta(dir).unwrap_or_default();
         let regions = store::read_regions(dir).unwrap_or_default();
-        let last = regions.last().map(|r| command_of(home, name, r));
+        let last = regions.last().map(|r| command_of(home, name, r, hide));
         let ended = modified_ms(&dir.join(files::RAW));
         let typed = crate::tools::once::agents_typed(home, name);
         Card {
@@ -193,7 +198,7 @@ impl Card {
             people: Vec::new(),
             host: None,
             user: None,
-            tail: tail_of_log(dir),
+            tail: tail_of_log(dir, hide),
             attach: None,
             size: None,
             created_ms: meta.created_ms,
@@ -268,10 +273,10 @@ fn place(status: Option<&Status>, job: Option<&Job>) -> (Option<String>, Option<
 }
 
 /// A region as a card's command, with the agent that typed it.
-fn command_of(home: &Path, name: &str, r: &Region) -> Command {
+fn command_of(home: &Path, name: &str, r: &Region, hide: &Hide) -> Command {
     Command {
         region: r.id.0,
-        command: r.command.clone(),
+        command: hide.text(&r.command),
         exit: r.exit,
         started_ms: r.started_ms,
         ended_ms: r.ended_ms,
@@ -299,12 +304,12 @@ pub fn tail_of_screen(capture: &str) -> Vec<String> {
 }
 
 /// The last lines of a closed session's log, as HTML.
-fn tail_of_log(dir: &Path) -> Vec<String> {
+fn tail_of_log(dir: &Path, hide: &Hide) -> Vec<String> {
     let Ok(reader) = LineReader::open(dir) else { return Vec::new() };
     let Ok((lines, _)) = reader.extent() else { return Vec::new() };
     let from = LineNo(lines.saturating_sub(TAIL_ROWS as u64 - 1).max(1));
     let text = reader.read(from, TAIL_ROWS as u64).unwrap_or_default();
-    text.iter().map(|l| render::escape(l)).collect()
+    hide.lines(text).iter().map(|l| render::escape(l)).collect()
 }
 
 /// A file's modification time, ms since the epoch (0: unknown).

@@ -29,6 +29,7 @@ pub mod card;
 pub mod changes;
 pub mod data;
 pub mod feeds;
+pub mod hide;
 pub mod login;
 pub mod render;
 pub mod screen;
@@ -260,7 +261,8 @@ async fn session_events(State(web): State<Arc<Web>>, Path(name): Path<String>, h
         return signed_out();
     }
     let home = web.terminal.sessions().cfg.home.clone();
-    match sse::session(&web.hub, &name, &home, last_event_id(&headers)).await {
+    let hide = hide::Hide::new(&web.terminal, &name);
+    match sse::session(&web.hub, &name, &home, hide, last_event_id(&headers)).await {
         Ok(events) => events.into_response(),
         Err(e) => (StatusCode::NOT_FOUND, e).into_response(),
     }
@@ -308,7 +310,13 @@ async fn lines(
         Ok(d) => d,
         Err(r) => return r,
     };
-    blocking(move || data::lines(&dir, q.from.unwrap_or(1), q.count.unwrap_or(100))).await
+    let hide = hide::Hide::new(&web.terminal, &name);
+    blocking(move || {
+        let mut lines = data::lines(&dir, q.from.unwrap_or(1), q.count.unwrap_or(100))?;
+        lines.lines = hide.lines(lines.lines);
+        Ok(lines)
+    })
+    .await
 }
 
 /// The query of `GET /web/s/NAME/search`.
@@ -330,7 +338,15 @@ async fn search(
         Err(r) => return r,
     };
     let pattern = q.q.unwrap_or_default();
-    blocking(move || data::find(&dir, &pattern, q.offset.unwrap_or(0))).await
+    let hide = hide::Hide::new(&web.terminal, &name);
+    blocking(move || {
+        let mut hits = data::find(&dir, &pattern, q.offset.unwrap_or(0))?;
+        // A hit on a secret still counts; its text shows the placeholder.
+        let texts = hide.lines(hits.hits.iter().map(|h| h.text.clone()).collect());
+        hits.hits.iter_mut().zip(texts).for_each(|(h, t)| h.text = t);
+        Ok(hits)
+    })
+    .await
 }
 
 /// The query of `GET /web/s/NAME/regions`.
@@ -351,8 +367,10 @@ async fn regions(
         Err(r) => return r,
     };
     let home = web.terminal.sessions().cfg.home.clone();
+    let hide = hide::Hide::new(&web.terminal, &name);
     blocking(move || {
-        let (regions, more) = data::regions_before(&home, &name, &dir, q.before)?;
+        let (mut regions, more) = data::regions_before(&home, &name, &dir, q.before)?;
+        regions.iter_mut().for_each(|r| r.command = hide.text(&r.command));
         Ok(json!({ "regions": regions, "more_before": more }))
     })
     .await

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::hide::Hide;
 use super::render;
 use crate::tmux::Tmux;
 
@@ -131,15 +132,15 @@ impl Frame {
     }
 }
 
-/// Captures pane `pane` now: its geometry, then its screen. Two commands
-/// over the router's control client, in order, so the cursor belongs to
-/// the screen unless output came between them (then the next frame,
-/// which that output causes, is right).
-pub async fn capture(tmux: &Tmux, pane: &str) -> Result<Frame, String> {
+/// Captures pane `pane` now: its geometry, then its screen, its secrets
+/// hidden by `hide`. Two commands over the router's control client, in
+/// order, so the cursor belongs to the screen unless output came between
+/// them (then the next frame, which that output causes, is right).
+pub async fn capture(tmux: &Tmux, pane: &str, hide: &Hide) -> Result<Frame, String> {
     let geometry = tmux.display(pane, GEOMETRY).await.map_err(|e| e.to_string())?;
     let geometry = Geometry::parse(&geometry).ok_or_else(|| format!("unreadable pane geometry {geometry:?}"))?;
     let text = tmux.run(&["capture-pane", "-e", "-p", "-t", pane]).await.map_err(|e| e.to_string())?;
-    Ok(Frame::new(geometry, &text))
+    Ok(Frame::new(geometry, &hide.text(&text)))
 }
 
 #[cfg(test)]

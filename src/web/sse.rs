@@ -40,6 +40,7 @@ use tokio::sync::watch;
 
 use super::card::{Card, starters};
 use super::feeds::{Hold, Hub, OverviewFeed, OverviewSnapshot, SessionFeed, SessionSnapshot};
+use super::hide::Hide;
 use super::screen::Frame;
 use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::store::files;
@@ -217,6 +218,8 @@ struct SessionStream {
     queue: VecDeque<Event>,
     home: std::path::PathBuf,
     name: String,
+    /// Hides the session's secrets in the command lines sent.
+    hide: Hide,
 }
 
 impl SessionStream {
@@ -256,14 +259,21 @@ impl SessionStream {
             false => (records(&path, at.regions, end), false),
         };
         at.regions = end;
-        let items: Vec<RegionItem> = list.iter().map(|r| RegionItem::new(r, &by)).collect();
+        let mut items: Vec<RegionItem> = list.iter().map(|r| RegionItem::new(r, &by)).collect();
+        items.iter_mut().for_each(|i| i.command = self.hide.text(&i.command));
         let data = json!({ "reset": reset, "more_before": more, "regions": items });
         self.queue.push_back(event("regions", &data, &at.id()));
     }
 }
 
 /// Session `name`'s stream, resuming after `last_id` when given.
-pub async fn session(hub: &Arc<Hub>, name: &str, home: &Path, last_id: Option<&str>) -> Result<Events, String> {
+pub async fn session(
+    hub: &Arc<Hub>,
+    name: &str,
+    home: &Path,
+    hide: Hide,
+    last_id: Option<&str>,
+) -> Result<Events, String> {
     let feed = hub.session(name).await?;
     let rx = feed.rx.clone();
     let at = last_id.and_then(parse_numbers::<3>).map(|[frame, card, regions]| SessionCursor { frame, card, regions });
@@ -275,6 +285,7 @@ pub async fn session(hub: &Arc<Hub>, name: &str, home: &Path, last_id: Option<&s
         queue: VecDeque::new(),
         home: home.to_path_buf(),
         name: name.to_string(),
+        hide,
     };
     let stream = futures_util::stream::unfold(state, |mut st| async move {
         loop {

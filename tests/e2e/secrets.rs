@@ -97,7 +97,7 @@ async fn secrets_are_redacted_in_every_view_and_the_logs_keep_them() {
         assert_clean(&out, &all);
     }
     let out = s.ok("read", json!({ "session": "k1", "view": "raw", "from_byte": 0, "bytes": 65536 })).await;
-    assert_clean(&out, &[PASSWORD, ENV_VALUE, URL_PASSWORD]);
+    assert_clean(&out, &all);
 
     // A search whose pattern matches a secret counts it and shows it redacted.
     let out = s.ok("search", json!({ "session": "k1", "pattern": "ghp_[A-Za-z0-9]+" })).await;
@@ -170,4 +170,219 @@ async fn redaction_turns_off_per_session_and_per_server() {
     assert_has!(out, "redaction: off for this server");
     let out = s.run("k4", &format!("echo {}", github())).await;
     assert_has!(out, github());
+}
+
+/// The part of [`github`] before and after a colour change printed inside it.
+fn halves() -> (String, String) {
+    let gh = github();
+    let (head, tail) = gh.split_at(20);
+    (head.to_string(), tail.to_string())
+}
+
+/// The lines of the key in `pem` between its BEGIN and END lines that are
+/// long enough to tell (its last line may be a few characters).
+fn key_body(pem: &str) -> Vec<String> {
+    pem.lines().filter(|l| !l.starts_with("-----") && l.len() >= 8).map(str::to_string).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_keys_escapes_and_keys_read_piecemeal_stay_hidden() {
+    if !crate::harness::installed("openssl") {
+        eprintln!("skipped: openssl is not installed (apt-get install openssl), so no key can be generated");
+        return;
+    }
+    let w = World::new();
+    let s = w.server().await;
+    let work = session_with_fixtures(&s, &w, "k5").await;
+    let (head, tail) = halves();
+
+    // A key openssl prints: one line of base64 between BEGIN and END.
+    let out = s.run("k5", "openssl genpkey -algorithm ed25519 -out ed.pem && cat ed.pem").await;
+    let ed = key_body(&std::fs::read_to_string(work.join("ed.pem")).expect("ed.pem"));
+    assert!(!ed.is_empty());
+    let body: Vec<&str> = ed.iter().map(String::as_str).collect();
+    assert_clean(&out, &body);
+    assert_has!(out, "‹secret:private-key:1›");
+
+    // A larger key, never shown whole in a reply, read a few lines at a time.
+    s.run("k5", "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out rsa.pem 2>/dev/null").await;
+    let out = s.ok("run", json!({ "session": "k5", "command": "cat rsa.pem", "last_lines": 1 })).await;
+    assert_has!(out, "-----END PRIVATE KEY-----");
+    let rsa = key_body(&std::fs::read_to_string(work.join("rsa.pem")).expect("rsa.pem"));
+    let body: Vec<&str> = rsa.iter().map(String::as_str).collect();
+    assert_clean(&out, &body);
+    let text = session_text(&w.session_dir("k5"));
+    let first = text.lines().position(|l| l.contains(body[0])).expect("the key is in the log") as u64 + 1;
+    let last = first + body.len() as u64 + 1;
+    for (from, to) in [
+        (first - 1, first + 1),
+        (first + 2, first + 4),
+        (first + 10, first + 12),
+        (last - 2, last),
+        (first + 5, first + 5),
+    ] {
+        let out = s.ok("read", json!({ "session": "k5", "from_line": from, "to_line": to })).await;
+        assert_clean(&out, &body);
+        assert_has!(out, "‹secret:private-key");
+    }
+
+    // A colour change in the middle of a token, as the example
+    // prints it: neither half shows, in the reply, the raw view, the
+    // screen or a search.
+    let out = s.run("k5", &format!("printf '{head}\\e[31m{tail}\\e[0m\\n'")).await;
+    assert_clean(&out, &[&head, &tail]);
+    assert_has!(out, "‹secret:github-token:1›");
+    let raw = s.ok("read", json!({ "session": "k5", "view": "raw" })).await;
+    // The escape inside the token goes with it; the one after it stays.
+    assert_has!(raw, "‹secret:github-token:1›\\e[0m");
+    assert_clean(&raw, &[&head, &tail]);
+    let screen = s.ok("read", json!({ "session": "k5", "view": "screen" })).await;
+    assert_clean(&screen, &[&head, &tail]);
+    assert_has!(screen, "‹secret:github-token:1›");
+    // The command line and its output both hold the token: both counted.
+    let found = s.ok("search", json!({ "session": "k5", "pattern": "ghp_" })).await;
+    assert_clean(&found, &[&head, &tail]);
+    assert_has!(found, "hits 1-2 of 2");
+    assert!(found.matches("‹secret:github-token:1›").count() >= 2, "{found}");
+}
+
+/// The name of the session a `session_split` reply made.
+fn split_name(reply: &str) -> String {
+    let rest = reply.strip_prefix("session ").unwrap_or_else(|| panic!("not a split reply: {reply}"));
+    rest.split_whitespace().next().expect("a name").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_list_and_split_panes_use_their_sessions_placeholders() {
+    let w = World::new();
+    let s = w.server().await;
+    let gh = github();
+    let gh2 = gh.replace("A1", "Z9");
+    s.create("p1").await;
+    s.run("p1", &format!("echo {gh}")).await;
+    let out = s.run("p1", &format!("echo {gh2}")).await;
+    assert_has!(out, "‹secret:github-token:2›");
+    // The list quotes the last command with the session's own number.
+    let list = s.ok("session_list", json!({})).await;
+    assert_clean(&list, &[&gh, &gh2]);
+    assert_has!(list, "echo ‹secret:github-token:2›");
+
+    // A pane split from p1 keeps p1's placeholders and learns its own
+    // environment.
+    let env = json!({ "CHILD_TOKEN": "child-only-secret-value" });
+    let cwd = w.tmp.path().display().to_string();
+    let made = s.ok("session_split", json!({ "session": "p1", "env": env, "cwd": cwd })).await;
+    let child = split_name(&made);
+    let typed = format!("echo {gh2}; echo $CHILD_TOKEN; printf %s ‹secret:github-token:1› > typed.txt");
+    let out = s.run(&child, &typed).await;
+    assert_clean(&out, &[&gh, &gh2, "child-only-secret-value"]);
+    assert_has!(out, "‹secret:github-token:2›");
+    assert_has!(out, "‹secret:child-token:1›");
+    assert_eq!(std::fs::read_to_string(w.tmp.path().join("typed.txt")).expect("typed.txt"), gh);
+
+    // A pane split from a session that is not redacted is not either.
+    s.ok("session_create", json!({ "name": "p3", "redact": false })).await;
+    let made = s.ok("session_split", json!({ "session": "p3", "cwd": cwd })).await;
+    let open = split_name(&made);
+    let out = s.run(&open, &format!("echo {gh}")).await;
+    assert_has!(out, gh);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridged_runs_request_record_holds_the_placeholder_not_the_value() {
+    let (world, _serve, mut bridge) = crate::harness::bridged("k", "b1").await;
+    let limit = std::time::Duration::from_secs(20);
+    let gh = github();
+    let (out, err) = bridge.call("run", json!({ "session": "b1", "command": format!("echo {gh}") }), limit).await;
+    assert!(!err, "{out}");
+    assert_has!(out, "‹secret:github-token:1›");
+    let typed = "printf '%s\\n' ‹secret:github-token:1›";
+    let (out, err) = bridge.call("run", json!({ "session": "b1", "command": typed }), limit).await;
+    assert!(!err, "{out}");
+    assert_clean(&out, &[&gh]);
+    let records: Vec<_> = std::fs::read_dir(world.home().join("requests")).expect("requests").flatten().collect();
+    assert!(!records.is_empty(), "the bridge's runs are recorded");
+    for r in records {
+        let body = std::fs::read_to_string(r.path()).expect("record");
+        assert_clean(&body, &[&gh]);
+    }
+    assert!(
+        session_text(&world.session_dir("b1")).matches(gh.as_str()).count() >= 2,
+        "the value was typed and printed"
+    );
+}
+
+/// The body of `GET path` on loopback `port` with `cookie`, read for at
+/// most `wait` (an event stream never ends by itself).
+async fn get(port: u16, path: &str, cookie: &str, wait: std::time::Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    let request =
+        format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncookie: {cookie}\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut body = Vec::new();
+    let _ = tokio::time::timeout(wait, stream.read_to_end(&mut body)).await;
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_hides_secrets_unless_the_session_is_not_redacted() {
+    use crate::serve::{Serve, free_port};
+    let w = World::new();
+    let port = free_port();
+    let _serve = Serve::start(&w, &["--tcp", &port.to_string()]);
+    let env = w.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let server = std::path::Path::new(crate::harness::SERVER);
+    let agent =
+        dtmcp::mcp_client::McpChild::start(server, &["connect", "--actor", "alice"], &env).await.expect("bridge");
+    let call = async |tool: &str, args: serde_json::Value| {
+        let r = agent.call(tool, args).await.expect("call");
+        assert!(!r.is_error, "{tool}: {}", r.text);
+        r.text
+    };
+    let gh = github();
+    let (head, tail) = halves();
+    call("session_create", json!({ "name": "w1" })).await;
+    call("run", json!({ "session": "w1", "command": format!("echo {gh}; printf '{head}\\e[1m{tail}\\e[0m\\n'") }))
+        .await;
+    call("session_create", json!({ "name": "w2", "redact": false })).await;
+    call("run", json!({ "session": "w2", "command": format!("echo {gh}") })).await;
+
+    // A signed-in browser's cookie, as `web` links give.
+    let out = std::process::Command::new(server).args(["web", "--no-open"]).envs(w.env()).output().expect("web");
+    let link = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let login =
+        get(port, link.trim_start_matches(&format!("http://127.0.0.1:{port}")), "", std::time::Duration::from_secs(10))
+            .await;
+    let cookie = login
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("no cookie in:\n{login}"))
+        .to_string();
+
+    let quick = std::time::Duration::from_secs(10);
+    let lines = get(port, "/web/s/w1/lines?from=1&count=200", &cookie, quick).await;
+    assert_clean(&lines, &[&head, &tail]);
+    assert_has!(lines, "‹secret:github-token:1›");
+    let found = get(port, "/web/s/w1/search?q=ghp_", &cookie, quick).await;
+    assert_clean(&found, &[&head, &tail]);
+    assert_has!(found, "\"total\":");
+    assert_has!(found, "‹secret:github-token:1›");
+    let regions = get(port, "/web/s/w1/regions?before=1000", &cookie, quick).await;
+    assert_clean(&regions, &[&head, &tail]);
+    assert_has!(regions, "echo ‹secret:github-token:1›");
+    // The live page: screen rows, card and timeline, and the overview's cards.
+    let live = get(port, "/web/s/w1/events", &cookie, std::time::Duration::from_secs(3)).await;
+    assert_has!(live, "event: screen");
+    assert_clean(&live, &[&head, &tail]);
+    assert_has!(live, "‹secret:github-token:1›");
+    let overview = get(port, "/web/overview", &cookie, std::time::Duration::from_secs(3)).await;
+    assert_clean(&overview.replace(&gh, "(w2's, not redacted)"), &[&head, &tail]);
+
+    // A session made with redact=false shows its text as it is.
+    let lines = get(port, "/web/s/w2/lines?from=1&count=200", &cookie, quick).await;
+    assert_has!(lines, gh);
+    agent.stop().await.expect("stop the bridge");
 }

@@ -23,7 +23,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use serde::{Deserialize, Serialize};
 
 /// Values shorter than this (in characters) are not matched.
@@ -257,6 +257,27 @@ impl Table {
     }
 }
 
+/// The placeholder table's file in a session's directory.
+pub const TABLE_FILE: &str = "secrets.json";
+/// The file whose presence in a session's directory says its replies are
+/// not redacted.
+pub const OFF_FILE: &str = "redact-off";
+
+/// Gives the session in directory `child`, a pane split from the one in
+/// `parent`, what the parent has: its placeholders (the same value keeps
+/// its placeholder in both) and, when the parent is not redacted, that.
+pub fn inherit(parent: &Path, child: &Path) -> std::io::Result<()> {
+    if parent.join(OFF_FILE).exists() {
+        std::fs::copy(parent.join(OFF_FILE), child.join(OFF_FILE))?;
+    }
+    let mut table = Table::load(&parent.join(TABLE_FILE));
+    if !table.is_empty() {
+        table.changed = true;
+        table.save(&child.join(TABLE_FILE))?;
+    }
+    Ok(())
+}
+
 /// `‹secret:github-token:1›`.
 fn render(kind: &str, n: u32) -> String {
     format!("{OPEN}secret:{kind}:{n}›")
@@ -268,6 +289,110 @@ struct Span {
     kind: String,
 }
 
+/// A secret of a text and the placeholder it becomes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Found {
+    /// Its byte range in the text.
+    range: std::ops::Range<usize>,
+    /// Its placeholder.
+    placeholder: String,
+}
+
+/// An escape sequence as a reply spells it out: the raw view's `\e[31m`,
+/// and the `\033[31m`, `\x1b[31m`, `\E[31m`, `\u001b[31m` a command line
+/// carries to `printf` or `echo -e`; and a real one (a screen captured
+/// with its colours, as the web view shows it).
+static SPELLED_ESCAPE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])",
+    )
+    .expect("a constant pattern")
+});
+
+/// `text` without the escape sequences spelled out in it, and for each
+/// byte of that, the byte of `text` it came from (one more at the end).
+/// `None` when there is none: the text is its own projection.
+fn project(text: &str) -> Option<(String, Vec<usize>)> {
+    if memchr::memchr2(b'\\', 0x1b, text.as_bytes()).is_none() || !SPELLED_ESCAPE.is_match(text) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut map = Vec::with_capacity(text.len() + 1);
+    let mut last = 0;
+    let mut keep = |from: usize, to: usize, out: &mut String| {
+        out.push_str(&text[from..to]);
+        map.extend(from..to);
+    };
+    for m in SPELLED_ESCAPE.find_iter(text) {
+        keep(last, m.start(), &mut out);
+        last = m.end();
+    }
+    keep(last, text.len(), &mut out);
+    map.push(text.len());
+    Some((out, map))
+}
+
+/// Every secret in `text` with its placeholder from `table` (new ones
+/// added there), in order, and how many of each kind it had.
+///
+/// The text is searched with escape sequences that it spells out taken
+/// away (a colour change in the middle of a secret does not hide it); a
+/// find's range covers them in `text`. Placeholders already in the text
+/// stay as they are.
+fn find(text: &str, known: &Known, table: &mut Table) -> (Vec<Found>, Counts) {
+    let projected = project(text);
+    let seen = projected.as_ref().map_or(text, |(p, _)| p.as_str());
+    let mut counts = Counts::default();
+    let mut found = Vec::new();
+    for s in spans(seen, known, table) {
+        let value = canonical(&seen[s.range.clone()]);
+        let placeholder = table.placeholder(&s.kind, &value);
+        if s.kind == PRIVATE_KEY {
+            // Its lines, so that a read of a few of them hides them too.
+            for line in value.lines().filter(|l| !l.starts_with("-----")) {
+                table.learn(KEY_LINE, line.trim());
+            }
+        }
+        let range = match &projected {
+            Some((_, map)) => map[s.range.start]..map[s.range.end - 1] + 1,
+            None => s.range,
+        };
+        *counts.0.entry(s.kind).or_default() += 1;
+        found.push(Found { range, placeholder });
+    }
+    (found, counts)
+}
+
+/// The secrets of `text`, placeholders already there left out, in order,
+/// none overlapping.
+fn spans(text: &str, known: &Known, table: &Table) -> Vec<Span> {
+    // Placeholders already in the text stay as they are; a private key
+    // comes before values, so that the lines it taught the table do not
+    // break it up; then values, then the other shapes, then the lines of
+    // a key seen without its ends.
+    let mut spans: Vec<Span> = match text.contains(OPEN) {
+        true => PLACEHOLDER.find_iter(text).map(|m| Span { range: m.range(), kind: String::new() }).collect(),
+        false => Vec::new(),
+    };
+    let (keys, shapes): (Vec<_>, Vec<_>) = RULES.find(text).into_iter().partition(|f| f.kind == PRIVATE_KEY);
+    spans.extend(keys.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    spans.extend(by_value(text, known, table));
+    spans.extend(shapes.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    spans.extend(rules::key_lines(text).into_iter().map(|range| Span { range, kind: KEY_LINE.to_string() }));
+    if spans.iter().all(|s| s.kind.is_empty()) {
+        return Vec::new();
+    }
+    let mut taken: Vec<Span> = Vec::new();
+    for s in spans {
+        if !s.range.is_empty() && !taken.iter().any(|t| t.range.start < s.range.end && s.range.start < t.range.end) {
+            taken.push(s);
+        }
+    }
+    taken.retain(|s| !s.kind.is_empty());
+    taken.sort_by_key(|s| s.range.start);
+    taken
+}
+
 /// `text` with every secret replaced by its placeholder from `table` (new
 /// ones added there), and how many of each kind it had.
 ///
@@ -277,53 +402,21 @@ struct Span {
 /// further one keeps its line-number prefix (if the text has them) and
 /// shows `‹…›`.
 pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) {
-    // Placeholders already in the text stay as they are; a private key
-    // comes before values, so that the lines it taught the table do not
-    // break it up; then values, then the other shapes.
-    let mut spans: Vec<Span> = match text.contains(OPEN) {
-        true => PLACEHOLDER.find_iter(text).map(|m| Span { range: m.range(), kind: String::new() }).collect(),
-        false => Vec::new(),
-    };
-    let (keys, shapes): (Vec<_>, Vec<_>) = RULES.find(text).into_iter().partition(|f| f.kind == PRIVATE_KEY);
-    spans.extend(keys.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
-    spans.extend(by_value(text, known, table));
-    spans.extend(shapes.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
-    if spans.iter().all(|s| s.kind.is_empty()) {
-        return (text.to_string(), Counts::default());
+    let (found, counts) = find(text, known, table);
+    if found.is_empty() {
+        return (text.to_string(), counts);
     }
-    let mut taken: Vec<Span> = Vec::new();
-    for s in spans {
-        if !taken.iter().any(|t| t.range.start < s.range.end && s.range.start < t.range.end) {
-            taken.push(s);
-        }
-    }
-    taken.sort_by_key(|s| s.range.start);
-    let mut counts = Counts::default();
     let mut out = String::with_capacity(text.len());
     let mut last = 0;
-    for s in taken {
-        out.push_str(&text[last..s.range.start]);
-        let secret = &text[s.range.clone()];
-        last = s.range.end;
-        if s.kind.is_empty() {
-            out.push_str(secret);
-            continue;
-        }
-        let value = canonical(secret);
-        let placeholder = table.placeholder(&s.kind, &value);
-        if s.kind == PRIVATE_KEY {
-            // Its lines, so that a read of a few of them hides them too.
-            for line in value.lines().filter(|l| !l.starts_with("-----")) {
-                table.learn(KEY_LINE, line.trim());
-            }
-        }
-        out.push_str(&placeholder);
-        for line in secret.split('\n').skip(1) {
+    for f in found {
+        out.push_str(&text[last..f.range.start]);
+        out.push_str(&f.placeholder);
+        for line in text[f.range.clone()].split('\n').skip(1) {
             out.push('\n');
             out.push_str(&line[..prefix_len(line)]);
             out.push_str("‹…›");
         }
-        *counts.0.entry(s.kind).or_default() += 1;
+        last = f.range.end;
     }
     out.push_str(&text[last..]);
     (out, counts)
@@ -341,12 +434,40 @@ fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
     if values.is_empty() {
         return Vec::new();
     }
-    let Ok(ac) = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(values.iter().map(|(_, v)| v))
-    else {
-        return Vec::new();
-    };
-    ac.find_iter(text).map(|m| Span { range: m.range(), kind: values[m.pattern().as_usize()].0.to_string() }).collect()
+    if values.len() > FEW_VALUES {
+        // Many values: one pass of an automaton (built each time, as the
+        // table grows; a non-contiguous NFA is the quickest to build).
+        let ac = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .kind(Some(AhoCorasickKind::NoncontiguousNFA))
+            .build(values.iter().map(|(_, v)| v));
+        if let Ok(ac) = ac {
+            return ac
+                .find_iter(text)
+                .map(|m| Span { range: m.range(), kind: values[m.pattern().as_usize()].0.to_string() })
+                .collect();
+        }
+    }
+    // Few values: a vectorised substring search each, far cheaper than
+    // building an automaton; then the leftmost, longest of overlapping ones.
+    let mut hits: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
+    for (kind, value) in &values {
+        hits.extend(
+            memchr::memmem::find_iter(text.as_bytes(), value.as_bytes()).map(|at| (at..at + value.len(), *kind)),
+        );
+    }
+    hits.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    let mut out: Vec<Span> = Vec::with_capacity(hits.len());
+    for (range, kind) in hits {
+        if out.last().is_none_or(|l| l.range.end <= range.start) {
+            out.push(Span { range, kind: kind.to_string() });
+        }
+    }
+    out
 }
+
+/// Up to this many values are searched for one by one.
+const FEW_VALUES: usize = 16;
 
 /// A secret as typed back: a several-line one loses the line-number
 /// prefixes a reply put before its lines.
@@ -468,6 +589,71 @@ mod tests {
         let other = GH.replace("A1", "Z9");
         let (out, _) = run(&format!("{other} {GH}"), &mut again);
         assert_eq!(out, "‹secret:github-token:2› ‹secret:github-token:1›");
+    }
+
+    #[test]
+    fn a_spelled_out_escape_inside_a_secret_does_not_hide_it() {
+        let (head, tail) = GH.split_at(20);
+        let mut table = Table::default();
+        let raw = format!("out: {head}\\e[31m{tail}\\e[0m\\r\\n");
+        let (out, counts) = run(&raw, &mut table);
+        assert_eq!(out, "out: ‹secret:github-token:1›\\e[0m\\r\\n");
+        assert_eq!(counts.total(), 1);
+        assert_eq!(table.value_of("‹secret:github-token:1›"), Some(GH), "the value has no escape in it");
+        let typed = format!("printf '{head}\\033[31m{tail}\\033[0m\\n'");
+        assert_eq!(run(&typed, &mut table).0, "printf '‹secret:github-token:1›\\033[0m\\n'");
+        // The raw view doubles a typed backslash.
+        let echoed = format!("printf '{head}\\\\033[31m{tail}'");
+        assert_eq!(run(&echoed, &mut table).0, "printf '‹secret:github-token:1›'");
+        let path = r"C:\e\x1b wins";
+        assert_eq!(run(path, &mut table).0, path);
+        // A captured screen's real escapes, over two rows.
+        let screen = format!("$ cat k\n\x1b[32m{head}\x1b[1m{tail}\x1b[0m\n$ ");
+        assert_eq!(run(&screen, &mut table).0, "$ cat k\n\x1b[32m‹secret:github-token:1›\x1b[0m\n$ ");
+    }
+
+    /// A PEM key of `n` full lines, made up.
+    fn pem(n: usize) -> (String, Vec<String>) {
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let lines: Vec<String> =
+            (0..n).map(|k| (0..64).map(|i| alphabet[(i * 11 + k * 17 + 3) % 64] as char).collect()).collect();
+        let text = format!("-----BEGIN PRIVATE KEY-----\n{}\nAb12==\n-----END PRIVATE KEY-----", lines.join("\n"));
+        (text, lines)
+    }
+
+    #[test]
+    fn a_key_read_a_few_lines_at_a_time_stays_hidden() {
+        let (key, lines) = pem(6);
+        let numbered: Vec<String> = key.lines().enumerate().map(|(i, l)| format!("{:>4}  {l}", i + 10)).collect();
+        let footer = "… more lines: read from_line=N";
+        for (from, to) in [(0, 3), (3, 6), (6, 9), (2, 5), (4, 5)] {
+            let mut table = Table::default();
+            let part = format!("lines\n{}\n{footer}", numbered[from..to].join("\n"));
+            let (out, counts) = run(&part, &mut table);
+            for l in &lines {
+                assert!(!out.contains(l.as_str()), "lines {from}..{to} show a key line:\n{out}");
+            }
+            assert!(counts.total() >= 1, "lines {from}..{to}:\n{out}");
+            assert!(out.starts_with("lines\n") && out.ends_with(footer), "the rest stays:\n{out}");
+        }
+    }
+
+    #[test]
+    fn a_split_pane_inherits_the_placeholders_and_the_switch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (parent, child, other) = (dir.path().join("p"), dir.path().join("c"), dir.path().join("o"));
+        for d in [&parent, &child, &other] {
+            std::fs::create_dir(d).expect("mkdir");
+        }
+        let mut table = Table::default();
+        run(GH, &mut table);
+        table.save(&parent.join(TABLE_FILE)).expect("save");
+        inherit(&parent, &child).expect("inherit");
+        assert_eq!(Table::load(&child.join(TABLE_FILE)).value_of("‹secret:github-token:1›"), Some(GH));
+        assert!(!child.join(OFF_FILE).exists());
+        std::fs::write(parent.join(OFF_FILE), "off\n").expect("off");
+        inherit(&parent, &other).expect("inherit");
+        assert!(other.join(OFF_FILE).exists());
     }
 
     #[test]

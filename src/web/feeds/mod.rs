@@ -235,7 +235,10 @@ impl Hub {
     async fn card(&self, name: &str, dir: &Path, panes: &[PaneInfo]) -> (Card, Option<PaneInfo>) {
         match panes.iter().find(|p| p.session_name == name) {
             Some(pane) => (Card::live(&self.terminal, pane).await, Some(pane.clone())),
-            None => (Card::closed(&self.terminal.sessions().cfg.home, name, dir), None),
+            None => {
+                let hide = crate::web::hide::Hide::new(&self.terminal, name);
+                (Card::closed(&self.terminal.sessions().cfg.home, name, dir, &hide), None)
+            }
         }
     }
 

@@ -10,6 +10,7 @@ use super::{CARD_GAP, FRAME_GAP, Hub, Pace, SETTLE, SessionSnapshot, until};
 use crate::tmux::PaneInfo;
 use crate::web::card::Card;
 use crate::web::changes::{Change, Changes};
+use crate::web::hide::Hide;
 use crate::web::screen::{self, Frame};
 use crate::web::tmux_events::TmuxEvents;
 use dtmcp_core::store::files;
@@ -49,7 +50,8 @@ impl SessionWatcher {
     async fn capture(&mut self, old: Option<Arc<Frame>>) -> Option<Arc<Frame>> {
         let pane = self.pane.as_ref().filter(|p| !p.pane_dead)?;
         let tmux = &self.hub.terminal.sessions().tmux;
-        match screen::capture(tmux, pane.pane_id.as_str()).await {
+        let hide = Hide::new(&self.hub.terminal, &self.name);
+        match screen::capture(tmux, pane.pane_id.as_str(), &hide).await {
             Ok(frame) if old.as_ref().is_some_and(|o| o.id == frame.id) => old,
             Ok(frame) => Some(Arc::new(frame)),
             Err(_) => old,

@@ -36,16 +36,18 @@ const RULES: &[Rule] = &[
     },
     Rule {
         // A block whose END lies beyond the text (a read range or a clip
-        // ends inside it): all of it to the end is the key.
+        // ends inside it): the BEGIN line and the key's lines after it.
         kind: "private-key",
         keywords: &["PRIVATE KEY"],
-        pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*)\z",
+        pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:\n[ \t]*(?:\d+(?:  |[:-] ))?(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2}|[A-Z][A-Za-z-]*: [^\n]*))*",
     },
     Rule {
-        // A block whose BEGIN lies before the text.
+        // A block whose BEGIN lies before the text: the key's lines before
+        // the END line (the first one without its line-number prefix); an
+        // END line alone shows nothing of the key and stays.
         kind: "private-key",
         keywords: &["PRIVATE KEY"],
-        pattern: r"\A(?s:.*?)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----",
+        pattern: r"(?m)^[ \t]*(?:\d+(?:  |[:-] ))?(?P<k>(?:(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2})\n[ \t]*(?:\d+(?:  |[:-] ))?)*[A-Za-z0-9+/]+={0,2}\n[ \t]*(?:\d+(?:  |[:-] ))?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
     },
     Rule { kind: "anthropic-key", keywords: &["sk-ant-"], pattern: r"\bsk-ant-[a-z]{3,6}\d{2}-[A-Za-z0-9_\-]{40,}" },
     Rule {
@@ -94,11 +96,7 @@ const RULES: &[Rule] = &[
         keywords: &["eyJ"],
         pattern: r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
     },
-    Rule {
-        kind: "url-password",
-        keywords: &["://"],
-        pattern: r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:@/]+:(?P<s>[^\s@/]{3,})@",
-    },
+    Rule { kind: "url-password", keywords: &["://"], pattern: r"[A-Za-z]://[^\s:@/]+:(?P<s>[^\s@/]{3,})@" },
     Rule {
         kind: "authorization",
         keywords: &["authorization", "bearer"],
@@ -107,12 +105,12 @@ const RULES: &[Rule] = &[
     Rule {
         kind: "password",
         keywords: &["passw", "pwd"],
-        pattern: r#"(?i)\b[A-Za-z0-9_.\-]*(?:passw(?:or)?d|pwd)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
+        pattern: r#"(?i)(?:passw(?:or)?d|pwd)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
     },
     Rule {
         kind: "secret",
         keywords: &["token", "secret", "api_key", "apikey", "api-key", "credential", "private_key", "access_key"],
-        pattern: r#"(?i)\b[A-Za-z0-9_.\-]*(?:token|secret|api[_\-]?key|credential|private_?key|access_?key)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
+        pattern: r#"(?i)(?:token|secret|api[_\-]?key|credential|private_?key|access_?key)[A-Za-z0-9_.\-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[^\s"',;:=][^\s"',;]{7,})"#,
     },
 ];
 
@@ -168,7 +166,7 @@ impl Rules {
         for (i, rule) in RULES.iter().enumerate().filter(|(i, _)| wanted[*i]) {
             let regex = &self.regexes[i];
             for caps in regex.captures_iter(text) {
-                let Some(m) = caps.name("s").or_else(|| caps.get(0)) else { continue };
+                let Some(m) = caps.name("s").or_else(|| caps.name("k")).or_else(|| caps.get(0)) else { continue };
                 if caps.name("s").is_some() && !plausible_value(m.as_str()) {
                     continue;
                 }
@@ -177,6 +175,88 @@ impl Rules {
         }
         found
     }
+}
+
+/// The widths of a private key's full lines: 64 in PEM, 70 in OpenSSH's
+/// own format.
+const KEY_WIDTHS: [usize; 2] = [64, 70];
+/// The longest line-number prefix a reply puts before a line (`1234567  `).
+const MAX_PREFIX: usize = 16;
+
+/// The lines of a private key seen without its BEGIN and END lines (a read
+/// range inside the block): full-width lines of base64 with both cases
+/// and a digit (each line after its line-number prefix, if any), and the
+/// shorter last line right after them. A run inside a block that says it
+/// is not a private key (a certificate, a public key) stays. Base64 that
+/// `base64` prints is 76 wide and stays too.
+pub(super) fn key_lines(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut lines = Vec::new();
+    let mut at = 0;
+    for line in text.split('\n') {
+        lines.push((at, line));
+        at += line.len() + 1;
+    }
+    let body = |line: &str| {
+        let start = super::prefix_len(line);
+        let rest = &line[start..];
+        let b64 =
+            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+        (start, rest.len(), b64)
+    };
+    // Whether a line is as long as a key's line with a prefix can be:
+    // most lines are not, and are passed over at once.
+    let fits = |line: &str| (KEY_WIDTHS[0]..=KEY_WIDTHS[1] + MAX_PREFIX).contains(&line.len());
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let full = |j: usize| {
+            let (start, len, b64) = body(lines[j].1);
+            let rest = &lines[j].1[start..];
+            // Both cases and a digit, as base64 of random bytes has: hex
+            // digests and words do not.
+            let mixed = rest.bytes().any(|b| b.is_ascii_uppercase())
+                && rest.bytes().any(|b| b.is_ascii_lowercase())
+                && rest.bytes().any(|b| b.is_ascii_digit());
+            b64 && mixed && KEY_WIDTHS.contains(&len) && !rest.ends_with('=')
+        };
+        if !fits(lines[i].1) || !full(i) {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < lines.len() && fits(lines[j].1) && full(j) {
+            j += 1;
+        }
+        let mut end = j;
+        if j < lines.len() {
+            let (_, len, b64) = body(lines[j].1);
+            if b64 && len < KEY_WIDTHS[1] {
+                end = j + 1;
+            }
+        }
+        if !in_other_block(text, lines[i].0, lines.get(end).map(|l| l.1)) {
+            for &(start, line) in &lines[i..end] {
+                let (skip, len, _) = body(line);
+                found.push(start + skip..start + skip + len);
+            }
+        }
+        i = end.max(i + 1);
+    }
+    found
+}
+
+/// Whether the lines from byte `from` of `text` lie in a block whose
+/// BEGIN line (before them) or END line (`next`, the line after them) says
+/// it is not a private key.
+fn in_other_block(text: &str, from: usize, next: Option<&str>) -> bool {
+    let before = &text[..from];
+    if let Some(begin) = before.rfind("-----BEGIN ")
+        && !before[begin..].contains("-----END ")
+    {
+        let header = before[begin..].lines().next().unwrap_or_default();
+        return !header.contains("PRIVATE KEY");
+    }
+    next.is_some_and(|l| l.contains("-----END ") && !l.contains("PRIVATE KEY"))
 }
 
 /// Whether the value of an assignment could be a secret: long enough, and
@@ -291,7 +371,47 @@ mod tests {
         let head = "10  -----BEGIN PRIVATE KEY-----\n11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
         assert_eq!(kinds(head)[0].1, &head[4..], "a block cut at its end");
         let tail = "11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n12  -----END PRIVATE KEY-----\n13  $";
-        assert_eq!(kinds(tail)[0].1, &tail[..tail.len() - 6], "a block cut at its start");
+        assert_eq!(kinds(tail)[0].1, &tail[4..tail.len() - 6], "a block cut at its start");
+        let footer =
+            "10  -----BEGIN PRIVATE KEY-----\n11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n… 40 more lines: read from_line=12";
+        assert_eq!(kinds(footer)[0].1, &footer[4..footer.find("\n…").expect("footer")], "the text after stays");
+        let header = "lines 11-13 of 40\n11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n12  AAAA\n13  -----END PRIVATE KEY-----";
+        assert_eq!(kinds(header)[0].1, &header[22..], "the text before stays");
+        assert_eq!(kinds("1  -----END PRIVATE KEY-----\n2  $"), vec![], "an END line alone");
+    }
+
+    /// A full-width line of base64, different for each `n`.
+    fn b64_line(n: usize, width: usize) -> String {
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        (0..width).map(|i| alphabet[(i * 7 + n * 13) % 64] as char).collect()
+    }
+
+    #[test]
+    fn a_keys_middle_lines_are_found_without_its_begin_and_end() {
+        let (a, b) = (b64_line(1, 64), b64_line(2, 64));
+        let text = format!("lines 4-6 of 30\n  4  {a}\n  5  {b}\n  6  Xw9z\n… more: read from_line=7");
+        let found: Vec<&str> = key_lines(&text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(found, vec![a.as_str(), b.as_str(), "Xw9z"]);
+        let ssh = format!("{}\n{}", b64_line(3, 70), b64_line(4, 70));
+        assert_eq!(key_lines(&ssh).len(), 2);
+    }
+
+    #[test]
+    fn base64_that_is_no_key_stays() {
+        let one = format!("  4  {}\n  5  $", b64_line(1, 64));
+        assert_eq!(key_lines(&one).len(), 1, "one line alone is hidden too");
+        assert!(key_lines(&format!("{}\n", b64_line(1, 63))).is_empty(), "another width");
+        let wide = format!("{}\n{}", b64_line(1, 76), b64_line(2, 76));
+        assert!(key_lines(&wide).is_empty(), "base64's own width");
+        let cert =
+            format!("-----BEGIN CERTIFICATE-----\n{}\n{}\n-----END CERTIFICATE-----", b64_line(1, 64), b64_line(2, 64));
+        assert!(key_lines(&cert).is_empty(), "a certificate");
+        let cert_tail = format!("{}\n{}\n-----END CERTIFICATE-----", b64_line(1, 64), b64_line(2, 64));
+        assert!(key_lines(&cert_tail).is_empty(), "a certificate's end");
+        let words = format!("{}\n{}", "x".repeat(64), "word ".repeat(13));
+        assert!(key_lines(&words).is_empty());
+        let hashes = format!("{}\n{}", "e3b0c442".repeat(8), "9fceb02d".repeat(8));
+        assert!(key_lines(&hashes).is_empty(), "hex digests, one a line");
     }
 
     /// Lines that look like secrets to a careless rule and must stay.
