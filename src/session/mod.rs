@@ -9,6 +9,8 @@ pub mod client;
 mod names;
 mod panes;
 mod repair;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
