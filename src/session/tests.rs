@@ -48,7 +48,8 @@ impl World {
     /// A session `name` as ours look: its own tmux session, its pane named
     /// by the option, a `meta.json` that records the pane.
     fn session(&self, name: &str) -> String {
-        let out = self.tmux(&["new-session", "-d", "-s", name, "-x", "80", "-y", "24", "-P", "-F", "#{pane_id}"]);
+        let args = ["new-session", "-d", "-s", name, "-x", "80", "-y", "24", "-P", "-F", "#{pane_id}", "sleep 100000"];
+        let out = self.tmux(&args);
         let pane = out.trim().to_string();
         self.tmux(&["set-option", "-p", "-t", &pane, OPT_NAME, name]);
         self.meta(name, &pane);
@@ -93,6 +94,7 @@ async fn measure_resolve_with_100_sessions() {
         w.session(&format!("t{i}"));
     }
     w.sessions.resolve_quiet("t1").await.expect("warm up");
+    tokio::time::sleep(Duration::from_millis(500)).await;
     const CALLS: usize = 500;
     let cpu = w.tmux_cpu();
     let mut times = Vec::with_capacity(CALLS);

@@ -266,6 +266,8 @@ impl Terminal {
         })
     }
 
+    /// One listing of the panes (with the current command and directory
+    /// it shows), then each session's logger and presence.
     async fn list_body(&self) -> Result<String, ToolError> {
         let panes = self.sessions().panes().await?;
         let closed = self.closed_lines().await;
@@ -276,7 +278,8 @@ impl Terminal {
         for pane in panes {
             let name = &pane.session_name;
             let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
-            if let Ok(s) = self.sessions().resolve(name).await
+            // The listing found it: no need to ask tmux again per session.
+            if let Ok(s) = self.sessions().session_of(&pane)
                 && let Ok(mut logger) = s.logger().await
                 && let Ok(status) = logger.status().await
                 && let Some(r) = status.last_region
