@@ -202,8 +202,8 @@ async fn pane_of(home: &Home, name: &str) -> Result<Option<PaneInfo>, Failure> {
     let Some(text) = ask_tmux(home, &["display", "-p", "-t", id.as_str(), BARE_FORMAT]).await? else {
         return Ok(None);
     };
-    let panes = crate::tmux::parse_panes(&text).map_err(Failure::of)?;
-    Ok(panes.into_iter().find(|p| p.pane_id == id && crate::session::is_session(p, name)).map(|mut p| {
+    let pane = crate::tmux::parse_pane(&text, &id).map_err(Failure::of)?;
+    Ok(pane.filter(|p| crate::session::is_session(p, name)).map(|mut p| {
         p.session_name = name.to_string();
         p
     }))

@@ -125,3 +125,92 @@ async fn measure_resolve_with_100_sessions() {
         (w.tmux_cpu() - cpu) / LISTS as u32
     );
 }
+
+/// Polls `check` every 10 ms until it holds or `limit` passes.
+async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    check()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolving_costs_one_small_command_whatever_the_number_of_sessions() {
+    let w = World::new();
+    for i in 1..=100 {
+        w.session(&format!("t{i}"));
+    }
+    w.sessions.resolve_quiet("t1").await.expect("resolves");
+    // The stray watch looks once when the control client connects; let it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = w.sessions.tmux.counts();
+    for i in 1..=100 {
+        let name = format!("t{i}");
+        let s = w.sessions.resolve_quiet(&name).await.expect("resolves");
+        assert_eq!((s.name.as_str(), s.pane.tmux_session.as_str()), (name.as_str(), name.as_str()));
+        assert!(s.pane.pane_current_command.is_empty(), "nothing in /proc was asked for");
+    }
+    let after = w.sessions.tmux.counts();
+    assert_eq!(after.listings - before.listings, 0, "no call listed the panes");
+    assert_eq!(after.commands - before.commands, 100, "one command per call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_killed_in_tmux_is_gone_at_the_next_call_and_a_renamed_one_stays() {
+    let w = World::new();
+    w.session("k1");
+    w.session("k2");
+    w.session("k3");
+    w.sessions.resolve_quiet("k1").await.expect("resolves");
+    w.tmux(&["kill-session", "-t", "=k1"]);
+    let err = w.sessions.resolve_quiet("k1").await.expect_err("k1 is gone").to_string();
+    assert!(err.contains("no session named \"k1\" is open (open: k2, k3)"), "{err}");
+    w.tmux(&["rename-session", "-t", "=k2", "elsewhere"]);
+    let s = w.sessions.resolve_quiet("k2").await.expect("the pane still carries its name");
+    assert_eq!(s.pane.tmux_session, "elsewhere", "a person attaches to the new name");
+    // A pane recorded in meta.json that now belongs to another session is
+    // not taken for this one.
+    let k3 = w.sessions.resolve_quiet("k3").await.expect("resolves");
+    w.meta("k4", k3.pane.pane_id.as_str());
+    let err = w.sessions.resolve_quiet("k4").await.expect_err("k4 has no pane").to_string();
+    assert!(err.contains("no session named \"k4\""), "{err}");
+    // Nor is a dead pane's id once tmux forgot it.
+    w.tmux(&["kill-pane", "-t", k3.pane.pane_id.as_str()]);
+    assert!(w.sessions.resolve_quiet("k3").await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pane_split_with_tmux_keys_is_taken_on_without_a_call() {
+    let w = World::new();
+    let first = w.session("s1");
+    w.sessions.resolve_quiet("s1").await.expect("the first call starts the watch");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = w.sessions.tmux.counts();
+    // A person splits the window in a tmux client of their own.
+    let split = w.tmux(&["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", &first, "sleep 100000"]);
+    let split = split.trim().to_string();
+    let named = || w.tmux(&["display", "-p", "-t", &split, "#{@dtmcp_name}"]).trim().to_string();
+    assert!(eventually(Duration::from_secs(5), || named() == "s1+1").await, "not adopted: {:?}", named());
+    let meta = store::read_meta(&w.sessions.cfg.session_dir("s1+1")).expect("meta.json of the adopted pane");
+    assert_eq!((meta.adopted, meta.parent.as_deref(), meta.pane_id.as_str()), (true, Some("s1"), split.as_str()));
+    assert_eq!(meta.command, ["sleep"], "what it ran when taken on");
+    let listed = w.sessions.tmux.counts().listings - before.listings;
+    assert!((1..=2).contains(&listed), "one look (two with the adoption's second look), not {listed}");
+    // Our own panes made in the meantime are no strays.
+    assert_eq!(w.sessions.resolve_quiet("s1+1").await.expect("resolves").pane.pane_id.as_str(), split);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweeping_handle_never_watches_for_strays() {
+    let w = World::new();
+    w.session("q1");
+    let sweeping = Sessions::new(w.sessions.cfg.clone(), w.sessions.tmux.clone()).expect("sessions").for_sweeping();
+    sweeping.resolve_quiet("q1").await.expect("resolves");
+    assert!(matches!(*sweeping.strays.lock().expect("lock"), super::panes::StrayWatch::Never));
+    w.sessions.resolve_quiet("q1").await.expect("resolves");
+    assert!(matches!(*w.sessions.strays.lock().expect("lock"), super::panes::StrayWatch::Running(_)));
+}

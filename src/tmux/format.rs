@@ -120,6 +120,17 @@ pub fn parse_panes(text: &str) -> Result<Vec<PaneInfo>, FormatError> {
     Ok(panes)
 }
 
+/// Reads the answer to `display -p -t PANE` with one of the formats:
+/// `None` when it is not about `pane` (a pane that is gone may be answered
+/// with empty fields rather than an error).
+pub fn parse_pane(text: &str, pane: &PaneId) -> Result<Option<PaneInfo>, FormatError> {
+    if !text.strip_prefix(pane.as_str()).is_some_and(|rest| rest.starts_with(SEP)) {
+        return Ok(None);
+    }
+    let mut panes = parse_panes(text)?;
+    Ok(panes.pop().filter(|p| p.pane_id == *pane && panes.is_empty()))
+}
+
 /// Reads one record from the start of `text`; returns it and what follows.
 fn parse_record(text: &str) -> Result<(PaneInfo, &str), FormatError> {
     let fail = |reason: String| FormatError { reason, record: text.chars().take(200).collect() };
@@ -290,6 +301,18 @@ mod tests {
         let first = parse_panes(&text[..text.len() - 3]).expect("first record alone parses");
         assert_eq!(first[0].pane_current_command, "\u{fffd}b");
         assert_eq!(first[0].pane_current_path, "/\u{fffd}");
+    }
+
+    #[test]
+    fn one_pane_answers_only_for_the_pane_asked_about() {
+        let id = |s: &str| PaneId::parse(s).expect("pane id");
+        let live = CAPTURED.lines().nth(1).expect("a live pane");
+        assert_eq!(parse_pane(live, &id("%0")).expect("parses").map(|p| p.pane_current_command), Some("sleep".into()));
+        assert_eq!(parse_pane(live, &id("%01")), Ok(None));
+        assert_eq!(parse_pane(live, &id("%1")), Ok(None));
+        // What 3.3a answers over a control client for a pane that is gone.
+        let gone = "\x1f".repeat(12) + "0\x1f0\x1f0\x1f\x1f\x1f\n";
+        assert_eq!(parse_pane(&gone, &id("%0")), Ok(None));
     }
 
     #[test]

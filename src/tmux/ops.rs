@@ -1,6 +1,6 @@
 //! The tmux operations the router uses, built on [`Tmux::run`].
 
-use super::format::{BARE_FORMAT, PANE_FORMAT, PaneInfo, parse_panes};
+use super::format::{BARE_FORMAT, PANE_FORMAT, PaneInfo, parse_pane, parse_panes};
 use super::target::{PaneId, is_control_session, session_target};
 use super::{Tmux, TmuxError};
 
@@ -83,9 +83,9 @@ impl Tmux {
             Err(e) if e.is_no_server() || no_such_pane(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut panes =
-            parse_panes(&text).map_err(|e| TmuxError::Unexpected { argv: self.argv(&args), reason: e.to_string() })?;
-        Ok(panes.pop().filter(|p| p.pane_id == *pane && !is_control_session(&p.tmux_session)))
+        let found = parse_pane(&text, pane)
+            .map_err(|e| TmuxError::Unexpected { argv: self.argv(&args), reason: e.to_string() })?;
+        Ok(found.filter(|p| !is_control_session(&p.tmux_session)))
     }
 
     async fn list(&self, format: &str) -> Result<Vec<PaneInfo>, TmuxError> {
