@@ -390,7 +390,12 @@ impl Tmux {
     /// Sets [`TOPOLOGY_HOOKS`] on the server of a new control client and
     /// bumps the topology counter.
     async fn watch_topology(&self, control: &Control) {
-        let rename = format!("rename-window -t {} {TOPOLOGY_WINDOW}", window_target(CONTROL_SESSION));
+        // Only while the hidden session exists: a hook that fails makes the
+        // person's own split-window fail too (3.3a).
+        let rename = format!(
+            "if-shell -F '#{{S:#{{?#{{==:#{{session_name}},{CONTROL_SESSION}}},1,}}}}' 'rename-window -t {} {TOPOLOGY_WINDOW}'",
+            window_target(CONTROL_SESSION)
+        );
         for hook in TOPOLOGY_HOOKS {
             self.command_on(control, &["set-hook", "-g", &format!("{hook}[{HOOK_INDEX}]"), &rename]).await;
         }

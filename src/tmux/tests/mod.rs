@@ -382,7 +382,7 @@ async fn the_hooks_leave_a_persons_own_alone_and_go_with_the_control_client() {
     h.side(&["set-hook", "-g", "after-split-window", "set -g @theirs 1"]).expect("their hook");
     h.tmux.run(&["display", "-p", "x"]).await.expect("connect");
     let hooks = h.side(&["show-hooks", "-g"]).expect("show-hooks");
-    let ours = format!("after-split-window[{}] rename-window", super::HOOK_INDEX);
+    let ours = format!("after-split-window[{}] if-shell -F", super::HOOK_INDEX);
     assert!(hooks.contains("after-split-window[0] set-option -g @theirs 1") && hooks.contains(&ours), "{hooks}");
     // Their hook still runs.
     h.side(&["split-window", "-d", "-t", &window_target("main"), "sleep 1000"]).expect("split");
@@ -392,4 +392,14 @@ async fn the_hooks_leave_a_persons_own_alone_and_go_with_the_control_client() {
     h.tmux.shutdown_control().await;
     let hooks = h.side(&["show-hooks", "-g"]).expect("show-hooks");
     assert!(hooks.contains("after-split-window[0]") && !hooks.contains(super::TOPOLOGY_WINDOW), "{hooks}");
+}
+
+#[tokio::test]
+async fn a_hook_left_behind_never_fails_a_persons_split() {
+    let h = TmuxHarness::with_session();
+    h.tmux.run(&["display", "-p", "x"]).await.expect("connect");
+    // The hidden session killed by hand: the hooks stay, naming it.
+    h.side(&["kill-session", "-t", &session_target(CONTROL_SESSION)]).expect("kill the hidden session");
+    assert!(h.side(&["show-hooks", "-g"]).expect("show-hooks").contains(super::TOPOLOGY_WINDOW));
+    h.side(&["split-window", "-d", "-t", &window_target("main"), "sleep 1000"]).expect("the split succeeds");
 }
