@@ -1,22 +1,23 @@
 //! What is known about each session, gathered for `ls`, `watch` and the
 //! commands that name one session.
 //!
-//! One spawned `tmux list-panes -a` says which sessions live (a pane named
-//! by its `@dtmcp_name` option, or the first pane of a tmux session whose
-//! `meta.json` names it), one `list-clients` who is attached; then per
-//! session its logger is asked for its status (one connection), and its
-//! files for the rest. `/proc` is read only for a session where something
+//! For `ls` and `watch`, one spawned `tmux list-panes -a` says which
+//! sessions live (sorted into sessions as the router sorts them), with the
+//! current command and directory that `ls` shows, and one `list-clients`
+//! who is attached; then per session its logger is asked for its status
+//! (one connection), and its files for the rest. A command that names one
+//! session asks tmux about that session's pane alone. `/proc` is read only for a session where something
 //! runs or whose shell has no integration: that is where "waiting for
 //! input" is decided, and it costs a walk of `/proc`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::{Failure, Home};
 use crate::session::{ClientError, LoggerClient};
-use crate::tmux::{PANE_FORMAT, PaneInfo};
+use crate::tmux::{BARE_FORMAT, PANE_FORMAT, PaneId, PaneInfo};
 use crate::tools::presence::{CLIENT_FORMAT, Client, parse_clients};
 use dtmcp_core::contract::GAPS;
 use dtmcp_core::procs::{self, Activity, Job};
@@ -167,36 +168,45 @@ async fn ask_tmux(home: &Home, args: &[&str]) -> Result<Option<String>, Failure>
     match home.tmux.spawn(args).await {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.is_no_server() => Ok(None),
-        Err(crate::tmux::TmuxError::Command { stderr, .. }) if stderr.contains("no current target") => Ok(None),
+        Err(crate::tmux::TmuxError::Command { stderr, .. })
+            if stderr.contains("no current target") || stderr.starts_with("can't find pane") =>
+        {
+            Ok(None)
+        }
         Err(crate::tmux::TmuxError::Spawn { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Failure::Trouble(e.to_string())),
     }
 }
 
-/// Our sessions among `panes`: a pane carrying a valid `@dtmcp_name` is
-/// that session; an unnamed pane is the session its tmux session is named
-/// after when that session's `meta.json` (read by `original`) records this
-/// pane. Other panes (a pane split off by hand and not yet adopted, a tmux
-/// session someone else made on the socket) are no sessions of ours.
+/// Our sessions among `panes`, by the router's own rule
+/// ([`crate::session::sort_panes`]): a pane carrying a valid `@dtmcp_name`
+/// is that session; an unnamed pane is the session its tmux session is
+/// named after when that session's `meta.json` (read by `original`) records
+/// this pane. Other panes (a pane split off by hand and not yet adopted, a
+/// tmux session someone else made on the socket, the router's hidden one)
+/// are no sessions of ours.
 fn name_panes(panes: Vec<PaneInfo>, original: impl Fn(&str) -> Option<String>) -> BTreeMap<String, PaneInfo> {
+    let sorted = crate::session::sort_panes(panes, original, &HashSet::new());
     let mut out = BTreeMap::new();
-    for mut pane in panes {
-        if crate::tmux::is_control_session(&pane.tmux_session) {
-            continue;
-        }
-        let name = if !pane.dtmcp_name.is_empty() && crate::session::validate_name(&pane.dtmcp_name).is_ok() {
-            pane.dtmcp_name.clone()
-        } else if crate::session::validate_name(&pane.tmux_session).is_ok()
-            && original(&pane.tmux_session).as_deref() == Some(pane.pane_id.as_str())
-        {
-            pane.tmux_session.clone()
-        } else {
-            continue;
-        };
-        pane.session_name.clone_from(&name);
-        out.entry(name).or_insert(pane);
+    for pane in sorted.sessions.into_iter().filter(|p| !sorted.foreign.contains(&p.pane_id)) {
+        out.entry(pane.session_name.clone()).or_insert(pane);
     }
     out
+}
+
+/// Session `name`'s pane, asked of tmux by the id its `meta.json` records
+/// (one spawned `display`), when it lives and is still that session's.
+async fn pane_of(home: &Home, name: &str) -> Result<Option<PaneInfo>, Failure> {
+    let Ok(meta) = store::read_meta(&home.dir(name)) else { return Ok(None) };
+    let Ok(id) = PaneId::parse(&meta.pane_id) else { return Ok(None) };
+    let Some(text) = ask_tmux(home, &["display", "-p", "-t", id.as_str(), BARE_FORMAT]).await? else {
+        return Ok(None);
+    };
+    let pane = crate::tmux::parse_pane(&text, &id).map_err(Failure::of)?;
+    Ok(pane.filter(|p| crate::session::is_session(p, name)).map(|mut p| {
+        p.session_name = name.to_string();
+        p
+    }))
 }
 
 /// Reads `list-clients` output whose records start with the client's
@@ -271,12 +281,12 @@ impl Found {
 /// Finds session `name`, or says which sessions there are.
 pub async fn find(home: &Home, name: &str) -> Result<Found, Failure> {
     super::check_name(name)?;
-    let scene = Scene::look(home).await?;
     let dir = home.dir(name);
-    let pane = scene.panes.get(name).cloned();
     if !dir.join(files::META).is_file() && !dir.join(files::TEXT).is_file() {
+        let scene = Scene::look(home).await?;
         return Err(Failure::NotFound(unknown(home, &scene, name)));
     }
+    let pane = pane_of(home, name).await?;
     Ok(Found { name: name.to_string(), dir, pane })
 }
 
@@ -617,7 +627,8 @@ mod tests {
 
     fn pane(id: &str, tmux_session: &str, named: &str) -> PaneInfo {
         let line = format!(
-            "{id}\x1f{tmux_session}\x1f0\x1f0\x1f100\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@0\x1f0\x1f{named}\x1f4\x1f4\x1fbash\x1f/tmp\n"
+            "{id}\x1f{tmux_session}\x1f0\x1f0\x1f100\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@0\x1f0\x1f{}\x1f4\x1f4\x1f{named}\x1fbash\x1f/tmp\n",
+            named.len()
         );
         crate::tmux::parse_panes(&line).expect("pane").remove(0)
     }

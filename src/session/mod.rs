@@ -4,11 +4,15 @@
 //!
 //! Nothing here is kept between calls: tmux and the session directories are
 //! the truth, so a router killed at any moment leaves nothing to clean up.
+//! Finding a session asks tmux about its one pane, never lists them all
+//! (see [`panes`]).
 
 pub mod client;
 mod names;
 mod panes;
 mod repair;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -26,7 +30,8 @@ use dtmcp_core::store::{self, Meta, files};
 
 pub use client::{ClientError, LoggerClient};
 pub use names::validate_name;
-pub use panes::{OPT_NAME, Size};
+pub use panes::{Listing, OPT_NAME, Size};
+pub(crate) use panes::{is_session, sort_panes};
 
 /// How long a new pane's logger may take to come up.
 const LOGGER_START_TIMEOUT: Duration = Duration::from_secs(5);
@@ -171,10 +176,13 @@ pub struct Sessions {
     /// Held while a dead logger is being replaced.
     repairing: tokio::sync::Mutex<()>,
     /// The tmux sessions getting a new pane from us right now: their
-    /// unnamed panes are not strays yet.
-    making: std::sync::Mutex<HashSet<String>>,
-    /// Held while strays are adopted, so that each is adopted once.
-    adopting: tokio::sync::Mutex<()>,
+    /// unnamed panes are not strays yet. Shared with the stray watch.
+    making: Arc<std::sync::Mutex<HashSet<String>>>,
+    /// Held while strays are adopted, so that each is adopted once. Shared
+    /// with the stray watch.
+    adopting: Arc<tokio::sync::Mutex<()>>,
+    /// The task that adopts strays when tmux says panes changed.
+    strays: std::sync::Mutex<panes::StrayWatch>,
 }
 
 impl Sessions {
@@ -197,7 +205,16 @@ impl Sessions {
             repairing: Default::default(),
             making: Default::default(),
             adopting: Default::default(),
+            strays: Default::default(),
         })
+    }
+
+    /// The same sessions for a task that only sweeps: it never starts the
+    /// stray watch (one per server is enough, and it belongs with the
+    /// handle that makes panes).
+    pub fn for_sweeping(self) -> Sessions {
+        *self.strays.lock().unwrap_or_else(|e| e.into_inner()) = panes::StrayWatch::Never;
+        self
     }
 
     /// The command a person runs to watch or join the tmux session
@@ -224,10 +241,17 @@ impl Sessions {
         Ok(s.logger().await?)
     }
 
-    /// Finds the live session `name` (its logger is not checked).
+    /// Finds the live session `name` (its logger is not checked): the pane
+    /// its `meta.json` names, checked with one small tmux command. Only when
+    /// that pane is not the session (gone, the logs deleted, a stray not yet
+    /// taken on) are the panes listed, to find it or say which exist.
     pub async fn resolve_quiet(&self, name: &str) -> Result<Session, SessionError> {
         validate_name(name).map_err(SessionError::BadName)?;
-        let panes = self.panes().await?;
+        self.watch_strays();
+        if let Some(s) = self.by_meta(name).await? {
+            return Ok(s);
+        }
+        let panes = self.panes_with(Listing::Bare).await?;
         let Some(pane) = panes.iter().find(|p| p.session_name == name).cloned() else {
             let mut known: Vec<String> = panes.into_iter().map(|p| p.session_name).collect();
             known.dedup();
@@ -246,6 +270,26 @@ impl Sessions {
         Ok(Session { name: name.to_string(), dir, pane, meta })
     }
 
+    /// The session of `pane`, a pane from [`Sessions::panes`], without asking
+    /// tmux again; fails for a pane whose `meta.json` cannot be read (a tmux
+    /// session someone else made on the socket).
+    pub fn session_of(&self, pane: &PaneInfo) -> Result<Session, SessionError> {
+        let dir = self.cfg.session_dir(&pane.session_name);
+        let meta = store::read_meta(&dir)?;
+        Ok(Session { name: pane.session_name.clone(), dir, pane: pane.clone(), meta })
+    }
+
+    /// Session `name` found through the pane its `meta.json` records, if
+    /// that pane is the session's.
+    async fn by_meta(&self, name: &str) -> Result<Option<Session>, SessionError> {
+        let dir = self.cfg.session_dir(name);
+        let Ok(meta) = store::read_meta(&dir) else { return Ok(None) };
+        let Ok(id) = crate::tmux::PaneId::parse(&meta.pane_id) else { return Ok(None) };
+        let Some(mut pane) = self.tmux.pane(&id).await?.filter(|p| is_session(p, name)) else { return Ok(None) };
+        pane.session_name = name.to_string();
+        Ok(Some(Session { name: name.to_string(), dir, pane, meta }))
+    }
+
     /// Finds the logs of session `name`, whether its pane lives or not.
     /// Nothing is written and no logger is needed.
     pub async fn open_logs(&self, name: &str) -> Result<SessionLogs, SessionError> {
@@ -261,7 +305,7 @@ impl Sessions {
         if let Err(e) = crate::retention::touch_last_used(&dir) {
             eprintln!("docent-terminal-mcp: could not mark {} as used: {e}", dir.display());
         }
-        let live = self.panes().await.is_ok_and(|p| p.iter().any(|p| p.session_name == name));
+        let live = validate_name(name).is_ok() && self.by_meta(name).await.is_ok_and(|s| s.is_some());
         Ok(SessionLogs { name: name.to_string(), dir, live })
     }
 
@@ -280,7 +324,7 @@ impl Sessions {
 
     /// Makes a new session and waits for its first prompt.
     pub async fn create(&self, opts: CreateOptions) -> Result<(Session, Status), SessionError> {
-        let panes = self.panes().await?;
+        let panes = self.panes_with(Listing::Bare).await?;
         let live: Vec<String> = self.taken_names(&panes).into_iter().collect();
         let name = match &opts.name {
             Some(n) => {
@@ -308,7 +352,7 @@ impl Sessions {
         check_options(&opts)?;
         let parent = self.resolve(from).await?;
         let _making = panes::Making::new(self, &parent.pane.tmux_session);
-        let taken = self.taken_names(&self.panes().await?);
+        let taken = self.taken_names(&self.panes_with(Listing::Bare).await?);
         let name = panes::split_name(&parent.pane.tmux_session, &taken);
         let place = Place::Split { target: parent.pane.pane_id.to_string(), split };
         let made = self.make(&name, &opts, place, Some(parent.name.clone())).await?;
@@ -479,11 +523,9 @@ impl Sessions {
     }
 
     async fn find_pane(&self, pane_id: &str) -> Result<PaneInfo, SessionError> {
-        let panes = self.tmux.list_panes().await?;
-        panes
-            .into_iter()
-            .find(|p| p.pane_id == pane_id)
-            .ok_or_else(|| SessionError::BadInput(format!("the new pane {pane_id} vanished at once")))
+        let vanished = || SessionError::BadInput(format!("the new pane {pane_id} vanished at once"));
+        let id = crate::tmux::PaneId::parse(pane_id).map_err(|_| vanished())?;
+        self.tmux.pane(&id).await?.ok_or_else(vanished)
     }
 
     /// Starts the pane's logger, waits until it answers, then releases the
@@ -553,7 +595,7 @@ impl Sessions {
     pub async fn close_window(&self, name: &str) -> Result<Vec<(String, PathBuf)>, SessionError> {
         let s = self.resolve(name).await?;
         let gone: Vec<(String, PathBuf)> = self
-            .panes()
+            .panes_with(Listing::Bare)
             .await?
             .into_iter()
             .filter(|p| p.window_id == s.pane.window_id)
@@ -576,7 +618,7 @@ impl Sessions {
         }
         // Our hidden control session would keep an otherwise empty tmux
         // server alive; let it go with the last session.
-        if self.tmux.list_panes().await.is_ok_and(|p| p.is_empty()) {
+        if self.tmux.list_panes_bare().await.is_ok_and(|p| p.is_empty()) {
             self.tmux.shutdown_control().await;
         }
         // A session marked delete-on-close goes now, not at the next minute.
@@ -594,9 +636,10 @@ impl Sessions {
     }
 
     /// The names of the live sessions, or `None` when tmux could not say.
+    /// Strays are not adopted here: they have no logs to keep or sweep yet.
     pub async fn live_names(&self) -> Option<HashSet<String>> {
-        match self.panes().await {
-            Ok(panes) => Some(panes.into_iter().map(|p| p.session_name).collect()),
+        match self.sorted(Listing::Bare).await {
+            Ok(sorted) => Some(sorted.sessions.into_iter().map(|p| p.session_name).collect()),
             Err(e) => {
                 eprintln!("docent-terminal-mcp: no sweep, tmux did not list its panes: {e}");
                 None
@@ -781,6 +824,7 @@ const CLOSE_SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// Sweeps at start-up and hourly, and delete-on-close sessions every
 /// minute, until aborted. A sweep logs its own errors.
 pub async fn sweep_forever(sessions: Sessions) {
+    let sessions = sessions.for_sweeping();
     let mut last_full = tokio::time::Instant::now();
     sessions.sweep(SweepMode::Full, Sweep::Delete).await;
     loop {

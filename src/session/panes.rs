@@ -7,34 +7,62 @@
 //! name and the pane id in `meta.json`. A pane without a name in a tmux
 //! session that holds one of ours is a *stray*: it is adopted (named
 //! `<window>+N`, given a logger, marked `adopted`) the next time the panes
-//! are listed, which every call and the logger watchdog do.
+//! are listed.
+//!
+//! Finding one session lists nothing: `meta.json` names its pane, and one
+//! small tmux command checks that pane (see [`Sessions::resolve_quiet`]).
+//! So that strays are still taken on while no call lists the panes, a task
+//! started with the first call ([`Sessions::watch_strays`]) lists them once
+//! whenever tmux says a pane may have appeared
+//! ([`crate::tmux::Tmux::topology`]), and never on a timer.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use super::{SessionError, Sessions, validate_name};
 use crate::config::{hostname, now_ms};
-use crate::tmux::PaneInfo;
+use crate::tmux::{PaneId, PaneInfo};
 use dtmcp_core::store::{self, Meta};
+use tokio::sync::watch;
+
+/// How long the stray watch lets a burst of notifications settle (a new
+/// session brings three) before it lists the panes once.
+const SETTLE: Duration = Duration::from_millis(20);
 
 /// The pane option that names a pane's session.
 pub const OPT_NAME: &str = "@dtmcp_name";
 
 /// Panes sorted into ours and strays.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Sorted {
+pub(crate) struct Sorted {
     /// Our sessions' panes, `session_name` set to the session's name, and
     /// panes of tmux sessions that are not ours (as tmux names them).
     pub sessions: Vec<PaneInfo>,
     /// Unnamed panes in tmux sessions holding one of ours.
     pub strays: Vec<PaneInfo>,
+    /// Which of `sessions` are panes of tmux sessions that are not ours.
+    pub foreign: HashSet<PaneId>,
+}
+
+/// Whether `pane`, found where `meta.json` of session `name` says its pane
+/// is, is that session: named so by its option, or (made before the option
+/// existed) unnamed and first in the tmux session of that name. The same
+/// rule as [`sort_panes`], for one pane.
+pub(crate) fn is_session(pane: &PaneInfo, name: &str) -> bool {
+    match validate_name(&pane.dtmcp_name) {
+        Ok(()) => pane.dtmcp_name == name,
+        Err(_) => pane.tmux_session == name,
+    }
 }
 
 /// Sorts `panes`: a pane named by its option is that session; an unnamed
 /// pane is its tmux session's first pane when `original` (the pane id in
 /// that session's `meta.json`) says so and no other pane claims the name,
 /// else a stray when its tmux session holds one of ours. Tmux sessions in
-/// `busy` (a pane being made there) have no strays.
-pub(super) fn sort_panes(
+/// `busy` (a pane being made there) have no strays. A pane of a tmux session
+/// that is none of ours stays under its tmux session's name, marked foreign.
+pub(crate) fn sort_panes(
     panes: Vec<PaneInfo>,
     original: impl Fn(&str) -> Option<String>,
     busy: &HashSet<String>,
@@ -60,6 +88,7 @@ pub(super) fn sort_panes(
         } else if (ours.contains(&tmux_session) || first.is_some()) && !busy.contains(&tmux_session) {
             sorted.strays.push(pane);
         } else if !ours.contains(&tmux_session) && first.is_none() {
+            sorted.foreign.insert(pane.pane_id.clone());
             sorted.sessions.push(pane);
         }
     }
@@ -100,6 +129,37 @@ impl<'a> Making<'a> {
     }
 }
 
+/// What a pane listing asks tmux for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// Also each pane's current command and directory, for a reply that
+    /// shows them (they cost tmux a look in `/proc` per pane).
+    Shown,
+    /// Only what finds and sorts the panes.
+    Bare,
+}
+
+/// The task that takes on strays when tmux says a pane may have appeared.
+#[derive(Debug, Default)]
+pub(super) enum StrayWatch {
+    /// Not started yet: the first call starts it.
+    #[default]
+    Idle,
+    /// Running; aborted when its [`Sessions`] is dropped.
+    Running(tokio::task::AbortHandle),
+    /// Never started: this is the watch's own [`Sessions`], or one that
+    /// only sweeps.
+    Never,
+}
+
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        if let StrayWatch::Running(task) = &*self.strays.lock().unwrap_or_else(|e| e.into_inner()) {
+            task.abort();
+        }
+    }
+}
+
 impl Drop for Making<'_> {
     fn drop(&mut self) {
         self.sessions.making.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.tmux_session);
@@ -108,15 +168,22 @@ impl Drop for Making<'_> {
 
 impl Sessions {
     /// Every live pane that is one of our sessions (named as we named it),
-    /// after adopting the strays.
+    /// after adopting the strays, with its current command and directory:
+    /// for the replies that show them.
     pub async fn panes(&self) -> Result<Vec<PaneInfo>, SessionError> {
-        let sorted = self.sorted().await?;
+        self.panes_with(Listing::Shown).await
+    }
+
+    /// The same, with only what `listing` asks for.
+    pub async fn panes_with(&self, listing: Listing) -> Result<Vec<PaneInfo>, SessionError> {
+        self.watch_strays();
+        let sorted = self.sorted(listing).await?;
         if sorted.strays.is_empty() {
             return Ok(sorted.sessions);
         }
         let _adopting = self.adopting.lock().await;
         // Another call may have adopted them meanwhile: look again.
-        let sorted = self.sorted().await?;
+        let sorted = self.sorted(listing).await?;
         let mut sessions = sorted.sessions;
         for stray in sorted.strays {
             let taken = self.taken_names(&sessions);
@@ -128,8 +195,12 @@ impl Sessions {
         Ok(sessions)
     }
 
-    async fn sorted(&self) -> Result<Sorted, SessionError> {
-        let panes = self.tmux.list_panes().await?;
+    /// The panes sorted, strays not adopted.
+    pub(super) async fn sorted(&self, listing: Listing) -> Result<Sorted, SessionError> {
+        let panes = match listing {
+            Listing::Shown => self.tmux.list_panes().await?,
+            Listing::Bare => self.tmux.list_panes_bare().await?,
+        };
         let busy = self.making.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let original = |name: &str| store::read_meta(&self.cfg.session_dir(name)).ok().map(|m| m.pane_id);
         Ok(sort_panes(panes, original, &busy))
@@ -147,6 +218,11 @@ impl Sessions {
     /// before the adoption is not in the log.
     async fn adopt(&self, mut pane: PaneInfo, taken: &HashSet<String>) -> Result<PaneInfo, SessionError> {
         let name = split_name(&pane.tmux_session, taken);
+        if pane.pane_current_command.is_empty() {
+            // A bare listing leaves it out; what the pane ran when adopted
+            // is recorded once.
+            pane.pane_current_command = self.tmux.display(&pane.pane_id, "#{pane_current_command}").await?;
+        }
         let dir = self.prepare_dir(&name)?;
         let meta = Meta {
             name: name.clone(),
@@ -172,6 +248,49 @@ impl Sessions {
         Ok(pane)
     }
 
+    /// Starts the stray watch unless it runs (or must not): a task that
+    /// lists the panes, adopting strays, once after each burst of topology
+    /// notifications. It needs a runtime, so the first call starts it.
+    pub(super) fn watch_strays(&self) {
+        let mut state = self.strays.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(*state, StrayWatch::Idle) || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        // Subscribed now, before the first command connects a control
+        // client (which counts as a change), so that it is not missed.
+        let changes = self.tmux.topology();
+        let watch = self.sibling();
+        *state = StrayWatch::Running(tokio::spawn(async move { watch.adopt_on_change(changes).await }).abort_handle());
+    }
+
+    /// Lists the panes (adopting strays) after each change, until aborted.
+    async fn adopt_on_change(&self, mut changes: watch::Receiver<u64>) {
+        while changes.changed().await.is_ok() {
+            tokio::time::sleep(SETTLE).await;
+            changes.borrow_and_update();
+            if let Err(e) = self.panes_with(Listing::Bare).await {
+                eprintln!("docent-terminal-mcp: could not look for panes to take on: {e}");
+            }
+        }
+    }
+
+    /// Another handle on the same sessions for the stray watch: it shares
+    /// which tmux sessions get a pane now and the adoption lock, and starts
+    /// no watch of its own.
+    fn sibling(&self) -> Sessions {
+        Sessions {
+            cfg: self.cfg.clone(),
+            tmux: self.tmux.clone(),
+            shell_dir: self.shell_dir.clone(),
+            bin_dir: self.bin_dir.clone(),
+            notes: Default::default(),
+            repairing: Default::default(),
+            making: self.making.clone(),
+            adopting: self.adopting.clone(),
+            strays: Mutex::new(StrayWatch::Never),
+        }
+    }
+
     /// Sets session `name`'s size, or lets it follow attached clients
     /// again; returns the pane's size afterwards.
     pub async fn resize(&self, name: &str, size: Size) -> Result<(u32, u32), SessionError> {
@@ -186,7 +305,7 @@ impl Sessions {
             }
             Size::Pinned { cols, rows } => {
                 let (c, r) = (cols.to_string(), rows.to_string());
-                let alone = self.panes().await?.iter().filter(|p| p.window_id == s.pane.window_id).count() == 1;
+                let alone = self.tmux.display(pane, "#{window_panes}").await?.trim() == "1";
                 // resize-window sets the window's `window-size` to manual:
                 // attaching clients no longer resize it.
                 if alone {
@@ -212,7 +331,6 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tmux::PaneId;
 
     fn pane(id: &str, tmux_session: &str, name: &str) -> PaneInfo {
         PaneInfo {
@@ -253,9 +371,19 @@ mod tests {
         let sorted = sort_panes(panes.clone(), original, &HashSet::new());
         assert_eq!(names(&sorted.sessions), vec![("%0", "t1"), ("%1", "t1+1"), ("%3", "old"), ("%5", "foreign")]);
         assert_eq!(names(&sorted.strays), vec![("%2", "t1"), ("%4", "old")]);
+        assert_eq!(sorted.foreign, HashSet::from([PaneId::parse("%5").expect("pane id")]));
         // A tmux session getting a pane from us has no strays.
         let busy = HashSet::from(["t1".to_string()]);
         assert_eq!(names(&sort_panes(panes, original, &busy).strays), vec![("%4", "old")]);
+    }
+
+    #[test]
+    fn one_pane_is_its_session_by_the_same_rule() {
+        assert!(is_session(&pane("%1", "t1", "t1+1"), "t1+1"));
+        assert!(!is_session(&pane("%1", "t1", "t1+1"), "t1"), "a named pane is only its name");
+        assert!(is_session(&pane("%3", "old", ""), "old"), "made before the option");
+        assert!(is_session(&pane("%3", "old", "bad name"), "old"), "a name we cannot use is no name");
+        assert!(!is_session(&pane("%3", "renamed", ""), "old"));
     }
 
     #[test]

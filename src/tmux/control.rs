@@ -16,6 +16,9 @@
 //! queued sender. A caller that gives up waiting cannot cut a line in half,
 //! because it never writes.
 //!
+//! Notifications that may mean a new pane somewhere ([`Event::Topology`])
+//! bump a counter that [`super::Tmux::topology`] hands out receivers of.
+//!
 //! When the client exits (tmux went away, the hidden session was killed) or
 //! is told to die ([`Control::kill`], or dropping the [`Control`]), the
 //! reader marks it dead, drops every queued sender (their callers see
@@ -30,7 +33,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::reply::{Event, ReplyParser};
 use super::target::CONTROL_SESSION;
@@ -67,6 +70,9 @@ struct Shared {
     alive: AtomicBool,
     /// Tells the reader to kill the client (a timeout, a broken write, drop).
     kill: Notify,
+    /// Bumped at every topology notification; shared with the [`super::Tmux`]
+    /// that outlives its clients.
+    topology: Arc<watch::Sender<u64>>,
 }
 
 impl Shared {
@@ -111,7 +117,12 @@ pub(crate) struct Control {
 impl Control {
     /// Starts a control client on socket `socket` and waits, up to `wait`,
     /// until it is attached. The error says why it could not start.
-    pub(crate) async fn start(bin: &Path, socket: &str, wait: Duration) -> Result<Control, String> {
+    pub(crate) async fn start(
+        bin: &Path,
+        socket: &str,
+        wait: Duration,
+        topology: Arc<watch::Sender<u64>>,
+    ) -> Result<Control, String> {
         let mut child =
             control_command(bin, socket).spawn().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
         let pid = child.id();
@@ -123,6 +134,7 @@ impl Control {
             pending: Mutex::new(VecDeque::new()),
             alive: AtomicBool::new(true),
             kill: Notify::new(),
+            topology,
         });
         let (ready_tx, ready_rx) = oneshot::channel();
         tokio::spawn(read_loop(Pipes { stdout, stderr, child }, shared.clone(), ready_tx));
@@ -275,6 +287,10 @@ fn deliver(event: Event, shared: &Shared, ready: &mut Option<oneshot::Sender<Res
             true
         }
         Event::Exit => true,
+        Event::Topology => {
+            shared.topology.send_modify(|n| *n = n.wrapping_add(1));
+            true
+        }
     }
 }
 

@@ -26,6 +26,19 @@
 //! session; otherwise it spawns. Hooks such as `session-created` fire for the
 //! hidden session too and should skip it.
 //!
+//! # Knowing when panes appear
+//!
+//! [`Tmux::topology`] hands out a counter that goes up whenever a pane may
+//! have appeared anywhere on the server, so that a caller can look again
+//! then instead of at every call. The control client is told of new
+//! windows and sessions wherever they are, but in tmux 3.3a of a split only
+//! in its own session's windows; so on connecting it sets global hooks
+//! ([`TOPOLOGY_HOOKS`], at index [`HOOK_INDEX`] of each, leaving a person's
+//! own hooks alone) that rename the hidden session's window, which every
+//! control client is told about. [`Tmux::shutdown_control`] removes them.
+//! A new control client also bumps the counter: nobody was told what
+//! happened while none was connected.
+//!
 //! # Semantics of `run`
 //!
 //! - One command per call. Every argument is literal: `;`, quotes, `$`, `~`,
@@ -59,8 +72,10 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 use control::{Control, Reply};
 
@@ -79,7 +94,15 @@ pub fn kill_server_now(name: &str) {
     let _ = std::fs::remove_file(socket_path(name));
 }
 
-pub use format::{FormatError, PANE_FORMAT, PaneInfo, SEP, parse_panes};
+pub use format::{BARE_FORMAT, FormatError, PANE_FORMAT, PaneInfo, SEP, parse_pane, parse_panes};
+pub use reply::TOPOLOGY_WINDOW;
+
+/// The hooks that tell control clients of a pane made or moved anywhere
+/// (see the module docs).
+pub const TOPOLOGY_HOOKS: [&str; 4] = ["after-split-window", "after-join-pane", "after-move-pane", "after-swap-pane"];
+
+/// The index our command takes in each of [`TOPOLOGY_HOOKS`]' arrays.
+pub const HOOK_INDEX: u32 = 77;
 pub use quote::quote_arg;
 pub use target::{BadPaneId, CONTROL_SESSION, PaneId, is_control_session, session_target, window_target};
 
@@ -182,6 +205,20 @@ pub struct Tmux {
     /// Start the tmux server in a systemd scope of its own (see
     /// [`scope_wanted`]), so that a service restart does not kill it.
     scope: bool,
+    /// Goes up when a pane may have appeared (see [`Tmux::topology`]);
+    /// handed to every control client this handle starts.
+    topology: Arc<watch::Sender<u64>>,
+    /// Commands asked of tmux so far, and how many of them listed panes.
+    counts: [AtomicU64; 2],
+}
+
+/// How many commands a [`Tmux`] has sent, for tests and measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Every command, over the control client or spawned.
+    pub commands: u64,
+    /// The `list-panes` among them.
+    pub listings: u64,
 }
 
 /// Variables of the server's own environment that must not reach a pane:
@@ -243,6 +280,8 @@ impl Tmux {
             failed_attempts: AtomicU64::new(0),
             start_failed: Mutex::new(None),
             scope: false,
+            topology: Arc::new(watch::channel(0).0),
+            counts: Default::default(),
         }
     }
 
@@ -271,9 +310,30 @@ impl Tmux {
         &self.bin
     }
 
+    /// A receiver of the counter that goes up whenever a pane may have
+    /// appeared (see the module docs). It is told only while a control
+    /// client runs, which the first [`Tmux::run`] starts.
+    pub fn topology(&self) -> watch::Receiver<u64> {
+        self.topology.subscribe()
+    }
+
+    /// How many commands this handle has sent so far.
+    pub fn counts(&self) -> Counts {
+        let [commands, listings] = &self.counts;
+        Counts { commands: commands.load(Ordering::Relaxed), listings: listings.load(Ordering::Relaxed) }
+    }
+
+    fn count(&self, args: &[&str]) {
+        self.counts[0].fetch_add(1, Ordering::Relaxed);
+        if args.first() == Some(&"list-panes") {
+            self.counts[1].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Runs one command, over the control client when the server runs, and
     /// returns its output (each line ended by `\n`). See the module docs.
     pub async fn run(&self, args: &[&str]) -> Result<String, TmuxError> {
+        self.count(args);
         let line = quote::command_line(args).map_err(|reason| TmuxError::Invalid { argv: self.argv(args), reason })?;
         if !quote::needs_own_process(args)
             && let Some(control) = self.control().await
@@ -290,6 +350,7 @@ impl Tmux {
     /// `;` back. Commands that want a terminal (`attach`, `new-session`
     /// without `-d`) fail here as anywhere without one.
     pub async fn spawn(&self, args: &[&str]) -> Result<String, TmuxError> {
+        self.count(args);
         quote::check_args(args).map_err(|reason| TmuxError::Invalid { argv: self.argv(args), reason })?;
         self.spawn_argv(quote::argv_literal(args)).await
     }
@@ -307,8 +368,38 @@ impl Tmux {
     pub async fn shutdown_control(&self) {
         let _connecting = self.connecting.lock().await;
         let old = self.take_control();
+        if let Some(old) = old.as_ref().filter(|c| c.is_alive()) {
+            // Left behind, they would name a session that is gone.
+            for hook in TOPOLOGY_HOOKS {
+                let args = ["set-hook", "-gu", &format!("{hook}[{HOOK_INDEX}]")];
+                self.command_on(old, &args).await;
+            }
+        }
         let _ = self.spawn(&["kill-session", "-t", &session_target(CONTROL_SESSION)]).await;
         drop(old);
+    }
+
+    /// Runs `args` over `control`, counted, its answer ignored.
+    async fn command_on(&self, control: &Control, args: &[&str]) {
+        self.count(args);
+        if let Ok(line) = quote::command_line(args) {
+            let _ = self.run_on(control, args, line).await;
+        }
+    }
+
+    /// Sets [`TOPOLOGY_HOOKS`] on the server of a new control client and
+    /// bumps the topology counter.
+    async fn watch_topology(&self, control: &Control) {
+        // Only while the hidden session exists: a hook that fails makes the
+        // person's own split-window fail too (3.3a).
+        let rename = format!(
+            "if-shell -F '#{{S:#{{?#{{==:#{{session_name}},{CONTROL_SESSION}}},1,}}}}' 'rename-window -t {} {TOPOLOGY_WINDOW}'",
+            window_target(CONTROL_SESSION)
+        );
+        for hook in TOPOLOGY_HOOKS {
+            self.command_on(control, &["set-hook", "-g", &format!("{hook}[{HOOK_INDEX}]"), &rename]).await;
+        }
+        self.topology.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Sends `line` over `control` and waits for the answer. `None` means
@@ -345,6 +436,7 @@ impl Tmux {
         match self.connect().await {
             Some(control) => {
                 let control = Arc::new(control);
+                self.watch_topology(&control).await;
                 *self.slot() = Some(control.clone());
                 Some(control)
             }
@@ -367,7 +459,7 @@ impl Tmux {
         if !sessions.lines().any(|name| !is_control_session(name)) {
             return None;
         }
-        let started = Control::start(&self.bin, &self.socket, self.timeout).await;
+        let started = Control::start(&self.bin, &self.socket, self.timeout, self.topology.clone()).await;
         *lock(&self.start_failed) = started.is_err().then(Instant::now);
         started.ok()
     }

@@ -1,6 +1,6 @@
 //! The tmux operations the router uses, built on [`Tmux::run`].
 
-use super::format::{PANE_FORMAT, PaneInfo, parse_panes};
+use super::format::{BARE_FORMAT, PANE_FORMAT, PaneInfo, parse_pane, parse_panes};
 use super::target::{PaneId, is_control_session, session_target};
 use super::{Tmux, TmuxError};
 
@@ -49,6 +49,11 @@ fn answer_of<'a>(out: &'a str, pane: &PaneId) -> Option<&'a str> {
     out.split_once(' ').filter(|(id, _)| pane == id).map(|(_, rest)| rest)
 }
 
+/// Whether tmux said the pane asked about does not exist.
+fn no_such_pane(e: &TmuxError) -> bool {
+    matches!(e, TmuxError::Command { stderr, .. } if stderr.starts_with("can't find pane"))
+}
+
 /// Whether tmux said it holds no session at all (a server whose last
 /// session just closed answers `list-panes -a` so while it exits).
 fn no_session(e: &TmuxError) -> bool {
@@ -56,10 +61,35 @@ fn no_session(e: &TmuxError) -> bool {
 }
 
 impl Tmux {
-    /// Every pane of every session, except the hidden control session's.
-    /// With no server running, the list is empty.
+    /// Every pane of every session, except the hidden control session's,
+    /// with its current command and directory. With no server running, the
+    /// list is empty.
     pub async fn list_panes(&self) -> Result<Vec<PaneInfo>, TmuxError> {
-        let args = ["list-panes", "-a", "-F", PANE_FORMAT];
+        self.list(PANE_FORMAT).await
+    }
+
+    /// The same without the current command and directory (left empty),
+    /// which cost tmux a look in `/proc` per pane.
+    pub async fn list_panes_bare(&self) -> Result<Vec<PaneInfo>, TmuxError> {
+        self.list(BARE_FORMAT).await
+    }
+
+    /// The pane `pane` without its current command and directory, as one
+    /// small command; `None` when it is gone (or is the hidden session's).
+    pub async fn pane(&self, pane: &PaneId) -> Result<Option<PaneInfo>, TmuxError> {
+        let args = ["display", "-p", "-t", pane.as_str(), BARE_FORMAT];
+        let text = match self.run(&args).await {
+            Ok(text) => text,
+            Err(e) if e.is_no_server() || no_such_pane(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let found = parse_pane(&text, pane)
+            .map_err(|e| TmuxError::Unexpected { argv: self.argv(&args), reason: e.to_string() })?;
+        Ok(found.filter(|p| !is_control_session(&p.tmux_session)))
+    }
+
+    async fn list(&self, format: &str) -> Result<Vec<PaneInfo>, TmuxError> {
+        let args = ["list-panes", "-a", "-F", format];
         let text = match self.run(&args).await {
             Ok(text) => text,
             Err(e) if e.is_no_server() || no_session(&e) => return Ok(Vec::new()),

@@ -14,8 +14,10 @@
 //! the client's stdin and `0` for one that was not (the client's start-up
 //! command): only the former are answers to our requests. Outside blocks,
 //! lines starting with `%` are notifications (`%session-changed`,
-//! `%sessions-changed`, `%output`, …), skipped here, and `%exit` says the
-//! client is about to leave. Inside a block every line is output, even one
+//! `%sessions-changed`, `%output`, …), and `%exit` says the client is about
+//! to leave. Of the notifications only those that may mean a new pane in
+//! some session are reported ([`Event::Topology`], see [`is_topology`]);
+//! the rest are skipped. Inside a block every line is output, even one
 //! that starts with `%` (as `list-panes` output does), until the exact
 //! closing line.
 //!
@@ -36,6 +38,29 @@ pub(crate) enum Event {
     },
     /// `%exit`: the server is detaching the client (or is going away).
     Exit,
+    /// A notification that a pane may have appeared somewhere.
+    Topology,
+}
+
+/// The name our tmux hooks give the hidden session's window whenever a
+/// pane is split, joined, moved or swapped anywhere on the server (see
+/// [`super::TOPOLOGY_HOOKS`]): renaming a window is something every control
+/// client is told about, wherever it is attached, and tmux 3.3a has no
+/// notification for a split in another session's window.
+pub const TOPOLOGY_WINDOW: &str = "__dtmcp_topology";
+
+/// Whether a notification line (outside a block) may mean a new pane in
+/// some session: a window linked anywhere (`%window-add` for the client's
+/// own session, `%unlinked-window-add` for any other), a session made,
+/// closed or renamed, or the hidden window renamed by our hooks. Window
+/// and pane closes are not: a pane going away leaves no pane to take on.
+pub(crate) fn is_topology(line: &str) -> bool {
+    let mut words = line.split(' ');
+    match words.next() {
+        Some("%window-add" | "%unlinked-window-add" | "%sessions-changed" | "%session-renamed") => true,
+        Some("%window-renamed" | "%unlinked-window-renamed") => words.nth(1) == Some(TOPOLOGY_WINDOW),
+        _ => false,
+    }
 }
 
 /// A block that has begun and not yet ended.
@@ -87,6 +112,8 @@ impl ReplyParser {
             None
         } else if line == "%exit" || line.starts_with("%exit ") {
             Some(Event::Exit)
+        } else if is_topology(line) {
+            Some(Event::Topology)
         } else {
             None
         }
@@ -138,10 +165,13 @@ parse error: unknown command: bogus-cmd
             events(TRANSCRIPT),
             vec![
                 block(false, Ok("")),
+                Event::Topology,
+                Event::Topology,
                 block(true, Ok("a\n")),
                 block(true, Err("parse error: unknown command: bogus-cmd")),
                 block(true, Ok("%1\x1f__dtmcp_ctl\n%0\x1freal\n%end 1796205261 999 1\n")),
                 block(true, Ok("")),
+                Event::Topology,
                 Event::Exit,
             ]
         );
@@ -150,6 +180,33 @@ parse error: unknown command: bogus-cmd
     #[test]
     fn notifications_between_blocks_are_skipped() {
         assert_eq!(events("%output %1 hello\n%session-changed $1 x\n%window-close @2\n"), vec![]);
+    }
+
+    /// Lines captured from a 3.3a control client while other clients split,
+    /// made windows and sessions, renamed and killed them.
+    #[rstest::rstest]
+    #[case::window_here("%window-add @2", true)]
+    #[case::window_elsewhere("%unlinked-window-add @3", true)]
+    #[case::sessions("%sessions-changed", true)]
+    #[case::session_renamed("%session-renamed $1 bb", true)]
+    #[case::our_hook("%window-renamed @1 __dtmcp_topology", true)]
+    #[case::our_hook_elsewhere("%unlinked-window-renamed @1 __dtmcp_topology", true)]
+    #[case::a_window_renamed("%window-renamed @1 vim", false)]
+    #[case::a_name_that_starts_alike("%unlinked-window-renamed @4 __dtmcp_topology2", false)]
+    #[case::window_closed("%unlinked-window-close @1", false)]
+    #[case::layout("%layout-change @1 b25d,80x24,0,0,1 b25d,80x24,0,0,1 *", false)]
+    #[case::pane_changed("%window-pane-changed @1 %3", false)]
+    #[case::our_session("%session-changed $1 __dtmcp_ctl", false)]
+    #[case::output("%output %1 %window-add @2", false)]
+    fn topology_notices(#[case] line: &str, #[case] topology: bool) {
+        assert_eq!(is_topology(line), topology);
+        let expected = if topology { vec![Event::Topology] } else { vec![] };
+        assert_eq!(events(line), expected);
+    }
+
+    #[test]
+    fn notices_inside_a_block_are_output() {
+        assert_eq!(events("%begin 1 2 1\n%window-add @1\n%end 1 2 1\n"), vec![block(true, Ok("%window-add @1\n"))]);
     }
 
     #[test]

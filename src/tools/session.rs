@@ -12,6 +12,9 @@ use super::Terminal;
 use super::reply::{Facts, Reply, ToolError};
 use crate::session::CreateOptions;
 
+/// How many sessions `session_list` asks about at once.
+const LIST_AT_ONCE: usize = 8;
+
 /// Arguments of `session_create`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -268,6 +271,9 @@ impl Terminal {
         })
     }
 
+    /// One listing of the panes (with the current command and directory
+    /// it shows), then each session's logger and presence, a few sessions
+    /// at a time so that their round trips overlap.
     async fn list_body(&self) -> Result<String, ToolError> {
         let panes = self.sessions().panes().await?;
         let closed = self.closed_lines().await;
@@ -275,28 +281,38 @@ impl Terminal {
             return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
         }
         let mut all = String::new();
-        for pane in panes {
-            let name = &pane.session_name;
-            let mut out = String::new();
-            let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
-            if let Ok(s) = self.sessions().resolve(name).await
-                && let Ok(mut logger) = s.logger().await
-                && let Ok(status) = logger.status().await
-                && let Some(r) = status.last_region
+        for some in panes.chunks(LIST_AT_ONCE) {
+            for (pane, entry) in
+                some.iter().zip(futures_util::future::join_all(some.iter().map(|pane| self.list_entry(pane))).await)
             {
-                let exit = r.exit.map_or_else(|| "running".to_string(), |e| format!("exit {e}"));
-                let _ = write!(out, " · last: `{}` {exit}", r.command);
+                // Each session's lines with its own placeholders.
+                all.push_str(&self.redacted(Some(&pane.session_name), &entry));
             }
-            let _ = writeln!(out, "\n  {}", super::presence::pane_line(&pane));
-            if let Some(who) = self.presence_line(&pane).await {
-                let _ = writeln!(out, "  {who}");
-            }
-            let _ = writeln!(out, "  attach: {}", self.sessions().attach_command(&pane.tmux_session));
-            // Each session's lines with its own placeholders.
-            all.push_str(&self.redacted(Some(name), &out));
         }
         all.push_str(&closed);
         Ok(all)
+    }
+
+    /// The lines of `session_list` about one listed pane.
+    async fn list_entry(&self, pane: &crate::tmux::PaneInfo) -> String {
+        let mut out = String::new();
+        let name = &pane.session_name;
+        let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
+        // The listing found it: no need to ask tmux again per session.
+        if let Ok(s) = self.sessions().session_of(pane)
+            && let Ok(mut logger) = s.logger().await
+            && let Ok(status) = logger.status().await
+            && let Some(r) = status.last_region
+        {
+            let exit = r.exit.map_or_else(|| "running".to_string(), |e| format!("exit {e}"));
+            let _ = write!(out, " · last: `{}` {exit}", r.command);
+        }
+        let _ = writeln!(out, "\n  {}", super::presence::pane_line(pane));
+        if let Some(who) = self.presence_line(pane).await {
+            let _ = writeln!(out, "  {who}");
+        }
+        let _ = writeln!(out, "  attach: {}", self.sessions().attach_command(&pane.tmux_session));
+        out
     }
 
     async fn close_body(&self, p: CloseParams) -> Result<String, ToolError> {

@@ -263,7 +263,12 @@ async fn a_pane_split_with_tmux_keys_is_adopted() {
         let out = world.tmux(&["list-panes", "-t", "=k1:", "-F", "#{pane_id}"]);
         (String::from_utf8_lossy(&out.stdout).lines().count() == 2).then_some(())
     });
-    // The next call adopts it.
+    // It is taken on when tmux tells of the split, with no call asking.
+    until(Duration::from_secs(5), "the split pane to be taken on", || {
+        let out = world.tmux(&["list-panes", "-t", "=k1:", "-F", "#{@dtmcp_name}"]);
+        let named = String::from_utf8_lossy(&out.stdout).lines().any(|name| name == "k1+1");
+        (named && world.session_dir("k1+1").join("logger.sock").exists()).then_some(())
+    });
     let list = server.ok("session_list", json!({})).await;
     assert_has!(list, "k1+1:");
     assert_has!(list, "adopted");

@@ -28,6 +28,25 @@ async fn sessions_are_named_listed_attached_and_closed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_killed_or_renamed_with_tmux_are_seen_at_the_next_call() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("r1").await;
+    s.create("r2").await;
+    assert!(w.tmux(&["rename-session", "-t", "=r1", "renamed"]).status.success());
+    assert_has!(s.run("r1", "echo still-$((40+2))").await, "still-42");
+    let list = s.ok("session_list", json!({})).await;
+    assert_has!(list, "r1: bash");
+    assert_has!(list, format!("tmux -L {} attach -t renamed", w.socket));
+    assert!(w.tmux(&["kill-session", "-t", "=r2"]).status.success());
+    let gone = s.err("run", json!({"session": "r2", "command": "true"})).await;
+    assert_has!(gone, "no session named \"r2\" is open (open: r1)");
+    assert!(!s.ok("session_list", json!({})).await.contains("r2:"));
+    // The logs of the killed one stay, and say it is closed.
+    assert!(w.session_dir("r2").join("raw.log").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_clearly_and_the_server_keeps_answering() {
     let w = World::new();
     let s = w.server().await;

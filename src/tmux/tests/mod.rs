@@ -341,3 +341,65 @@ fn systemd_plumbing_and_an_outer_tmux_never_reach_a_pane() {
         assert!(super::SCRUBBED_ENV.contains(&name), "{name} is not scrubbed");
     }
 }
+
+/// Waits until the topology counter moves past `seen`; false after `limit`.
+async fn moved(changes: &mut tokio::sync::watch::Receiver<u64>, limit: Duration) -> bool {
+    tokio::time::timeout(limit, changes.changed()).await.is_ok_and(|r| r.is_ok()) && {
+        changes.borrow_and_update();
+        true
+    }
+}
+
+#[tokio::test]
+async fn panes_made_anywhere_move_the_topology_counter() {
+    let h = TmuxHarness::with_session();
+    let other = h.start_session("other", "sleep 1000");
+    let mut changes = h.tmux.topology();
+    h.tmux.run(&["display", "-p", "x"]).await.expect("connect");
+    assert!(moved(&mut changes, SECOND).await, "a new control client counts as a change");
+    // Let the notices of the client's own start pass.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    changes.borrow_and_update();
+    // A split in a session the control client is not attached to: only
+    // the hooks tell of it.
+    h.side(&["split-window", "-d", "-t", other.as_str(), "sleep 1000"]).expect("split");
+    assert!(moved(&mut changes, SECOND).await, "a split elsewhere is told");
+    h.side(&["new-window", "-d", "-t", &session_target("other"), "sleep 1000"]).expect("new-window");
+    assert!(moved(&mut changes, SECOND).await, "a new window is told");
+    h.side(&["rename-session", "-t", &session_target("other"), "renamed"]).expect("rename");
+    assert!(moved(&mut changes, SECOND).await, "a renamed session is told");
+    // Sending keys, resizing and killing a pane are not.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    changes.borrow_and_update();
+    h.side(&["send-keys", "-t", other.as_str(), "x"]).expect("send-keys");
+    h.side(&["kill-pane", "-t", other.as_str()]).expect("kill-pane");
+    assert!(!moved(&mut changes, Duration::from_millis(300)).await, "no change told");
+}
+
+#[tokio::test]
+async fn the_hooks_leave_a_persons_own_alone_and_go_with_the_control_client() {
+    let h = TmuxHarness::with_session();
+    h.side(&["set-hook", "-g", "after-split-window", "set -g @theirs 1"]).expect("their hook");
+    h.tmux.run(&["display", "-p", "x"]).await.expect("connect");
+    let hooks = h.side(&["show-hooks", "-g"]).expect("show-hooks");
+    let ours = format!("after-split-window[{}] if-shell -F", super::HOOK_INDEX);
+    assert!(hooks.contains("after-split-window[0] set-option -g @theirs 1") && hooks.contains(&ours), "{hooks}");
+    // Their hook still runs.
+    h.side(&["split-window", "-d", "-t", &window_target("main"), "sleep 1000"]).expect("split");
+    assert_eq!(h.side(&["show", "-gv", "@theirs"]).expect("their option").trim(), "1");
+    // Another real session keeps the server up after ours is shut down.
+    h.start_session("theirs", "sleep 1000");
+    h.tmux.shutdown_control().await;
+    let hooks = h.side(&["show-hooks", "-g"]).expect("show-hooks");
+    assert!(hooks.contains("after-split-window[0]") && !hooks.contains(super::TOPOLOGY_WINDOW), "{hooks}");
+}
+
+#[tokio::test]
+async fn a_hook_left_behind_never_fails_a_persons_split() {
+    let h = TmuxHarness::with_session();
+    h.tmux.run(&["display", "-p", "x"]).await.expect("connect");
+    // The hidden session killed by hand: the hooks stay, naming it.
+    h.side(&["kill-session", "-t", &session_target(CONTROL_SESSION)]).expect("kill the hidden session");
+    assert!(h.side(&["show-hooks", "-g"]).expect("show-hooks").contains(super::TOPOLOGY_WINDOW));
+    h.side(&["split-window", "-d", "-t", &window_target("main"), "sleep 1000"]).expect("the split succeeds");
+}
