@@ -205,7 +205,10 @@ fn responses() -> Vec<(String, Response)> {
         let region = Some(region(RegionKind::Command));
         all.push((format!("waited/{name}"), Response::Waited { reason, status: status(), region }));
     }
-    all.push(("waited/no-region".into(), Response::Waited { reason: WaitReason::Prompt, status: status(), region: None }));
+    all.push((
+        "waited/no-region".into(),
+        Response::Waited { reason: WaitReason::Prompt, status: status(), region: None },
+    ));
     all.into_iter().map(|(name, r)| (format!("response/{name}"), r)).collect()
 }
 
