@@ -222,6 +222,14 @@ impl Shared {
         self.publish(|l| l.eof = true);
     }
 
+    /// Returns once the socket's loop holds no wait, or after `limit`.
+    pub fn answered_all(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.lock().watching > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Region `id`: from the table, or for an older one from
     /// `regions.jsonl`.
     pub fn region(&self, id: RegionId) -> Option<Region> {
