@@ -42,12 +42,14 @@
 //! Writing on into a `raw.log` someone deleted (alone or with its whole
 //! directory) would fill the disk with space nobody can see or free. So
 //! when output comes the pump checks, at most once a second, that
-//! `raw.log` still has a name; when it has none the pump stops and the
-//! logger exits (see `logger::run_in`), and the router attaches a new one
-//! that starts fresh files and marks the gap. A quiet pane costs nothing:
-//! the pump sleeps until output or a request comes (or an input region's
-//! time is up), and a deletion while it is quiet is noticed with the next
-//! output, before a byte of it is written.
+//! `raw.log` still has a name (output within a second of the last check is
+//! checked a second after it, so that the last burst before a quiet spell
+//! is covered too); when it has none the pump stops and the logger exits
+//! (see `logger::run_in`), and the router attaches a new one that starts
+//! fresh files and marks the gap. A quiet pane costs nothing: the pump
+//! sleeps until output or a request comes (or an input region's time is
+//! up), and a deletion while it is quiet is noticed with the next output,
+//! before a byte of it is written.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -113,6 +115,9 @@ pub struct Pump {
     dropping: Option<Dropping>,
     /// When `raw.log` was last checked for having been deleted.
     checked_ms: u64,
+    /// Output came since that check (the check is then due
+    /// [`DELETED_CHECK_MS`] after it, output or not).
+    unchecked: bool,
     /// `raw.log` was found deleted (alone or with the whole directory):
     /// the pump stops, so that no descriptor keeps filling unlinked space.
     pub deleted: Option<u64>,
@@ -171,6 +176,7 @@ impl Pump {
             checkpoint_ms: now_ms(),
             dropping: None,
             checked_ms: now_ms(),
+            unchecked: false,
             deleted: None,
         };
         p.replay(start, shared)?;
@@ -209,7 +215,8 @@ impl Pump {
         loop {
             // Sleeps until output or a request comes, or an input region's
             // time is up.
-            let timeout = match self.pipe.tracker.next_tick_ms() {
+            let check = self.unchecked.then_some(self.checked_ms + DELETED_CHECK_MS);
+            let timeout = match [self.pipe.tracker.next_tick_ms(), check].into_iter().flatten().min() {
                 Some(due) => PollTimeout::try_from(due.saturating_sub(now_ms())).unwrap_or(PollTimeout::MAX),
                 None => PollTimeout::NONE,
             };
@@ -241,6 +248,14 @@ impl Pump {
                     Err(e) => return Err(io_err(e).into()),
                 }
             } else if !mail {
+                if self.unchecked && now_ms() >= self.checked_ms + DELETED_CHECK_MS {
+                    self.unchecked = false;
+                    self.checked_ms = now_ms();
+                    if self.raw_deleted() {
+                        self.deleted = Some(self.raw_len);
+                        return Ok(());
+                    }
+                }
                 self.tick(shared)?;
             }
         }
@@ -362,10 +377,13 @@ impl Pump {
         }
         if now.saturating_sub(self.checked_ms) >= DELETED_CHECK_MS {
             self.checked_ms = now;
+            self.unchecked = false;
             if self.raw_deleted() {
                 self.deleted = Some(self.raw_len);
                 return;
             }
+        } else {
+            self.unchecked = true;
         }
         // The raw log comes first and unbuffered: whatever happens next,
         // these bytes are on disk.
