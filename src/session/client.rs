@@ -207,7 +207,8 @@ impl Drop for InFlight<'_> {
             p.remove(&self.id);
         }
         if self.wait && !self.answered {
-            let cancel = Tagged { id: self.conn.next_id.fetch_add(1, Ordering::Relaxed), msg: Request::Cancel { id: self.id } };
+            let cancel =
+                Tagged { id: self.conn.next_id.fetch_add(1, Ordering::Relaxed), msg: Request::Cancel { id: self.id } };
             if let Ok(frame) = protocol::encode(&cancel) {
                 let _ = self.conn.frames.send(frame);
             }
@@ -261,7 +262,11 @@ async fn read_answers(mut rx: OwnedReadHalf, conn: Arc<Conn>, path: PathBuf) {
 
 /// Writes the frames handed over until every sender is gone or the socket
 /// fails.
-async fn write_frames(mut tx: OwnedWriteHalf, mut frames: mpsc::UnboundedReceiver<Vec<u8>>, conn: std::sync::Weak<Conn>) {
+async fn write_frames(
+    mut tx: OwnedWriteHalf,
+    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
+    conn: std::sync::Weak<Conn>,
+) {
     while let Some(frame) = frames.recv().await {
         if tx.write_all(&frame).await.is_err() {
             if let Some(conn) = conn.upgrade() {
@@ -389,7 +394,6 @@ impl LoggerClient {
     }
 }
 
-
 /// A connection to the logger that replaces a dead one at `path`, once the
 /// repair has attached it; tries for [`EXCHANGE_TIMEOUT`].
 async fn reconnect(path: &Path) -> Result<Arc<Conn>, ClientError> {
@@ -423,8 +427,7 @@ fn hung_up(fd: &OwnedFd) -> bool {
     // needs no asking.
     let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
     let gone = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
-    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
-        && fds[0].revents().is_some_and(|r| r.intersects(gone))
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0) && fds[0].revents().is_some_and(|r| r.intersects(gone))
 }
 
 /// Connects to the logger at `path`, starts the connection's tasks and
