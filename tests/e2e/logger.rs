@@ -20,8 +20,9 @@ async fn a_command_outliving_its_killed_logger_still_ends_with_its_status() {
         s.ok("run", json!({"session": "t1", "command": "sleep 1.5; echo late-line; (exit 7)", "timeout": 0.2})).await;
     assert_has!(r, "still running");
     let old = kill_logger(&dir);
-    // The watchdog or the next call attaches a new logger, which must pick
-    // the open region up from its checkpoint rather than forget it.
+    // The router (its connection closed) or the next call attaches a new
+    // logger, which must pick the open region up from its checkpoint
+    // rather than forget it.
     let r = s.ok("wait", json!({"session": "t1", "timeout": 20})).await;
     assert_has!(r, "exit 7");
     assert_has!(r, "late-line");
