@@ -486,3 +486,98 @@ async fn stall(dir: &Path) -> u32 {
         seen = now;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The pool against a scripted peer on a real socket, which answers as
+    //! each test says (the logger's own loop is tested in its crate, and
+    //! with the router end to end).
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    type Peer = std::os::unix::net::UnixStream;
+
+    fn recv(peer: &mut Peer) -> Tagged<Request> {
+        protocol::read_frame(peer).expect("a frame").expect("not the end")
+    }
+
+    fn send(peer: &mut Peer, id: u64, msg: Response) {
+        protocol::write_frame(peer, &Tagged { id, msg }).expect("send");
+    }
+
+    /// A socket in a fresh directory, and a thread that accepts one
+    /// connection, answers its hello and hands it to `script`.
+    fn peer(script: impl FnOnce(Peer) + Send + 'static) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("logger.sock");
+        let listener = UnixListener::bind(&path).expect("bind");
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("accept");
+            let hello = recv(&mut conn);
+            assert!(matches!(hello.msg, Request::Hello { .. }), "{hello:?}");
+            send(&mut conn, hello.id, Response::Hello { version: PROTOCOL_VERSION, pid: 1 });
+            script(conn);
+        });
+        (dir, path)
+    }
+
+    #[tokio::test]
+    async fn answers_reach_their_exchange_in_whatever_order_they_come() {
+        let (_dir, path) = peer(|mut conn| {
+            let first = recv(&mut conn);
+            let second = recv(&mut conn);
+            let (wait, status) = if matches!(first.msg, Request::Wait(_)) { (first, second) } else { (second, first) };
+            // The status is answered first, as the logger does while a
+            // wait goes on.
+            send(&mut conn, status.id, Response::Status(Status { current_text: "now".into(), ..Status::default() }));
+            let region = Some(Region { id: RegionId(3), ..Region::default() });
+            send(
+                &mut conn,
+                wait.id,
+                Response::Waited { reason: WaitReason::Prompt, status: Status::default(), region },
+            );
+            // Keeps the connection open until the client is done.
+            let _ = protocol::read_frame::<Tagged<Request>>(&mut conn);
+        });
+        let mut waiter = LoggerClient::connect(&path).await.expect("connect");
+        let mut asker = LoggerClient::connect(&path).await.expect("the same connection");
+        assert!(Arc::ptr_eq(&waiter.conn, &asker.conn), "a second connection was opened");
+        let (waited, status) =
+            tokio::join!(waiter.wait_region(WaitSpec { timeout_ms: 5_000, ..WaitSpec::default() }), async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                asker.status().await
+            });
+        assert_eq!(status.expect("status").current_text, "now");
+        let (reason, _, region) = waited.expect("waited");
+        assert_eq!(reason, WaitReason::Prompt);
+        assert_eq!(region.map(|r| r.id), Some(RegionId(3)));
+    }
+
+    #[tokio::test]
+    async fn a_wait_given_up_is_cancelled_and_a_closed_connection_is_announced() {
+        let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();
+        let (dir, path) = peer(move |mut conn| {
+            let wait = recv(&mut conn);
+            let next = recv(&mut conn);
+            let _ = cancelled_tx.send(matches!(next.msg, Request::Cancel { id } if id == wait.id));
+            // Then the logger dies.
+        });
+        let mut closed = closed_connections();
+        let mut client = LoggerClient::connect(&path).await.expect("connect");
+        let spec = WaitSpec { timeout_ms: 60_000, ..WaitSpec::default() };
+        assert!(tokio::time::timeout(Duration::from_millis(100), client.wait(spec)).await.is_err());
+        let cancelled = tokio::task::spawn_blocking(move || cancelled_rx.recv_timeout(Duration::from_secs(5)));
+        assert_eq!(cancelled.await.expect("join").ok(), Some(true), "the wait was not cancelled at the logger");
+        let announced = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(gone) = closed.recv().await {
+                if gone == dir.path() {
+                    return true;
+                }
+            }
+            false
+        });
+        assert!(announced.await.unwrap_or(false), "the closed connection was not announced");
+        assert!(!connected(dir.path()));
+        assert!(matches!(client.status().await, Err(ClientError::Closed | ClientError::Connect { .. })));
+    }
+}
