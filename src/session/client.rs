@@ -296,7 +296,17 @@ impl LoggerClient {
         if let Some(conn) = open(&slot) {
             return Ok(LoggerClient { conn });
         }
-        let conn = new_connection(path).await?;
+        let conn = match new_connection(path).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // No empty slot is kept for a socket nobody answers on.
+                let mut slots = lock(&POOL.slots);
+                if slots.get(path).is_some_and(|s| Arc::ptr_eq(s, &slot) && lock(&s.conn).is_none()) {
+                    slots.remove(path);
+                }
+                return Err(e);
+            }
+        };
         *lock(&slot.conn) = Some(Arc::clone(&conn));
         // A slot dropped from the pool meanwhile (its old connection closed)
         // is put back.

@@ -271,7 +271,7 @@ impl Watch {
             Some(p) => Some(Regex::new(p).map_err(|e| format!("invalid pattern: {e}"))?),
             None => None,
         };
-        Ok(Watch { spec, pattern, scan: Scan { next_line: 0 }, deadline: now + timeout })
+        Ok(Watch { spec, pattern, scan: Scan { next_line: 0, ended: None }, deadline: now + timeout })
     }
 
     /// Why the wait ends with the state `status`, or `None` while it goes on.
@@ -297,7 +297,15 @@ impl Watch {
 
 impl Shared {
     fn check(&self, spec: &WaitSpec, status: &Status, re: Option<&Regex>, scan: &mut Scan) -> Option<WaitReason> {
-        let region = self.region_after(&spec.after, status);
+        // An ended region no longer changes: kept, it is not looked up
+        // again (an old one would be read from the file at every look).
+        let region = match &scan.ended {
+            Some(r) => Some(r.clone()),
+            None => self.region_after(&spec.after, status),
+        };
+        if let Some(r) = region.as_ref().filter(|r| r.end.is_some()) {
+            scan.ended = Some(r.clone());
+        }
         if spec.command_done {
             if let Some(r) = region.as_ref().filter(|r| r.end.is_some()) {
                 return Some(WaitReason::RegionEnded(r.id));
@@ -346,7 +354,9 @@ impl Shared {
     }
 }
 
-/// How far a wait has looked for its pattern.
+/// How far a wait has looked for its pattern, and the region it is about
+/// once that has ended.
 struct Scan {
     next_line: u64,
+    ended: Option<Region>,
 }
