@@ -67,7 +67,7 @@ pub fn bind(path: &Path) -> Result<UnixListener, LoggerError> {
 
 /// Serves connections until the process ends.
 pub fn serve(listener: UnixListener, shared: Arc<Shared>) {
-    let mut server = Server { listener, shared, conns: Vec::new() };
+    let mut server = Server { listener, shared, conns: Vec::new(), again: false };
     loop {
         server.turn();
     }
@@ -78,6 +78,8 @@ struct Server {
     listener: UnixListener,
     shared: Arc<Shared>,
     conns: Vec<Conn>,
+    /// The pump published during the last look: look again at once.
+    again: bool,
 }
 
 /// One client.
@@ -108,6 +110,7 @@ impl Server {
     fn turn(&mut self) {
         let now = Instant::now();
         let timeout = match self.next_due() {
+            _ if self.again => PollTimeout::ZERO,
             Some(due) => {
                 // Rounded up: waking before the moment would only spin.
                 let ms = due.saturating_duration_since(now).as_micros().div_ceil(1000).min(60_000);
@@ -186,30 +189,30 @@ impl Server {
 
     /// Looks at every held wait and input region again, answering those
     /// that are done; then tells the pump whether a publication must wake
-    /// the loop. Repeats if the pump published meanwhile, so that no
-    /// publication goes unseen.
+    /// the loop. If the pump published meanwhile, the next turn looks again
+    /// without sleeping, so that no publication goes unseen.
     fn look_again(&mut self) {
+        self.again = false;
         if self.conns.iter().all(|c| c.waits.is_empty() && c.opens.is_empty()) {
             self.shared.lock().watching = 0;
             return;
         }
-        loop {
-            let (version, status) = {
-                let live = self.shared.lock();
-                (live.version, live.status())
-            };
-            let now = Instant::now();
-            let mut held = 0;
-            for conn in &mut self.conns {
-                conn.look_again(&self.shared, &status, now);
-                held += conn.waits.len() + conn.opens.len();
-            }
-            let mut live = self.shared.lock();
-            live.watching = held;
-            if live.version == version {
-                return;
-            }
+        let (version, status) = {
+            let live = self.shared.lock();
+            (live.version, live.status())
+        };
+        let now = Instant::now();
+        let mut held = 0;
+        for conn in &mut self.conns {
+            conn.look_again(&self.shared, &status, now);
+            held += conn.waits.len() + conn.opens.len();
         }
+        let mut live = self.shared.lock();
+        live.watching = held;
+        // Published meanwhile, before the pump knew to ring: look again
+        // after a poll that does not sleep (so that a flood of output does
+        // not keep the loop from reading requests).
+        self.again = held > 0 && live.version != version;
     }
 
     /// The earliest moment a held wait or input region must be looked at
