@@ -194,11 +194,15 @@ impl Server {
     fn look_again(&mut self) {
         self.again = false;
         if self.conns.iter().all(|c| c.waits.is_empty() && c.opens.is_empty()) {
-            self.shared.lock().watching = 0;
+            let mut live = self.shared.lock();
+            live.watching = 0;
+            live.rung = false;
             return;
         }
         let (version, status) = {
-            let live = self.shared.lock();
+            let mut live = self.shared.lock();
+            // Publications from now on ring again.
+            live.rung = false;
             (live.version, live.status())
         };
         let now = Instant::now();

@@ -68,6 +68,9 @@ pub struct Live {
     /// How many waits the socket's loop holds: while any, a publication
     /// wakes it.
     pub watching: usize,
+    /// A wake-up was written that the loop has not taken yet: publications
+    /// meanwhile need not write another.
+    pub rung: bool,
 }
 
 impl Live {
@@ -193,7 +196,8 @@ impl Shared {
         f(&mut live);
         live.version += 1;
         live.trim();
-        let wake = live.watching > 0;
+        let wake = live.watching > 0 && !live.rung;
+        live.rung |= wake;
         drop(live);
         if wake {
             self.ring();
