@@ -1,20 +1,44 @@
-//! The router's side of the logger protocol: one connection per call, every
-//! exchange bounded by a timeout.
+//! The router's side of the logger protocol: one persistent connection per
+//! logger, shared by every call of this process, every exchange bounded by
+//! a timeout.
 //!
-//! A logger that is stopped (SIGSTOP, a debugger) still accepts
-//! connections (the kernel queues them) but answers nothing. Rather than
-//! wait out a timeout, the client looks at the logger's state in `/proc`
-//! before it connects and while it waits, and reports the stall at once.
+//! # The pool
+//!
+//! Connections are kept in a pool keyed by socket path. Each has a writer
+//! task (frames are handed to it whole, so a call given up midway never
+//! leaves half a frame on the wire) and a reader task that hands each
+//! answer to the exchange waiting for its id (see
+//! [`dtmcp_core::protocol`]): many calls, waits among them, share one
+//! connection. A wait given up by its caller (a timeout, a cancelled call)
+//! is cancelled at the logger, so that it does not hold a place there.
+//!
+//! When a logger's connection closes (it ended or was killed) the pool
+//! drops it, fails the exchanges in flight, and tells whoever listens
+//! ([`closed_connections`]): the router's repair replaces a dead logger at
+//! once, without a per-second sweep.
+//!
+//! # Stalls
+//!
+//! A logger that is stopped (SIGSTOP, a debugger) keeps its socket but
+//! answers nothing. Rather than wait out a timeout, the client looks at the
+//! logger's state in `/proc` before it connects and while an exchange
+//! waits, and reports the stall as soon as it is seen twice.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use interprocess::local_socket::tokio::{Stream, prelude::*};
-use interprocess::local_socket::{GenericFilePath, ToFsName};
+use std::os::fd::{AsFd, OwnedFd};
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
 
 use dtmcp_core::agent_state::AgentState;
-use dtmcp_core::protocol::{self, PROTOCOL_VERSION, Request, Response, Status, WaitReason, WaitSpec};
+use dtmcp_core::protocol::{self, PROTOCOL_VERSION, Request, Response, Status, Tagged, WaitReason, WaitSpec};
 use dtmcp_core::region::Region;
 use dtmcp_core::types::{LineNo, RegionId};
 
@@ -64,59 +88,251 @@ pub enum ClientError {
     /// The logger answered something else than asked.
     #[error("the session's logger answered out of turn")]
     Unexpected,
+    /// The connection closed before the answer came.
+    #[error(
+        "the session's logger went away before it answered (it ended or was killed); a new one is being attached: call again"
+    )]
+    Closed,
 }
 
-/// A connection to one pane's logger.
-pub struct LoggerClient {
-    stream: Stream,
+/// The connections of this process, by socket path.
+static POOL: LazyLock<Pool> = LazyLock::new(Pool::default);
+
+#[derive(Default)]
+struct Pool {
+    slots: Mutex<HashMap<PathBuf, Arc<Slot>>>,
+    /// Told the session directory of every connection that closes.
+    listeners: Mutex<Vec<mpsc::UnboundedSender<PathBuf>>>,
+}
+
+/// One socket's place in the pool.
+#[derive(Default)]
+struct Slot {
+    conn: Mutex<Option<Arc<Conn>>>,
+    /// Held while connecting, so that callers arriving together share one
+    /// connection.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// One open connection.
+struct Conn {
+    /// Whole frames for the writer task.
+    frames: mpsc::UnboundedSender<Vec<u8>>,
+    /// The exchanges waiting for an answer, by id; `None` once closed.
+    pending: Mutex<Option<HashMap<u64, oneshot::Sender<Response>>>>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    /// Tells the reader task to stop (a connection refused after its hello).
+    shutdown: tokio::sync::Notify,
+    /// The socket once more, to see at once whether the logger hung up
+    /// (died) before its reader task has run.
+    probe: OwnedFd,
     /// The session directory, where the logger leaves its pid.
-    dir: std::path::PathBuf,
+    dir: PathBuf,
+    /// The socket's path.
+    path: PathBuf,
 }
 
-impl LoggerClient {
-    /// Connects to the logger socket at `path` and checks its version.
-    pub async fn connect(path: &Path) -> Result<LoggerClient, ClientError> {
-        let err = |source| ClientError::Connect { path: path.display().to_string(), source };
-        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        if let Some(pid) = super::repair::stopped_logger(&dir) {
-            return Err(ClientError::Stalled { pid });
-        }
-        let name = path.to_fs_name::<GenericFilePath>().map_err(err)?;
-        let stream = tokio::time::timeout(EXCHANGE_TIMEOUT, Stream::connect(name))
-            .await
-            .map_err(|_| ClientError::Timeout(EXCHANGE_TIMEOUT))?
-            .map_err(err)?;
-        let mut client = LoggerClient { stream, dir };
-        match client.exchange(&Request::Hello { version: PROTOCOL_VERSION }, EXCHANGE_TIMEOUT).await? {
-            Response::Hello { version, .. } if version == PROTOCOL_VERSION => Ok(client),
-            Response::Hello { version, .. } => Err(ClientError::Version { theirs: version }),
-            _ => Err(ClientError::Unexpected),
-        }
-    }
+/// A receiver of the session directories whose logger connection closed,
+/// from now on. The repair listens to replace dead loggers.
+pub fn closed_connections() -> mpsc::UnboundedReceiver<PathBuf> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    lock(&POOL.listeners).push(tx);
+    rx
+}
 
-    async fn exchange(&mut self, req: &Request, limit: Duration) -> Result<Response, ClientError> {
-        let frame = protocol::encode(req)?;
-        let io = async {
-            self.stream.write_all(&frame).await?;
-            let mut prefix = [0u8; 4];
-            self.stream.read_exact(&mut prefix).await?;
-            let mut body = vec![0u8; protocol::frame_len(prefix)?];
-            self.stream.read_exact(&mut body).await?;
-            protocol::decode::<Response>(&body)
-        };
+/// Whether this process holds an open connection to the logger of the
+/// session in `dir`.
+pub fn connected(dir: &Path) -> bool {
+    let slot = lock(&POOL.slots).get(&dir.join(dtmcp_core::store::files::SOCKET)).cloned();
+    slot.is_some_and(|s| lock(&s.conn).as_ref().is_some_and(|c| !c.closed.load(Ordering::Acquire)))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Conn {
+    /// Sends `req` and waits for its answer, at most `limit`, and not at
+    /// all once the logger is seen stopped.
+    async fn exchange(&self, req: Request, limit: Duration) -> Result<Response, ClientError> {
+        let (id, answer) = self.start()?;
+        let mut flight = InFlight { conn: self, id, wait: matches!(req, Request::Wait(_)), answered: false };
+        let frame = protocol::encode(&Tagged { id, msg: req })?;
+        self.frames.send(frame).map_err(|_| ClientError::Closed)?;
         let response = tokio::select! {
-            r = tokio::time::timeout(limit, io) => r.map_err(|_| ClientError::Timeout(limit))??,
+            r = tokio::time::timeout(limit, answer) => match r {
+                Err(_) => return Err(ClientError::Timeout(limit)),
+                Ok(Err(_)) => return Err(ClientError::Closed),
+                Ok(Ok(response)) => response,
+            },
             pid = stall(&self.dir) => return Err(ClientError::Stalled { pid }),
         };
+        flight.answered = true;
         match response {
             Response::Error { message } => Err(ClientError::Remote(message)),
             r => Ok(r),
         }
     }
 
+    /// Registers an exchange: its id and where its answer will come.
+    fn start(&self) -> Result<(u64, oneshot::Receiver<Response>), ClientError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).as_mut().ok_or(ClientError::Closed)?.insert(id, tx);
+        Ok((id, rx))
+    }
+
+    /// Marks the connection closed and fails the exchanges in flight.
+    fn close(&self) -> bool {
+        let was_open = !self.closed.swap(true, Ordering::AcqRel);
+        lock(&self.pending).take();
+        self.shutdown.notify_one();
+        was_open
+    }
+}
+
+/// Forgets an exchange when its caller stops waiting, answered or not; a
+/// wait not answered is cancelled at the logger.
+struct InFlight<'a> {
+    conn: &'a Conn,
+    id: u64,
+    wait: bool,
+    answered: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = lock(&self.conn.pending).as_mut() {
+            p.remove(&self.id);
+        }
+        if self.wait && !self.answered {
+            let cancel =
+                Tagged { id: self.conn.next_id.fetch_add(1, Ordering::Relaxed), msg: Request::Cancel { id: self.id } };
+            if let Ok(frame) = protocol::encode(&cancel) {
+                let _ = self.conn.frames.send(frame);
+            }
+        }
+    }
+}
+
+/// Reads answers and hands each to its exchange until the connection
+/// closes; then drops the connection from the pool and says so.
+async fn read_answers(mut rx: OwnedReadHalf, conn: Arc<Conn>, path: PathBuf) {
+    /// Closes the connection however the task ends (even when its runtime
+    /// shuts down).
+    struct OnEnd(Arc<Conn>, PathBuf);
+    impl Drop for OnEnd {
+        fn drop(&mut self) {
+            if !self.0.close() {
+                return;
+            }
+            let mut slots = lock(&POOL.slots);
+            if let Some(slot) = slots.get(&self.1) {
+                let ours = lock(&slot.conn).as_ref().is_some_and(|c| Arc::ptr_eq(c, &self.0));
+                if ours {
+                    slots.remove(&self.1);
+                }
+            }
+            drop(slots);
+            lock(&POOL.listeners).retain(|tx| tx.send(self.0.dir.clone()).is_ok());
+        }
+    }
+    let _end = OnEnd(Arc::clone(&conn), path);
+    loop {
+        let frame = async {
+            let mut prefix = [0u8; 4];
+            rx.read_exact(&mut prefix).await.ok()?;
+            let mut body = vec![0u8; protocol::frame_len(prefix).ok()?];
+            rx.read_exact(&mut body).await.ok()?;
+            protocol::decode::<Tagged<Response>>(&body).ok()
+        };
+        let read = tokio::select! {
+            frame = frame => frame,
+            () = conn.shutdown.notified() => None,
+        };
+        let Some(Tagged { id, msg }) = read else { return };
+        // An answer nobody waits for any more (its caller gave up) is dropped.
+        let waiter = lock(&conn.pending).as_mut().and_then(|p| p.remove(&id));
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(msg);
+        }
+    }
+}
+
+/// Writes the frames handed over until every sender is gone or the socket
+/// fails.
+async fn write_frames(
+    mut tx: OwnedWriteHalf,
+    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
+    conn: std::sync::Weak<Conn>,
+) {
+    while let Some(frame) = frames.recv().await {
+        if tx.write_all(&frame).await.is_err() {
+            if let Some(conn) = conn.upgrade() {
+                conn.close();
+            }
+            return;
+        }
+    }
+}
+
+/// A handle on the connection to one pane's logger; cheap to clone, and
+/// every handle on the same logger shares one connection.
+#[derive(Clone)]
+pub struct LoggerClient {
+    conn: Arc<Conn>,
+}
+
+impl LoggerClient {
+    /// The pooled connection to the logger socket at `path`: the open one,
+    /// or a new one whose version is checked.
+    pub async fn connect(path: &Path) -> Result<LoggerClient, ClientError> {
+        let slot = Arc::clone(lock(&POOL.slots).entry(path.to_path_buf()).or_default());
+        if let Some(conn) = open(&slot) {
+            return Ok(LoggerClient { conn });
+        }
+        let _one = slot.connecting.lock().await;
+        if let Some(conn) = open(&slot) {
+            return Ok(LoggerClient { conn });
+        }
+        let conn = match new_connection(path).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // No empty slot is kept for a socket nobody answers on.
+                let mut slots = lock(&POOL.slots);
+                if slots.get(path).is_some_and(|s| Arc::ptr_eq(s, &slot) && lock(&s.conn).is_none()) {
+                    slots.remove(path);
+                }
+                return Err(e);
+            }
+        };
+        *lock(&slot.conn) = Some(Arc::clone(&conn));
+        // A slot dropped from the pool meanwhile (its old connection closed)
+        // is put back.
+        lock(&POOL.slots).entry(path.to_path_buf()).or_insert_with(|| Arc::clone(&slot));
+        Ok(LoggerClient { conn })
+    }
+
+    /// One exchange. When the logger dies before it answers, a request
+    /// that may be asked twice (all but opening an input region) is asked
+    /// again of the logger that replaces it, if this process has a repair
+    /// listening (see [`closed_connections`]) and it attaches one within
+    /// [`EXCHANGE_TIMEOUT`].
+    async fn exchange(&mut self, req: Request, limit: Duration) -> Result<Response, ClientError> {
+        let again = !matches!(req, Request::OpenInput(_));
+        match self.conn.exchange(req.clone(), limit).await {
+            Err(ClientError::Closed) if again && !lock(&POOL.listeners).is_empty() => {
+                self.conn = reconnect(&self.conn.path).await?;
+                self.conn.exchange(req, limit).await
+            }
+            other => other,
+        }
+    }
+
     /// The logger's state now.
     pub async fn status(&mut self) -> Result<Status, ClientError> {
-        match self.exchange(&Request::Status, EXCHANGE_TIMEOUT).await? {
+        match self.exchange(Request::Status, EXCHANGE_TIMEOUT).await? {
             Response::Status(s) => Ok(s),
             _ => Err(ClientError::Unexpected),
         }
@@ -124,7 +340,7 @@ impl LoggerClient {
 
     /// Committed lines `from..from+count`.
     pub async fn read(&mut self, from: LineNo, count: u64) -> Result<Vec<String>, ClientError> {
-        match self.exchange(&Request::Read { from, count }, EXCHANGE_TIMEOUT).await? {
+        match self.exchange(Request::Read { from, count }, EXCHANGE_TIMEOUT).await? {
             Response::Lines { lines, .. } => Ok(lines),
             _ => Err(ClientError::Unexpected),
         }
@@ -132,7 +348,7 @@ impl LoggerClient {
 
     /// The last `last` regions.
     pub async fn regions(&mut self, last: u64) -> Result<Vec<Region>, ClientError> {
-        match self.exchange(&Request::Regions { last }, EXCHANGE_TIMEOUT).await? {
+        match self.exchange(Request::Regions { last }, EXCHANGE_TIMEOUT).await? {
             Response::Regions(r) => Ok(r),
             _ => Err(ClientError::Unexpected),
         }
@@ -140,7 +356,7 @@ impl LoggerClient {
 
     /// One region.
     pub async fn region(&mut self, id: RegionId) -> Result<Option<Region>, ClientError> {
-        match self.exchange(&Request::Region { id }, EXCHANGE_TIMEOUT).await? {
+        match self.exchange(Request::Region { id }, EXCHANGE_TIMEOUT).await? {
             Response::Regions(r) => Ok(r.into_iter().next()),
             _ => Err(ClientError::Unexpected),
         }
@@ -148,7 +364,7 @@ impl LoggerClient {
 
     /// Opens an input region for a line about to be typed into a program.
     pub async fn open_input(&mut self, spec: dtmcp_core::region::InputSpec) -> Result<Region, ClientError> {
-        match self.exchange(&Request::OpenInput(spec), EXCHANGE_TIMEOUT).await? {
+        match self.exchange(Request::OpenInput(spec), EXCHANGE_TIMEOUT).await? {
             Response::Regions(r) => r.into_iter().next().ok_or(ClientError::Unexpected),
             _ => Err(ClientError::Unexpected),
         }
@@ -156,7 +372,7 @@ impl LoggerClient {
 
     /// One agent's state in the session, if the session knows it.
     pub async fn agent(&mut self, actor: &str) -> Result<Option<AgentState>, ClientError> {
-        match self.exchange(&Request::Agent { actor: actor.to_string() }, EXCHANGE_TIMEOUT).await? {
+        match self.exchange(Request::Agent { actor: actor.to_string() }, EXCHANGE_TIMEOUT).await? {
             Response::Agent(state) => Ok(state),
             _ => Err(ClientError::Unexpected),
         }
@@ -164,7 +380,7 @@ impl LoggerClient {
 
     /// Has the logger keep `state` for `actor`.
     pub async fn set_agent(&mut self, actor: &str, state: AgentState) -> Result<(), ClientError> {
-        match self.exchange(&Request::SetAgent { actor: actor.to_string(), state }, EXCHANGE_TIMEOUT).await? {
+        match self.exchange(Request::SetAgent { actor: actor.to_string(), state }, EXCHANGE_TIMEOUT).await? {
             Response::Stored => Ok(()),
             _ => Err(ClientError::Unexpected),
         }
@@ -173,12 +389,97 @@ impl LoggerClient {
     /// Waits as `spec` says; the exchange may last the wait's timeout plus
     /// the usual margin.
     pub async fn wait(&mut self, spec: WaitSpec) -> Result<(WaitReason, Status), ClientError> {
+        let (reason, status, _) = self.wait_region(spec).await?;
+        Ok((reason, status))
+    }
+
+    /// Waits as [`LoggerClient::wait`] does, and also returns the first
+    /// region opened after the wait's mark, as it was when the wait ended.
+    pub async fn wait_region(&mut self, spec: WaitSpec) -> Result<(WaitReason, Status, Option<Region>), ClientError> {
         let limit = Duration::from_millis(spec.timeout_ms) + EXCHANGE_TIMEOUT;
-        match self.exchange(&Request::Wait(spec), limit).await? {
-            Response::Waited { reason, status } => Ok((reason, status)),
+        match self.exchange(Request::Wait(spec), limit).await? {
+            Response::Waited { reason, status, region } => Ok((reason, status, region)),
             _ => Err(ClientError::Unexpected),
         }
     }
+}
+
+/// A connection to the logger that replaces a dead one at `path`, once the
+/// repair has attached it; tries for [`EXCHANGE_TIMEOUT`].
+async fn reconnect(path: &Path) -> Result<Arc<Conn>, ClientError> {
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        match LoggerClient::connect(path).await {
+            Ok(client) => return Ok(client.conn),
+            Err(e @ (ClientError::Stalled { .. } | ClientError::Version { .. })) => return Err(e),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// The slot's connection if it is open. A logger that has just died may
+/// not have been noticed by the reader task yet: the socket is asked too.
+fn open(slot: &Slot) -> Option<Arc<Conn>> {
+    let conn = lock(&slot.conn).as_ref().filter(|c| !c.closed.load(Ordering::Acquire)).cloned()?;
+    if hung_up(&conn.probe) {
+        conn.close();
+        return None;
+    }
+    Some(conn)
+}
+
+/// Whether the other end of socket `fd` has closed it (one `poll` that
+/// does not wait).
+fn hung_up(fd: &OwnedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // A Unix stream socket whose peer closed it reports POLLHUP, which
+    // needs no asking.
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+    let gone = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0) && fds[0].revents().is_some_and(|r| r.intersects(gone))
+}
+
+/// Connects to the logger at `path`, starts the connection's tasks and
+/// checks the logger's version.
+async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
+    let err = |source| ClientError::Connect { path: path.display().to_string(), source };
+    let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    if let Some(pid) = super::repair::stopped_logger(&dir) {
+        return Err(ClientError::Stalled { pid });
+    }
+    let stream = tokio::time::timeout(EXCHANGE_TIMEOUT, UnixStream::connect(path))
+        .await
+        .map_err(|_| ClientError::Timeout(EXCHANGE_TIMEOUT))?
+        .map_err(err)?;
+    let probe = stream.as_fd().try_clone_to_owned().map_err(err)?;
+    let (rx, tx) = stream.into_split();
+    let (frames, queue) = mpsc::unbounded_channel();
+    let conn = Arc::new(Conn {
+        frames,
+        pending: Mutex::new(Some(HashMap::new())),
+        next_id: AtomicU64::new(1),
+        closed: AtomicBool::new(false),
+        shutdown: tokio::sync::Notify::new(),
+        probe,
+        dir,
+        path: path.to_path_buf(),
+    });
+    tokio::spawn(write_frames(tx, queue, Arc::downgrade(&conn)));
+    tokio::spawn(read_answers(rx, Arc::clone(&conn), path.to_path_buf()));
+    let hello = conn.exchange(Request::Hello { version: PROTOCOL_VERSION }, EXCHANGE_TIMEOUT).await;
+    let checked = match hello {
+        Ok(Response::Hello { version, .. }) if version == PROTOCOL_VERSION => Ok(()),
+        Ok(Response::Hello { version, .. }) => Err(ClientError::Version { theirs: version }),
+        Ok(_) => Err(ClientError::Unexpected),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = checked {
+        // Not pooled: the reader stops, and the writer with the last handle.
+        conn.close();
+        return Err(e);
+    }
+    Ok(conn)
 }
 
 /// Returns once the logger of `dir` is seen stopped twice in a row (a
@@ -193,5 +494,100 @@ async fn stall(dir: &Path) -> u32 {
             return pid;
         }
         seen = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The pool against a scripted peer on a real socket, which answers as
+    //! each test says (the logger's own loop is tested in its crate, and
+    //! with the router end to end).
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    type Peer = std::os::unix::net::UnixStream;
+
+    fn recv(peer: &mut Peer) -> Tagged<Request> {
+        protocol::read_frame(peer).expect("a frame").expect("not the end")
+    }
+
+    fn send(peer: &mut Peer, id: u64, msg: Response) {
+        protocol::write_frame(peer, &Tagged { id, msg }).expect("send");
+    }
+
+    /// A socket in a fresh directory, and a thread that accepts one
+    /// connection, answers its hello and hands it to `script`.
+    fn peer(script: impl FnOnce(Peer) + Send + 'static) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("logger.sock");
+        let listener = UnixListener::bind(&path).expect("bind");
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("accept");
+            let hello = recv(&mut conn);
+            assert!(matches!(hello.msg, Request::Hello { .. }), "{hello:?}");
+            send(&mut conn, hello.id, Response::Hello { version: PROTOCOL_VERSION, pid: 1 });
+            script(conn);
+        });
+        (dir, path)
+    }
+
+    #[tokio::test]
+    async fn answers_reach_their_exchange_in_whatever_order_they_come() {
+        let (_dir, path) = peer(|mut conn| {
+            let first = recv(&mut conn);
+            let second = recv(&mut conn);
+            let (wait, status) = if matches!(first.msg, Request::Wait(_)) { (first, second) } else { (second, first) };
+            // The status is answered first, as the logger does while a
+            // wait goes on.
+            send(&mut conn, status.id, Response::Status(Status { current_text: "now".into(), ..Status::default() }));
+            let region = Some(Region { id: RegionId(3), ..Region::default() });
+            send(
+                &mut conn,
+                wait.id,
+                Response::Waited { reason: WaitReason::Prompt, status: Status::default(), region },
+            );
+            // Keeps the connection open until the client is done.
+            let _ = protocol::read_frame::<Tagged<Request>>(&mut conn);
+        });
+        let mut waiter = LoggerClient::connect(&path).await.expect("connect");
+        let mut asker = LoggerClient::connect(&path).await.expect("the same connection");
+        assert!(Arc::ptr_eq(&waiter.conn, &asker.conn), "a second connection was opened");
+        let (waited, status) =
+            tokio::join!(waiter.wait_region(WaitSpec { timeout_ms: 5_000, ..WaitSpec::default() }), async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                asker.status().await
+            });
+        assert_eq!(status.expect("status").current_text, "now");
+        let (reason, _, region) = waited.expect("waited");
+        assert_eq!(reason, WaitReason::Prompt);
+        assert_eq!(region.map(|r| r.id), Some(RegionId(3)));
+    }
+
+    #[tokio::test]
+    async fn a_wait_given_up_is_cancelled_and_a_closed_connection_is_announced() {
+        let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();
+        let (dir, path) = peer(move |mut conn| {
+            let wait = recv(&mut conn);
+            let next = recv(&mut conn);
+            let _ = cancelled_tx.send(matches!(next.msg, Request::Cancel { id } if id == wait.id));
+            // Then the logger dies.
+        });
+        let mut closed = closed_connections();
+        let mut client = LoggerClient::connect(&path).await.expect("connect");
+        let spec = WaitSpec { timeout_ms: 60_000, ..WaitSpec::default() };
+        assert!(tokio::time::timeout(Duration::from_millis(100), client.wait(spec)).await.is_err());
+        let cancelled = tokio::task::spawn_blocking(move || cancelled_rx.recv_timeout(Duration::from_secs(5)));
+        assert_eq!(cancelled.await.expect("join").ok(), Some(true), "the wait was not cancelled at the logger");
+        let announced = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(gone) = closed.recv().await {
+                if gone == dir.path() {
+                    return true;
+                }
+            }
+            false
+        });
+        assert!(announced.await.unwrap_or(false), "the closed connection was not announced");
+        assert!(!connected(dir.path()));
+        assert!(matches!(client.status().await, Err(ClientError::Closed | ClientError::Connect { .. })));
     }
 }

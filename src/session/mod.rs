@@ -143,7 +143,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// Connects to the session's logger.
+    /// The connection to the session's logger (shared, made when there is
+    /// none; see [`client`]).
     pub async fn logger(&self) -> Result<LoggerClient, ClientError> {
         LoggerClient::connect(&self.dir.join(files::SOCKET)).await
     }
@@ -232,8 +233,10 @@ impl Sessions {
     }
 
     /// A connection to `s`'s logger; a logger found dead is replaced first
-    /// (see [`Sessions::ensure_logger`]).
+    /// (see [`Sessions::ensure_logger`]). Gaps its logger recorded since the
+    /// last call are noted for the reply.
     pub async fn logger(&self, s: &Session) -> Result<LoggerClient, SessionError> {
+        self.note_logger_gaps(s);
         if let Ok(client) = s.logger().await {
             return Ok(client);
         }

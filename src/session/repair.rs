@@ -2,6 +2,14 @@
 //! crashed), a new logger is attached and the stretch that went unlogged is
 //! recorded as a gap, never skipped in silence.
 //!
+//! Nothing polls for dead loggers. The router holds a connection to every
+//! live session's logger (see [`super::client`]): made at start-up for the
+//! sessions already there ([`Sessions::connect_loggers`]), and when a
+//! session is made or adopted (its logger is awaited through the pool). A
+//! logger that dies closes its connection, and the pool says so at once
+//! ([`Sessions::logger_closed`] replaces it). A logger that is stopped keeps
+//! its connection and is reported by the calls that meet it.
+//!
 //! The router cannot write `session.txt` (the logger is its only writer), so
 //! it leaves what it knows of the gap in `gap.pending` (when logging stopped,
 //! when it resumed, the screen at that moment) before it starts the new
@@ -15,8 +23,13 @@ use dtmcp_core::contract::{GAP_PENDING, GAPS, Gap, PIPE_COMMAND};
 use dtmcp_core::store::files;
 
 /// How long a freshly made session's logger may take to put up its socket
-/// before the watchdog takes it for dead.
+/// before the repair takes it for dead.
 const YOUNG_MS: u64 = 10_000;
+/// How long the repair of a logger whose connection closed keeps trying
+/// (a logger that left because its logs were deleted may take a moment to
+/// say so), and the longest pause between tries.
+const REPAIR_FOR: Duration = Duration::from_secs(30);
+const REPAIR_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 impl Sessions {
     /// Checks that `s`'s logger answers; if not, attaches a new one, and
@@ -31,7 +44,7 @@ impl Sessions {
                 s.name
             )));
         }
-        if s.logger().await.is_ok() {
+        if answers(s).await {
             self.note_logger_gaps(s);
             return Ok(None);
         }
@@ -42,10 +55,10 @@ impl Sessions {
         if young && !s.dir.join(files::SOCKET).exists() && !s.dir.join(files::GONE).exists() {
             return Ok(None);
         }
-        // One repair at a time (the watchdog and a call may both notice);
-        // the second finds the new logger answering.
+        // One repair at a time (the pool and a call may both notice); the
+        // second finds the new logger answering.
         let _one = self.repairing.lock().await;
-        if s.logger().await.is_ok() {
+        if answers(s).await {
             return Ok(None);
         }
         let gone = std::fs::read(s.dir.join(files::GONE))
@@ -98,9 +111,9 @@ impl Sessions {
     }
 
     /// Leaves a note for the next reply about gaps a living logger recorded
-    /// (it could not write) since this router last looked. The watchdog
-    /// looks every second, so the note reaches the next call.
-    fn note_logger_gaps(&self, s: &Session) {
+    /// (it could not write) since this router last looked (one `stat` when
+    /// there is none). Every call that asks for a logger looks.
+    pub(super) fn note_logger_gaps(&self, s: &Session) {
         let gaps = logger_gaps_since_last_look(&s.dir);
         if gaps.is_empty() {
             return;
@@ -121,31 +134,80 @@ impl Sessions {
         self.notes.lock().unwrap_or_else(|e| e.into_inner()).remove(name)
     }
 
-    /// Repairs every session whose logger died; run about once a second so
-    /// that a dead logger is noticed even when no call comes.
-    /// A trouble that lasts (a stopped logger) is said once, not at every
-    /// look, and again only when it changes.
-    pub async fn watch_loggers(&self) {
+    /// Connects to the logger of every live session, replacing those found
+    /// dead, so that each is watched through its connection from now on:
+    /// run once at start-up (sessions made before, or while this router
+    /// was down).
+    pub async fn connect_loggers(&self) {
         let Ok(panes) = self.panes().await else { return };
         for pane in panes {
             let Ok(s) = self.resolve_quiet(&pane.session_name).await else { continue };
-            let outcome = self.ensure_logger(&s).await.err().map(|e| e.to_string());
-            let mut said = WATCH_SAID.lock().unwrap_or_else(|e| e.into_inner());
-            match outcome {
-                Some(e) if said.get(&s.name) != Some(&e) => {
-                    eprintln!("docent-terminal-mcp: {e}");
-                    said.insert(s.name.clone(), e);
+            let outcome = self.logger(&s).await.err().map(|e| e.to_string());
+            say_once(&s.name, outcome);
+        }
+    }
+
+    /// The connection to the logger of the session in `dir` closed: if the
+    /// session lives, its logger is replaced now. Tries again for a while
+    /// when the new logger is not up yet; ends when the session is gone,
+    /// its logger is stopped, or a connection to a logger is open again.
+    pub async fn logger_closed(&self, dir: &std::path::Path) {
+        let Some(name) = dir.file_name().and_then(|n| n.to_str()) else { return };
+        if self.cfg.session_dir(name) != dir {
+            return; // another state home's session
+        }
+        let until = tokio::time::Instant::now() + REPAIR_FOR;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.resolve_quiet(name).await {
+                Err(SessionError::NotFound { .. } | SessionError::BadName(_) | SessionError::Tmux(_)) => {
+                    WATCH_SAID.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+                    return;
                 }
-                Some(_) => {}
-                None => {
-                    said.remove(&s.name);
+                Err(_) => {}
+                Ok(s) => {
+                    let outcome = self.ensure_logger(&s).await.err().map(|e| e.to_string());
+                    let stalled = stopped_logger(&s.dir).is_some();
+                    say_once(&s.name, outcome);
+                    if stalled || super::client::connected(&s.dir) {
+                        return;
+                    }
                 }
             }
+            if tokio::time::Instant::now() + pause > until {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(REPAIR_PAUSE_MAX);
         }
     }
 }
 
-/// What the logger watch last said about each session, by name.
+/// Whether `s`'s logger answers a status now.
+async fn answers(s: &Session) -> bool {
+    match s.logger().await {
+        Ok(mut logger) => logger.status().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Says a trouble with session `name`'s logger on stderr once, not at every
+/// look, and again only when it changes; `None` when all is well.
+fn say_once(name: &str, outcome: Option<String>) {
+    let mut said = WATCH_SAID.lock().unwrap_or_else(|e| e.into_inner());
+    match outcome {
+        Some(e) if said.get(name) != Some(&e) => {
+            eprintln!("docent-terminal-mcp: {e}");
+            said.insert(name.to_string(), e);
+        }
+        Some(_) => {}
+        None => {
+            said.remove(name);
+        }
+    }
+}
+
+/// What the logger repair last said about each session, by name.
 static WATCH_SAID: std::sync::Mutex<std::collections::BTreeMap<String, String>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 

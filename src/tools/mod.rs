@@ -115,14 +115,19 @@ impl Terminal {
             + Self::integrate_router()
     }
 
-    /// Starts the watchdog that replaces dead loggers within about a second,
-    /// even while no call comes. It ends with the runtime.
+    /// Starts watching the loggers: a connection to each live session's
+    /// logger is opened, and a logger whose connection closes (it died) is
+    /// replaced at once, even while no call comes. Nothing polls. It ends
+    /// with the runtime.
     pub fn start_watchdog(&self) {
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                inner.sessions.watch_loggers().await;
+            // Listening before connecting: no closing goes unheard.
+            let mut closed = crate::session::client::closed_connections();
+            inner.sessions.connect_loggers().await;
+            while let Some(dir) = closed.recv().await {
+                let inner = Arc::clone(&inner);
+                tokio::spawn(async move { inner.sessions.logger_closed(&dir).await });
             }
         });
     }

@@ -100,19 +100,20 @@ impl Terminal {
 async fn ended(dir: &Path, id: RegionId, peer: &Peer<RoleServer>) -> Option<Region> {
     let until = Instant::now() + WATCH_FOR;
     let mut logger = LoggerClient::connect(&dir.join(files::SOCKET)).await.ok()?;
+    let mut status = logger.status().await.ok()?;
     while Instant::now() < until && !peer.is_transport_closed() {
-        let status = logger.status().await.ok()?;
         let mut after = status.mark;
         after.regions = id.0.saturating_sub(1);
         let spec = WaitSpec { after, command_done: true, timeout_ms: ONE_WAIT_MS, ..WaitSpec::default() };
-        let (reason, _) = logger.wait(spec).await.ok()?;
+        // The answer holds region `id` (the first after the mark).
+        let (reason, now, region) = logger.wait_region(spec).await.ok()?;
+        status = now;
         match reason {
             WaitReason::Eof => return None,
             WaitReason::Timeout => continue,
             _ => {}
         }
-        let region = logger.region(id).await.ok()??;
-        if region.end.is_some() {
+        if let Some(region) = region.filter(|r| r.end.is_some()) {
             return Some(region);
         }
     }

@@ -20,8 +20,9 @@ async fn a_command_outliving_its_killed_logger_still_ends_with_its_status() {
         s.ok("run", json!({"session": "t1", "command": "sleep 1.5; echo late-line; (exit 7)", "timeout": 0.2})).await;
     assert_has!(r, "still running");
     let old = kill_logger(&dir);
-    // The watchdog or the next call attaches a new logger, which must pick
-    // the open region up from its checkpoint rather than forget it.
+    // The router (its connection closed) or the next call attaches a new
+    // logger, which must pick the open region up from its checkpoint
+    // rather than forget it.
     let r = s.ok("wait", json!({"session": "t1", "timeout": 20})).await;
     assert_has!(r, "exit 7");
     assert_has!(r, "late-line");
@@ -153,4 +154,27 @@ async fn a_full_screen_program_is_one_line_naming_it() {
     let text = session_text(&dir);
     assert!(text.lines().any(|l| l == "[full-screen program: less]"), "{text}");
     assert!(!text.lines().any(|l| l == "150"), "less's screen leaked into the log:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_logger_is_replaced_at_once_without_a_call() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let dir = w.session_dir("t1");
+    let old = kill_logger(&dir);
+    // No call is made: the router sees the logger's connection close.
+    let started = std::time::Instant::now();
+    let new = loop {
+        if let Some(pid) = logger_pid(&dir).filter(|&p| p != old) {
+            break pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "no new logger {:?} after the kill", started.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    println!("a new logger (pid {new}) {:?} after the kill", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(2), "the new logger came {:?} after the kill", started.elapsed());
+    // The gap is in the log, and the session works on.
+    assert_has!(s.run("t1", "echo after-repair").await, "exit 0");
+    assert_has!(session_text(&dir), "[log gap:");
 }

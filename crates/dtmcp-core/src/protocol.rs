@@ -9,8 +9,17 @@
 //! Every message is one frame: a 4-byte little-endian length `N`, then `N`
 //! bytes of a [`Request`] or [`Response`] encoded with `postcard`. A frame
 //! larger than [`MAX_FRAME`] is a protocol error and closes the connection;
-//! so does a frame that does not decode. A connection carries any number of
-//! request/response pairs, strictly in turn.
+//! so does a frame that does not decode.
+//!
+//! # Exchanges
+//! Every frame's body is a [`Tagged`] message: the request with an id the
+//! caller chose, the response with the id of the request it answers. A
+//! connection carries any number of exchanges, and several may be in
+//! flight at once: the logger answers each as soon as it can, so the
+//! answers may come in another order than the requests (a
+//! [`Request::Wait`] is answered after a [`Request::Status`] sent after
+//! it). A caller uses a fresh id for each request on a connection;
+//! [`Request::Cancel`] is the one request that gets no answer.
 //!
 //! # Versions
 //! The first request on a connection should be [`Request::Hello`]; the
@@ -35,11 +44,18 @@
 //!   [`Response::Agent`], [`Response::Stored`]).
 //! - 5: the questions the output asked the terminal, in the shell state
 //!   (`ShellState::answers`).
+//! - 6: exchanges carry ids ([`Tagged`]) and may overlap on one connection;
+//!   [`Request::Cancel`]; [`Response::Waited`] carries the region the wait
+//!   was about.
 //!
 //! # Waiting
-//! [`Request::Wait`] holds the connection until its condition is met or its
-//! timeout (capped at [`MAX_WAIT_MS`]) runs out; a timeout is an ordinary
-//! answer, never an error. Other requests are answered at once.
+//! [`Request::Wait`] is answered when its condition is met or its timeout
+//! (capped at [`MAX_WAIT_MS`]) runs out; a timeout is an ordinary answer,
+//! never an error. Meanwhile the connection carries other exchanges, which
+//! are answered at once. The answer holds the status at that moment and
+//! the first region opened after the wait's mark, so that a caller needs no
+//! further round trip for it. A logger keeps a bounded number of waits per
+//! connection ([`MAX_WAITS`]); one more is answered with an error.
 //!
 //! # Agent state
 //! [`Request::Agent`] and [`Request::SetAgent`] read and replace one
@@ -56,13 +72,25 @@ use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.
 pub const MAX_WAIT_MS: u64 = 10 * 60 * 1000;
 /// The most lines one read returns.
 pub const MAX_READ_LINES: u64 = 100_000;
+/// The most waits a logger holds for one connection at once.
+pub const MAX_WAITS: usize = 256;
+
+/// A message with the id that pairs a response with its request: every
+/// frame's body.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tagged<T> {
+    /// Chosen by the caller for a request, copied into its response.
+    pub id: u64,
+    /// The request or the response.
+    pub msg: T,
+}
 
 /// What the router asks.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -111,9 +139,19 @@ pub enum Request {
         /// Its whole state.
         state: AgentState,
     },
+    /// Drops the wait sent with id `id` on this connection, unanswered (its
+    /// caller gave up on it). Gets no answer itself; an id that names no
+    /// wait is ignored.
+    Cancel {
+        /// The wait's request id.
+        id: u64,
+    },
 }
 
 /// What the logger answers.
+// A message is made once and encoded at once, never kept in bulk: the size
+// of its largest variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Response {
     /// The logger's protocol version and pid.
@@ -140,6 +178,10 @@ pub enum Response {
         reason: WaitReason,
         /// The state at that moment.
         status: Status,
+        /// The first region opened after the wait's mark (id
+        /// `after.regions + 1`) as it was at that moment; `None` when none
+        /// opened.
+        region: Option<Region>,
     },
     /// An agent's state; `None` when the session does not know the agent.
     Agent(Option<AgentState>),
@@ -293,7 +335,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip_through_frames() {
-        let reqs = vec![
+        let reqs = [
             Request::Hello { version: PROTOCOL_VERSION },
             Request::Read { from: LineNo(7), count: 3 },
             Request::Wait(WaitSpec {
@@ -317,15 +359,16 @@ mod tests {
             },
         ];
         let mut buf = Vec::new();
-        for r in &reqs {
-            write_frame(&mut buf, r).expect("encode");
+        for (id, r) in reqs.iter().enumerate() {
+            write_frame(&mut buf, &Tagged { id: id as u64 * 1000, msg: r.clone() }).expect("encode");
         }
         let mut rd = &buf[..];
-        for r in &reqs {
-            let back: Request = read_frame(&mut rd).expect("decode").expect("frame");
-            assert_eq!(format!("{r:?}"), format!("{back:?}"));
+        for (id, r) in reqs.iter().enumerate() {
+            let back: Tagged<Request> = read_frame(&mut rd).expect("decode").expect("frame");
+            assert_eq!(back.id, id as u64 * 1000);
+            assert_eq!(format!("{r:?}"), format!("{:?}", back.msg));
         }
-        assert!(read_frame::<Request>(&mut rd).expect("eof").is_none());
+        assert!(read_frame::<Tagged<Request>>(&mut rd).expect("eof").is_none());
     }
 
     #[test]
@@ -341,9 +384,10 @@ mod tests {
             current_text: "$ ".into(),
             ..Status::default()
         };
-        let frame = encode(&Response::Status(status)).expect("encode");
-        let back: Response = decode(&frame[4..]).expect("decode");
-        let Response::Status(s) = back else { panic!("wrong variant") };
+        let frame = encode(&Tagged { id: 9, msg: Response::Status(status) }).expect("encode");
+        let back: Tagged<Response> = decode(&frame[4..]).expect("decode");
+        assert_eq!(back.id, 9);
+        let Response::Status(s) = back.msg else { panic!("wrong variant") };
         assert_eq!(s.last_region.and_then(|r| r.exit), Some(2));
     }
 }

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use dtmcp_core::agent_state::{AgentState, LeftText, SeenScreen};
 use dtmcp_core::answers::{Answers, Queries};
-use dtmcp_core::protocol::{self, Mark, PROTOCOL_VERSION, Request, Response, Status, WaitReason, WaitSpec};
+use dtmcp_core::protocol::{self, Mark, PROTOCOL_VERSION, Request, Response, Status, Tagged, WaitReason, WaitSpec};
 use dtmcp_core::region::{InputSpec, LinePos, Region, RegionKind, ShellState};
 use dtmcp_core::types::{ByteOffset, LineNo, RegionId};
 
@@ -35,7 +35,7 @@ const BLESS: &str = "DTMCP_BLESS=1 cargo test -p dtmcp-core --test golden";
 
 /// How many kinds of request and of response there are; [`request_kind`]
 /// and [`response_kind`] number them.
-const REQUEST_KINDS: usize = 9;
+const REQUEST_KINDS: usize = 10;
 const RESPONSE_KINDS: usize = 8;
 
 /// Numbers each kind of request. No arm may be a catch-all: a new kind
@@ -51,6 +51,7 @@ fn request_kind(r: &Request) -> usize {
         Request::OpenInput(_) => 6,
         Request::Agent { .. } => 7,
         Request::SetAgent { .. } => 8,
+        Request::Cancel { .. } => 9,
     }
 }
 
@@ -181,6 +182,7 @@ fn requests() -> Vec<(String, Request)> {
         ("open-input", Request::OpenInput(input)),
         ("agent", Request::Agent { actor: "claude-code#2".into() }),
         ("set-agent", Request::SetAgent { actor: "claude-code#2".into(), state: agent_state() }),
+        ("cancel", Request::Cancel { id: 1 << 40 }),
     ];
     all.into_iter().map(|(name, r)| (format!("request/{name}"), r)).collect()
 }
@@ -200,10 +202,18 @@ fn responses() -> Vec<(String, Response)> {
         ("error".into(), Response::Error { message: "no region 99".into() }),
     ];
     for (name, reason) in wait_reasons() {
-        all.push((format!("waited/{name}"), Response::Waited { reason, status: status() }));
+        let region = Some(region(RegionKind::Command));
+        all.push((format!("waited/{name}"), Response::Waited { reason, status: status(), region }));
     }
+    all.push((
+        "waited/no-region".into(),
+        Response::Waited { reason: WaitReason::Prompt, status: status(), region: None },
+    ));
     all.into_iter().map(|(name, r)| (format!("response/{name}"), r)).collect()
 }
+
+/// The id every sample frame carries: more than one byte as a varint.
+const FRAME_ID: u64 = 300;
 
 /// Each sample's name and frame, in hex.
 fn frames() -> Vec<(String, String)> {
@@ -215,15 +225,17 @@ fn frames() -> Vec<(String, String)> {
     };
     let mut out = Vec::new();
     for (name, r) in requests() {
-        let frame = protocol::encode(&r).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let back: Request = protocol::decode(&frame[4..]).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(format!("{back:?}"), format!("{r:?}"), "{name} does not read back");
+        let tagged = Tagged { id: FRAME_ID, msg: r };
+        let frame = protocol::encode(&tagged).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let back: Tagged<Request> = protocol::decode(&frame[4..]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(format!("{back:?}"), format!("{tagged:?}"), "{name} does not read back");
         out.push((name, hex(frame)));
     }
     for (name, r) in responses() {
-        let frame = protocol::encode(&r).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let back: Response = protocol::decode(&frame[4..]).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(format!("{back:?}"), format!("{r:?}"), "{name} does not read back");
+        let tagged = Tagged { id: FRAME_ID, msg: r };
+        let frame = protocol::encode(&tagged).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let back: Tagged<Response> = protocol::decode(&frame[4..]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(format!("{back:?}"), format!("{tagged:?}"), "{name} does not read back");
         out.push((name, hex(frame)));
     }
     out

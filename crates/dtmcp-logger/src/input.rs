@@ -9,12 +9,8 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Duration;
 
 use dtmcp_core::region::{InputSpec, Region};
-
-/// How long a socket thread waits for the pump to open an input region.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A request the pump serves itself.
 pub enum ToPump {
@@ -22,7 +18,7 @@ pub enum ToPump {
     OpenInput(InputSpec, Sender<Result<Region, String>>),
 }
 
-/// The socket threads' way to the pump, once it runs.
+/// The socket's way to the pump, once it runs.
 #[derive(Default)]
 pub struct Inbox {
     way: Mutex<Option<(Sender<ToPump>, std::fs::File)>>,
@@ -46,8 +42,10 @@ impl Inbox {
         Ok(Mailbox { rx, wake })
     }
 
-    /// Asks the pump to open an input region, and waits for it.
-    pub fn open_input(&self, spec: InputSpec) -> Result<Region, String> {
+    /// Asks the pump to open an input region; the answer comes on the
+    /// receiver, and the pump rings the socket's wake-up pipe when it has
+    /// sent it.
+    pub fn open_input(&self, spec: InputSpec) -> Result<Receiver<Result<Region, String>>, String> {
         let (reply, answer) = mpsc::channel();
         let sent = match self.way.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             // A full pipe already holds a wake-up; that is enough.
@@ -57,6 +55,6 @@ impl Inbox {
         if !sent {
             return Err("the logger's pump is not running (the pane's output has ended)".into());
         }
-        answer.recv_timeout(OPEN_TIMEOUT).map_err(|_| "the logger's pump did not answer in time".to_string())?
+        Ok(answer)
     }
 }

@@ -88,6 +88,8 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     let result = pump.run_polled(std::io::stdin().lock(), &shared);
     shared.finish();
     shared.agents.flush();
+    // The waits held learn that the output ended before the socket goes.
+    shared.answered_all(std::time::Duration::from_millis(500));
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);
     drop(server);

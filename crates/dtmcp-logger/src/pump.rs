@@ -41,10 +41,15 @@
 //!
 //! Writing on into a `raw.log` someone deleted (alone or with its whole
 //! directory) would fill the disk with space nobody can see or free. So
-//! while output comes the pump checks, twice a second, that `raw.log`
-//! still has a name; when it has none the pump stops and the logger exits
+//! when output comes the pump checks, at most once a second, that
+//! `raw.log` still has a name (output within a second of the last check is
+//! checked a second after it, so that the last burst before a quiet spell
+//! is covered too); when it has none the pump stops and the logger exits
 //! (see `logger::run_in`), and the router attaches a new one that starts
-//! fresh files and marks the gap.
+//! fresh files and marks the gap. A quiet pane costs nothing: the pump
+//! sleeps until output or a request comes (or an input region's time is
+//! up), and a deletion while it is quiet is noticed with the next output,
+//! before a byte of it is written.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -81,11 +86,9 @@ const FULL_BYTES: usize = 32 << 10;
 const BURST_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often a pump that cannot store output tries again.
 pub const RETRY_MS: u64 = 500;
-/// How often, while output comes, `raw.log` is checked for having been
-/// deleted (one `fstat`).
-const DELETED_CHECK_MS: u64 = 500;
-/// The longest a quiet pump sleeps before it checks the same.
-const IDLE_CHECK_MS: u64 = 1000;
+/// How often, at most, output coming makes the pump check that `raw.log`
+/// was not deleted (one `fstat`).
+const DELETED_CHECK_MS: u64 = 1000;
 
 /// The pump's own state: the writers and the pure cores.
 pub struct Pump {
@@ -112,6 +115,9 @@ pub struct Pump {
     dropping: Option<Dropping>,
     /// When `raw.log` was last checked for having been deleted.
     checked_ms: u64,
+    /// Output came since that check (the check is then due
+    /// [`DELETED_CHECK_MS`] after it, output or not).
+    unchecked: bool,
     /// `raw.log` was found deleted (alone or with the whole directory):
     /// the pump stops, so that no descriptor keeps filling unlinked space.
     pub deleted: Option<u64>,
@@ -170,6 +176,7 @@ impl Pump {
             checkpoint_ms: now_ms(),
             dropping: None,
             checked_ms: now_ms(),
+            unchecked: false,
             deleted: None,
         };
         p.replay(start, shared)?;
@@ -206,10 +213,13 @@ impl Pump {
         let io_err = |source| StoreError::Io { path: "stdin".into(), source };
         let mailbox = shared.inbox.connect().map_err(io_err)?;
         loop {
-            // Wakes at least every second, to notice deleted logs while the
-            // pane is quiet.
-            let wait_ms = self.pipe.tracker.next_tick_ms().map_or(IDLE_CHECK_MS, |due| due.saturating_sub(now_ms()));
-            let timeout = PollTimeout::try_from(wait_ms.min(IDLE_CHECK_MS)).unwrap_or(PollTimeout::MAX);
+            // Sleeps until output or a request comes, or an input region's
+            // time is up.
+            let check = self.unchecked.then_some(self.checked_ms + DELETED_CHECK_MS);
+            let timeout = match [self.pipe.tracker.next_tick_ms(), check].into_iter().flatten().min() {
+                Some(due) => PollTimeout::try_from(due.saturating_sub(now_ms())).unwrap_or(PollTimeout::MAX),
+                None => PollTimeout::NONE,
+            };
             let mut fds =
                 [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, timeout) {
@@ -238,9 +248,13 @@ impl Pump {
                     Err(e) => return Err(io_err(e).into()),
                 }
             } else if !mail {
-                if self.raw_deleted() {
-                    self.deleted = Some(self.raw_len);
-                    return Ok(());
+                if self.unchecked && now_ms() >= self.checked_ms + DELETED_CHECK_MS {
+                    self.unchecked = false;
+                    self.checked_ms = now_ms();
+                    if self.raw_deleted() {
+                        self.deleted = Some(self.raw_len);
+                        return Ok(());
+                    }
                 }
                 self.tick(shared)?;
             }
@@ -261,8 +275,14 @@ impl Pump {
     fn serve(&mut self, mailbox: &Mailbox, shared: &Shared) {
         let mut drain = [0u8; 64];
         while nix::unistd::read(&mailbox.wake, &mut drain).is_ok_and(|n| n > 0) {}
+        let mut answered = false;
         while let Ok(ToPump::OpenInput(spec, reply)) = mailbox.rx.try_recv() {
             let _ = reply.send(self.open_input(&spec, shared));
+            answered = true;
+        }
+        // The socket's loop looks for the answers when woken.
+        if answered {
+            shared.ring();
         }
     }
 
@@ -295,7 +315,7 @@ impl Pump {
             live.shell = shell;
             for change in changes {
                 let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
-                upsert(live, r);
+                live.upsert(r);
             }
         });
         Ok(())
@@ -357,10 +377,13 @@ impl Pump {
         }
         if now.saturating_sub(self.checked_ms) >= DELETED_CHECK_MS {
             self.checked_ms = now;
+            self.unchecked = false;
             if self.raw_deleted() {
                 self.deleted = Some(self.raw_len);
                 return;
             }
+        } else {
+            self.unchecked = true;
         }
         // The raw log comes first and unbuffered: whatever happens next,
         // these bytes are on disk.
@@ -467,13 +490,12 @@ impl Pump {
             return Ok(());
         }
         let live = shared.lock();
-        let stored = |r: &Region, closing: bool| live.region(r.id).is_some_and(|old| !closing || old.end.is_some());
         let fresh: Vec<&Region> = self
             .changes
             .iter()
             .filter_map(|change| match change {
-                RegionChange::Opened(r) => (!stored(r, false)).then_some(r),
-                RegionChange::Closed(r) => (!stored(r, true)).then_some(r),
+                RegionChange::Opened(r) => (!live.stored(r, false)).then_some(r),
+                RegionChange::Closed(r) => (!live.stored(r, true)).then_some(r),
             })
             .collect();
         for r in fresh {
@@ -533,7 +555,7 @@ impl Pump {
             live.last_output_ms = now;
             for change in changes {
                 let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
-                upsert(live, r);
+                live.upsert(r);
             }
         });
     }
@@ -581,18 +603,6 @@ fn shell_at_prompt(r: &Region) -> bool {
 
 fn floor_sum(tracker: &RegionTracker) -> u128 {
     tracker.seq_floors().map_or(0, |f| f.values().map(|&v| u128::from(v)).sum())
-}
-
-fn upsert(live: &mut super::state::Live, r: dtmcp_core::region::Region) {
-    if live.regions.is_empty() {
-        live.first_region = r.id.0;
-    }
-    let idx = r.id.0.saturating_sub(live.first_region) as usize;
-    if idx < live.regions.len() {
-        live.regions[idx] = r;
-    } else {
-        live.regions.push(r);
-    }
 }
 
 #[cfg(test)]

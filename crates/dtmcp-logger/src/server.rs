@@ -1,25 +1,55 @@
-//! The logger's socket: one thread per connection, answering requests from
-//! the shared state and the files (see [`dtmcp_core::protocol`] for the wire).
+//! The logger's socket: one thread serves every connection with an event
+//! loop, answering requests from the shared state and the files (see
+//! [`dtmcp_core::protocol`] for the wire).
+//!
+//! The loop sleeps in `poll` on the listener, the connections and the
+//! wake-up pipe the pump writes on when it publishes while waits are held
+//! (see [`super::state`]). A wait is kept as a [`Watch`] with a deadline
+//! and looked at again after each publication and when its time comes; an
+//! input region is asked of the pump and answered when the pump rings.
+//!
+//! Nothing blocks the loop on a client: sockets are non-blocking, answers
+//! go to a connection's out buffer and are written as the client reads. A
+//! client that stops reading stops being read once its buffer passes
+//! [`OUT_PAUSE`], and is dropped once it passes [`OUT_LIMIT`]. The numbers of
+//! connections ([`MAX_CONNECTIONS`]) and of waits per connection
+//! ([`MAX_WAITS`]) are bounded.
 
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
 
-use interprocess::local_socket::{GenericFilePath, Listener, ListenerOptions, Stream, prelude::*};
+use interprocess::local_socket::{GenericFilePath, Listener, ListenerOptions, prelude::*};
 use interprocess::os::unix::local_socket::ListenerOptionsExt;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::LoggerError;
-use super::state::Shared;
-use dtmcp_core::protocol::{self, MAX_READ_LINES, PROTOCOL_VERSION, Request, Response};
+use super::state::{Shared, Watch};
+use dtmcp_core::protocol::{
+    self, MAX_FRAME, MAX_READ_LINES, MAX_WAITS, PROTOCOL_VERSION, Request, Response, Tagged, WaitReason,
+};
+use dtmcp_core::region::Region;
 use dtmcp_core::store::LineReader;
 
-/// The most connections served at once; more are closed at once, so a
-/// runaway client cannot exhaust the logger's threads.
-const MAX_CONNECTIONS: usize = 64;
+/// The most connections served at once; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Past this many unsent bytes a connection's requests are no longer read
+/// until its client reads.
+const OUT_PAUSE: usize = 1 << 20;
+/// Past this many unsent bytes the client is taken for gone and dropped.
+const OUT_LIMIT: usize = MAX_FRAME + (8 << 20);
+/// The most bytes read from one connection per turn of the loop, so that
+/// one busy client does not starve the others.
+const READ_TURN: usize = 64 << 10;
+/// How long the pump may take to open an input region.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Binds `path` with mode 0600, replacing a socket left by a dead logger.
-pub fn bind(path: &Path) -> Result<Listener, LoggerError> {
+pub fn bind(path: &Path) -> Result<UnixListener, LoggerError> {
     let err = |source| LoggerError::Socket { path: path.to_path_buf(), source };
     // A stale socket file from a killed logger would make bind fail; this
     // logger owns the pane now, so the old name is ours to take.
@@ -28,69 +58,358 @@ pub fn bind(path: &Path) -> Result<Listener, LoggerError> {
         _ => {}
     }
     let name = path.to_fs_name::<GenericFilePath>().map_err(err)?;
-    ListenerOptions::new().name(name).mode(0o600).create_sync().map_err(err)
+    let listener = ListenerOptions::new().name(name).mode(0o600).create_sync().map_err(err)?;
+    let Listener::UdSocket(listener) = listener;
+    let listener = UnixListener::from(listener);
+    listener.set_nonblocking(true).map_err(err)?;
+    Ok(listener)
 }
 
-/// Accepts connections until the process ends.
-pub fn serve(listener: Listener, shared: Arc<Shared>) {
-    let active = Arc::new(AtomicUsize::new(0));
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
-        if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            active.fetch_sub(1, Ordering::AcqRel);
-            continue;
-        }
-        let (shared, counter) = (Arc::clone(&shared), Arc::clone(&active));
-        let spawned = std::thread::Builder::new().name("logger-conn".into()).spawn(move || {
-            connection(conn, &shared);
-            counter.fetch_sub(1, Ordering::AcqRel);
-        });
-        if spawned.is_err() {
-            // The thread never ran, so neither did its decrement.
-            active.fetch_sub(1, Ordering::AcqRel);
-        }
+/// Serves connections until the process ends.
+pub fn serve(listener: UnixListener, shared: Arc<Shared>) {
+    let mut server = Server { listener, shared, conns: Vec::new(), again: false };
+    loop {
+        server.turn();
     }
 }
 
-fn connection(conn: Stream, shared: &Shared) {
-    let mut reader = BufReader::new(&conn);
-    let mut writer = BufWriter::new(&conn);
-    loop {
-        let request: Request = match protocol::read_frame(&mut reader) {
-            Ok(Some(r)) => r,
-            Ok(None) | Err(_) => return,
+/// The loop's state.
+struct Server {
+    listener: UnixListener,
+    shared: Arc<Shared>,
+    conns: Vec<Conn>,
+    /// The pump published during the last look: look again at once.
+    again: bool,
+}
+
+/// One client.
+struct Conn {
+    stream: UnixStream,
+    /// Bytes read and not yet a whole frame.
+    inbuf: Vec<u8>,
+    /// Answers not yet written, from `out_at` on.
+    out: Vec<u8>,
+    out_at: usize,
+    /// The waits held for it, by request id.
+    waits: Vec<(u64, Watch)>,
+    /// Input regions asked of the pump, by request id.
+    opens: Vec<Open>,
+    /// It went away or broke the protocol: dropped at the end of the turn.
+    dead: bool,
+}
+
+/// An input region asked of the pump.
+struct Open {
+    id: u64,
+    answer: Receiver<Result<Region, String>>,
+    deadline: Instant,
+}
+
+impl Server {
+    /// One turn: sleep until something happens, then serve it.
+    fn turn(&mut self) {
+        let now = Instant::now();
+        let timeout = match self.next_due() {
+            _ if self.again => PollTimeout::ZERO,
+            Some(due) => {
+                // Rounded up: waking before the moment would only spin.
+                let ms = due.saturating_duration_since(now).as_micros().div_ceil(1000).min(60_000);
+                PollTimeout::try_from(ms as u64).unwrap_or(PollTimeout::MAX)
+            }
+            None => PollTimeout::NONE,
         };
-        let response = answer(request, shared);
-        if protocol::write_frame(&mut writer, &response).is_err() || writer.flush().is_err() {
+        let (woken, accept, ready) = {
+            let mut fds = Vec::with_capacity(2 + self.conns.len());
+            fds.push(PollFd::new(self.shared.wake_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
+            for c in &self.conns {
+                let mut flags = PollFlags::empty();
+                if c.unsent() < OUT_PAUSE {
+                    flags |= PollFlags::POLLIN;
+                }
+                if c.unsent() > 0 {
+                    flags |= PollFlags::POLLOUT;
+                }
+                fds.push(PollFd::new(c.stream.as_fd(), flags));
+            }
+            match poll(&mut fds, timeout) {
+                Ok(_) => {}
+                Err(_) => return, // EINTR; nothing else is expected of poll
+            }
+            let revents = |fd: &PollFd| fd.revents().unwrap_or(PollFlags::empty());
+            let ready: Vec<PollFlags> = fds[2..].iter().map(revents).collect();
+            (!revents(&fds[0]).is_empty(), !revents(&fds[1]).is_empty(), ready)
+        };
+        if woken {
+            self.shared.drain_wake();
+        }
+        for (conn, flags) in self.conns.iter_mut().zip(ready) {
+            if flags.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+                conn.read_requests(&self.shared);
+            }
+            if flags.contains(PollFlags::POLLOUT) {
+                conn.flush();
+                // Requests held back while the client did not read.
+                if conn.unsent() < OUT_PAUSE && !conn.inbuf.is_empty() {
+                    conn.serve_buffered(&self.shared);
+                }
+            }
+        }
+        if accept {
+            self.accept();
+        }
+        self.look_again();
+        self.conns.retain(|c| !c.dead);
+    }
+
+    /// Takes the connections waiting on the listener; past
+    /// [`MAX_CONNECTIONS`] they are closed at once.
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if self.conns.len() >= MAX_CONNECTIONS || stream.set_nonblocking(true).is_err() {
+                        continue; // dropped: closed
+                    }
+                    self.conns.push(Conn {
+                        stream,
+                        inbuf: Vec::new(),
+                        out: Vec::new(),
+                        out_at: 0,
+                        waits: Vec::new(),
+                        opens: Vec::new(),
+                        dead: false,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return, // WouldBlock, or a failure the next turn retries
+            }
+        }
+    }
+
+    /// Looks at every held wait and input region again, answering those
+    /// that are done; then tells the pump whether a publication must wake
+    /// the loop. If the pump published meanwhile, the next turn looks again
+    /// without sleeping, so that no publication goes unseen.
+    fn look_again(&mut self) {
+        self.again = false;
+        if self.conns.iter().all(|c| c.waits.is_empty() && c.opens.is_empty()) {
+            let mut live = self.shared.lock();
+            live.watching = 0;
+            live.rung = false;
             return;
         }
+        let (version, status) = {
+            let mut live = self.shared.lock();
+            // Publications from now on ring again.
+            live.rung = false;
+            (live.version, live.status())
+        };
+        let now = Instant::now();
+        let mut held = 0;
+        for conn in &mut self.conns {
+            conn.look_again(&self.shared, &status, now);
+            held += conn.waits.len() + conn.opens.len();
+        }
+        let mut live = self.shared.lock();
+        live.watching = held;
+        // Published meanwhile, before the pump knew to ring: look again
+        // after a poll that does not sleep (so that a flood of output does
+        // not keep the loop from reading requests).
+        self.again = held > 0 && live.version != version;
+    }
+
+    /// The earliest moment a held wait or input region must be looked at
+    /// though nothing happens.
+    fn next_due(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let waits = self.conns.iter().flat_map(|c| c.waits.iter().map(move |(_, w)| w.next_check(now)));
+        let opens = self.conns.iter().flat_map(|c| c.opens.iter().map(|o| o.deadline));
+        waits.chain(opens).min()
     }
 }
 
+impl Conn {
+    fn unsent(&self) -> usize {
+        self.out.len() - self.out_at
+    }
+
+    /// Reads what the client sent (at most [`READ_TURN`] bytes) and serves
+    /// the whole requests in it.
+    fn read_requests(&mut self, shared: &Shared) {
+        let mut buf = [0u8; 16 << 10];
+        let mut taken = 0;
+        while taken < READ_TURN && !self.dead {
+            match self.stream.read(&mut buf) {
+                Ok(0) => self.dead = true,
+                Ok(n) => {
+                    self.inbuf.extend_from_slice(&buf[..n]);
+                    taken += n;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => self.dead = true,
+            }
+        }
+        self.serve_buffered(shared);
+    }
+
+    /// Serves the whole requests read so far, until the answers waiting to
+    /// be written pass [`OUT_PAUSE`]; the rest wait for the client to read.
+    fn serve_buffered(&mut self, shared: &Shared) {
+        let mut at = 0;
+        while !self.dead && self.unsent() < OUT_PAUSE && self.inbuf.len() - at >= 4 {
+            let prefix = [self.inbuf[at], self.inbuf[at + 1], self.inbuf[at + 2], self.inbuf[at + 3]];
+            let Ok(len) = protocol::frame_len(prefix) else {
+                self.dead = true;
+                break;
+            };
+            if self.inbuf.len() - at - 4 < len {
+                break;
+            }
+            let decoded = protocol::decode::<Tagged<Request>>(&self.inbuf[at + 4..at + 4 + len]);
+            at += 4 + len;
+            match decoded {
+                Ok(request) => self.serve(request, shared),
+                Err(_) => self.dead = true,
+            }
+        }
+        self.inbuf.drain(..at);
+        self.flush();
+    }
+
+    /// Serves one request: answered at once, or held.
+    fn serve(&mut self, Tagged { id, msg }: Tagged<Request>, shared: &Shared) {
+        let held = self.waits.len() + self.opens.len();
+        let answer = match msg {
+            Request::Cancel { id: wait } => {
+                self.waits.retain(|(w, _)| *w != wait);
+                return;
+            }
+            Request::Wait(_) | Request::OpenInput(_) if held >= MAX_WAITS => Response::Error {
+                message: format!(
+                    "this connection already holds {MAX_WAITS} waits; wait for some to end or cancel them"
+                ),
+            },
+            Request::Wait(spec) => match Watch::new(spec, Instant::now()) {
+                Ok(mut watch) => {
+                    let status = shared.lock().status();
+                    match watch.check(shared, &status, Instant::now()) {
+                        Some(reason) => waited(shared, &watch, reason, status),
+                        None => {
+                            self.waits.push((id, watch));
+                            return;
+                        }
+                    }
+                }
+                Err(message) => Response::Error { message },
+            },
+            Request::OpenInput(spec) => match shared.inbox.open_input(spec) {
+                Ok(answer) => {
+                    self.opens.push(Open { id, answer, deadline: Instant::now() + OPEN_TIMEOUT });
+                    return;
+                }
+                Err(message) => Response::Error { message },
+            },
+            other => answer(other, shared),
+        };
+        self.send(id, &answer);
+    }
+
+    /// Answers the held waits and input regions that are done.
+    fn look_again(&mut self, shared: &Shared, status: &dtmcp_core::protocol::Status, now: Instant) {
+        let mut done = Vec::new();
+        self.waits.retain_mut(|(id, watch)| match watch.check(shared, status, now) {
+            Some(reason) => {
+                done.push((*id, waited(shared, watch, reason, status.clone())));
+                false
+            }
+            None => true,
+        });
+        self.opens.retain(|open| {
+            let answer = match open.answer.try_recv() {
+                Ok(Ok(region)) => Response::Regions(vec![region]),
+                Ok(Err(message)) => Response::Error { message },
+                Err(TryRecvError::Disconnected) => {
+                    Response::Error { message: "the logger's pump stopped before it opened the input region".into() }
+                }
+                Err(TryRecvError::Empty) if now >= open.deadline => {
+                    Response::Error { message: "the logger's pump did not answer in time".into() }
+                }
+                Err(TryRecvError::Empty) => return true,
+            };
+            done.push((open.id, answer));
+            false
+        });
+        for (id, answer) in done {
+            self.send(id, &answer);
+        }
+        if self.unsent() > 0 {
+            self.flush();
+        }
+    }
+
+    /// Puts an answer in the out buffer and writes what the socket takes.
+    fn send(&mut self, id: u64, msg: &Response) {
+        let frame = protocol::encode(&Tagged { id, msg }).or_else(|e| {
+            protocol::encode(&Tagged { id, msg: &Response::Error { message: format!("the answer is too big: {e}") } })
+        });
+        match frame {
+            Ok(frame) => self.out.extend_from_slice(&frame),
+            Err(_) => self.dead = true,
+        }
+        if self.unsent() > OUT_LIMIT {
+            self.dead = true;
+        }
+        self.flush();
+    }
+
+    /// Writes the out buffer until the socket would block.
+    fn flush(&mut self) {
+        while self.unsent() > 0 && !self.dead {
+            match self.stream.write(&self.out[self.out_at..]) {
+                Ok(0) => self.dead = true,
+                Ok(n) => self.out_at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => self.dead = true,
+            }
+        }
+        if self.out_at == self.out.len() {
+            self.out.clear();
+            self.out_at = 0;
+        } else if self.out_at > OUT_PAUSE {
+            self.out.drain(..self.out_at);
+            self.out_at = 0;
+        }
+    }
+}
+
+/// The answer to a wait that ended for `reason` with the state `status`.
+fn waited(shared: &Shared, watch: &Watch, reason: WaitReason, status: dtmcp_core::protocol::Status) -> Response {
+    let region = shared.region_after(&watch.spec.after, &status);
+    Response::Waited { reason, status, region }
+}
+
+/// The answer to a request served at once.
 fn answer(request: Request, shared: &Shared) -> Response {
     match request {
         Request::Hello { .. } => Response::Hello { version: PROTOCOL_VERSION, pid: std::process::id() },
         Request::Status => Response::Status(shared.lock().status()),
         Request::Read { from, count } => read(shared, from, count),
         Request::Regions { last } => {
-            let live = shared.lock();
-            let skip = live.regions.len().saturating_sub(last as usize);
-            Response::Regions(live.regions[skip..].to_vec())
+            Response::Regions(shared.lock().last_regions(usize::try_from(last).unwrap_or(usize::MAX)))
         }
-        Request::Region { id } => Response::Regions(shared.lock().region(id).cloned().into_iter().collect()),
-        Request::Wait(spec) => match shared.wait(&spec) {
-            Ok((reason, status)) => Response::Waited { reason, status },
-            Err(message) => Response::Error { message },
-        },
-        Request::OpenInput(spec) => match shared.inbox.open_input(spec) {
-            Ok(region) => Response::Regions(vec![region]),
-            Err(message) => Response::Error { message },
-        },
+        Request::Region { id } => Response::Regions(shared.region(id).into_iter().collect()),
         Request::Agent { actor } => Response::Agent(shared.agents.get(&actor)),
         Request::SetAgent { actor, state } => match shared.agents.set(&actor, state) {
             Ok(()) => Response::Stored,
             Err(e) => Response::Error { message: e.to_string() },
         },
+        // Served by the loop itself.
+        Request::Wait(_) | Request::OpenInput(_) | Request::Cancel { .. } => {
+            Response::Error { message: "internal: a held request was answered at once".into() }
+        }
     }
 }
 
@@ -99,5 +418,208 @@ fn read(shared: &Shared, from: dtmcp_core::types::LineNo, count: u64) -> Respons
     match result {
         Ok(lines) => Response::Lines { first: from, lines },
         Err(e) => Response::Error { message: e.to_string() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dtmcp_core::protocol::{Status, WaitSpec};
+    use dtmcp_core::region::LinePos;
+    use dtmcp_core::types::{LineNo, RegionId};
+
+    /// A logger's socket served from `dir`, with no pump: the test
+    /// publishes instead. The loop's thread lives on with the test process.
+    fn start(dir: &Path) -> (Arc<Shared>, std::path::PathBuf) {
+        let shared = Arc::new(Shared::open(dir, None).expect("shared"));
+        let path = dir.join("logger.sock");
+        let listener = bind(&path).expect("bind");
+        let for_loop = Arc::clone(&shared);
+        std::thread::spawn(move || serve(listener, for_loop));
+        (shared, path)
+    }
+
+    struct Client(UnixStream);
+
+    impl Client {
+        fn connect(path: &Path) -> Client {
+            let stream = UnixStream::connect(path).expect("connect");
+            stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+            Client(stream)
+        }
+
+        fn send(&mut self, id: u64, msg: Request) {
+            protocol::write_frame(&mut self.0, &Tagged { id, msg }).expect("send");
+        }
+
+        fn recv(&mut self) -> Option<Tagged<Response>> {
+            protocol::read_frame(&mut self.0).ok().flatten()
+        }
+    }
+
+    fn region(id: u64, ended: bool) -> Region {
+        Region {
+            id: RegionId(id),
+            command: format!("command {id}"),
+            start: LinePos { line: LineNo(id), bytes: 0 },
+            end: ended.then_some(LinePos { line: LineNo(id), bytes: 1 }),
+            ..Region::default()
+        }
+    }
+
+    #[test]
+    fn waits_in_flight_on_one_connection_are_answered_as_they_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (shared, path) = start(dir.path());
+        let mut c = Client::connect(&path);
+        let mark = shared.lock().status().mark;
+        let screen = WaitSpec { after: mark, full_screen: true, timeout_ms: 10_000, ..WaitSpec::default() };
+        let short = WaitSpec { after: mark, timeout_ms: 150, ..WaitSpec::default() };
+        let cancelled = WaitSpec { after: mark, full_screen: true, timeout_ms: 10_000, ..WaitSpec::default() };
+        let sent = Instant::now();
+        c.send(1, Request::Wait(screen));
+        c.send(2, Request::Wait(short));
+        c.send(3, Request::Wait(cancelled));
+        c.send(4, Request::Cancel { id: 3 });
+        c.send(5, Request::Status);
+        // The status first, though sent last; then the short wait's timeout.
+        let first = c.recv().expect("status");
+        assert_eq!(first.id, 5);
+        assert!(matches!(first.msg, Response::Status(_)), "{first:?}");
+        let second = c.recv().expect("timeout");
+        assert_eq!(second.id, 2);
+        assert!(matches!(second.msg, Response::Waited { reason: WaitReason::Timeout, .. }), "{second:?}");
+        assert!(sent.elapsed() >= Duration::from_millis(150), "timed out early: {:?}", sent.elapsed());
+        // A publication ends the first wait, which carries the region it
+        // was about; the cancelled one is never answered.
+        shared.publish(|live| {
+            live.shell.screens += 1;
+            live.shell.regions = mark.regions + 1;
+            live.upsert(region(mark.regions + 1, false));
+        });
+        let third = c.recv().expect("full screen");
+        assert_eq!(third.id, 1);
+        let Response::Waited { reason, region, .. } = third.msg else { panic!("{third:?}") };
+        assert_eq!(reason, WaitReason::FullScreen);
+        assert_eq!(region.map(|r| r.id), Some(RegionId(mark.regions + 1)));
+        c.send(6, Request::Status);
+        assert_eq!(c.recv().expect("status").id, 6, "the cancelled wait was answered");
+        assert_eq!(shared.lock().watching, 0, "the loop still holds waits");
+    }
+
+    #[test]
+    fn a_client_that_never_reads_does_not_hold_up_the_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (shared, path) = start(dir.path());
+        shared.publish(|live| {
+            for id in 1..=1000 {
+                live.upsert(Region { command: "x".repeat(200), ..region(id, true) });
+            }
+        });
+        // Asks for far more than the socket holds, and reads none of it.
+        let mut greedy = Client::connect(&path);
+        greedy.0.set_write_timeout(Some(Duration::from_millis(200))).expect("timeout");
+        let mut asked = 0;
+        for id in 0..400 {
+            let frame = protocol::encode(&Tagged { id, msg: Request::Regions { last: 1000 } }).expect("encode");
+            if greedy.0.write_all(&frame).is_err() {
+                break; // the loop stopped reading it: its buffer is full
+            }
+            asked += 1;
+        }
+        assert!(asked > 10, "only {asked} requests went out");
+        let started = Instant::now();
+        let mut other = Client::connect(&path);
+        other.send(1, Request::Status);
+        let answer = other.recv().expect("an answer");
+        assert!(matches!(answer.msg, Response::Status(Status { .. })));
+        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        // The greedy client still gets its answers when it reads.
+        let first = greedy.recv().expect("its first answer");
+        assert_eq!(first.id, 0);
+        let Response::Regions(rs) = first.msg else { panic!("{first:?}") };
+        assert_eq!(rs.len(), 1000);
+    }
+
+    #[test]
+    fn connections_past_the_limit_are_closed_and_the_rest_served() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_shared, path) = start(dir.path());
+        let mut held: Vec<Client> = (0..MAX_CONNECTIONS)
+            .map(|i| {
+                let mut c = Client::connect(&path);
+                c.send(i as u64, Request::Hello { version: PROTOCOL_VERSION });
+                assert!(c.recv().is_some(), "connection {i} was not served");
+                c
+            })
+            .collect();
+        let mut over = Client::connect(&path);
+        over.send(1, Request::Hello { version: PROTOCOL_VERSION });
+        assert!(over.recv().is_none(), "a connection past the limit was served");
+        // One closed makes room for another.
+        held.pop();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut again = Client::connect(&path);
+            again.send(1, Request::Hello { version: PROTOCOL_VERSION });
+            if again.recv().is_some() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no room was made");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn waits_past_the_limit_are_refused_with_a_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (shared, path) = start(dir.path());
+        let mut c = Client::connect(&path);
+        let mark = shared.lock().status().mark;
+        for id in 0..=MAX_WAITS as u64 {
+            c.send(
+                id,
+                Request::Wait(WaitSpec { after: mark, full_screen: true, timeout_ms: 60_000, ..WaitSpec::default() }),
+            );
+        }
+        let refused = c.recv().expect("an answer");
+        assert_eq!(refused.id, MAX_WAITS as u64);
+        assert!(matches!(&refused.msg, Response::Error { message } if message.contains("waits")), "{refused:?}");
+        shared.publish(|live| live.shell.screens += 1);
+        for _ in 0..MAX_WAITS {
+            assert!(matches!(c.recv().expect("waited").msg, Response::Waited { reason: WaitReason::FullScreen, .. }));
+        }
+    }
+
+    #[test]
+    fn the_region_table_keeps_the_last_regions_and_older_ones_come_from_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (shared, path) = start(dir.path());
+        let mut log = dtmcp_core::store::RegionLog::open(dir.path()).expect("regions.jsonl");
+        // Region 1 stays open all along (a shell an ssh session runs in).
+        let total = 3 * super::super::state::KEPT_REGIONS as u64;
+        for id in 1..=total {
+            let r = region(id, id != 1);
+            log.append(&r).expect("append");
+            shared.publish(|live| {
+                live.shell.regions = id;
+                live.upsert(r);
+            });
+        }
+        let len = shared.lock().table_len();
+        assert!(len <= super::super::state::KEPT_REGIONS + 64 + 1, "the table holds {len} regions");
+        let mut c = Client::connect(&path);
+        for (n, id) in [1, 2, total / 2, total].into_iter().enumerate() {
+            c.send(n as u64, Request::Region { id: RegionId(id) });
+            let Response::Regions(rs) = c.recv().expect("answer").msg else { panic!("not regions") };
+            assert_eq!(
+                rs.iter().map(|r| (r.id.0, r.command.clone())).collect::<Vec<_>>(),
+                [(id, format!("command {id}"))]
+            );
+        }
+        assert!(shared.lock().region(RegionId(1)).is_some(), "the open region left the table");
+        assert!(shared.lock().region(RegionId(2)).is_none(), "old ended regions stay in the table");
+        c.send(9, Request::Region { id: RegionId(total + 1) });
+        assert!(matches!(c.recv().expect("answer").msg, Response::Regions(rs) if rs.is_empty()));
     }
 }
