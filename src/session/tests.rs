@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::{OPT_NAME, Sessions};
 use crate::config::Config;
 use crate::tmux::Tmux;
+use crate::tmux::tests::harness::eventually;
 use dtmcp_core::store::{self, Meta};
 
 /// A private tmux server and state home, torn down when dropped.
@@ -134,18 +135,6 @@ async fn measure_resolve_with_100_sessions() {
         start.elapsed() / LISTS as u32,
         (w.tmux_cpu() - cpu) / LISTS as u32
     );
-}
-
-/// Polls `check` every 10 ms until it holds or `limit` passes.
-async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    check()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

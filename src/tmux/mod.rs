@@ -67,7 +67,7 @@ mod quote;
 mod reply;
 mod target;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

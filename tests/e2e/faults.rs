@@ -389,8 +389,11 @@ async fn item02_logger_killed_mid_flood_is_a_gap_with_bounds() {
     flood.start(&s, "g1").await;
     flood.wait_under_way(&dir, 1_000_000).await;
     let pid = logger_pid(&dir).expect("the logger runs");
-    signal(pid, nix::sys::signal::Signal::SIGKILL);
+    // Taken before the kill: the router sees its connection to the logger
+    // close and repairs within milliseconds, maybe before a clock read here
+    // after the signal.
     let killed_ms = dtmcp::config::now_ms();
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
     // The next call finds the logger dead, attaches a new one and says so;
     // the wait then follows the flood to its end.
     let mut replies = s.ok("wait", json!({"session": "g1", "timeout": 120})).await;

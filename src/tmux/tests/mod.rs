@@ -1,6 +1,6 @@
 //! Tests of the tmux module against a real tmux on a private socket each.
 
-mod harness;
+pub(crate) mod harness;
 
 use std::time::{Duration, Instant};
 
