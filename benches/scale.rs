@@ -53,6 +53,7 @@ struct Table {
     floor_20: Vec<Duration>,
     stdio: BTreeMap<usize, Vec<Duration>>,
     http: BTreeMap<usize, Vec<Duration>>,
+    http_keyed: BTreeMap<usize, Vec<Duration>>,
     bridge: BTreeMap<usize, Vec<Duration>>,
     list: BTreeMap<usize, Vec<Duration>>,
     agents20: BTreeMap<usize, Vec<Duration>>,
@@ -132,6 +133,7 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         let serve = Serve::start(world).await?;
         let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
         t.http.insert(n, run_true(&mut http, samples).await?);
+        t.http_keyed.insert(n, run_true_keyed(&mut http, samples).await?);
         let list_samples = (samples / 10).max(5);
         let mut list = Samples::new(list_samples);
         while list.next() {
@@ -181,6 +183,7 @@ impl Table {
         };
         line("run true, stdio", &self.stdio);
         line("run true, HTTP (Unix socket)", &self.http);
+        line("run true, HTTP with a request key", &self.http_keyed);
         line("run true, connect bridge", &self.bridge);
         line("session_list, HTTP", &self.list);
         line("run true, 20 agents at once (HTTP)", &self.agents20);
@@ -300,6 +303,22 @@ async fn run_true_in(c: &mut impl Caller, session: &str, samples: usize) -> anyh
     let mut runs = Samples::new(samples);
     while runs.next() {
         let (text, err) = c.call("run", json!({"session": session, "command": "true"})).await?;
+        ensure!(!err && text.contains("exit 0"), "unexpected reply: {text}");
+        runs.done();
+    }
+    Ok(runs.out)
+}
+
+/// `run` of `true` with an idempotency key in `_meta`, as the `connect`
+/// bridge sends every call: the server keeps a record per key.
+async fn run_true_keyed(c: &mut HttpClient, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    static KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut runs = Samples::new(samples);
+    while runs.next() {
+        // A key used once only: a key seen before is answered from its record.
+        let n = KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let meta = json!({ (dtmcp::tools::caller::KEY_META): format!("bench-{}-{n}", std::process::id()) });
+        let (text, err) = c.call_with("run", json!({"session": "s0", "command": "true"}), meta).await?;
         ensure!(!err && text.contains("exit 0"), "unexpected reply: {text}");
         runs.done();
     }
@@ -467,10 +486,17 @@ impl HttpClient {
 
 impl Caller for HttpClient {
     async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<(String, bool)> {
+        self.call_with(tool, args, json!({})).await
+    }
+}
+
+impl HttpClient {
+    /// A tool call with `meta` as its `_meta`.
+    async fn call_with(&mut self, tool: &str, args: Value, meta: Value) -> anyhow::Result<(String, bool)> {
         let id = self.next;
         self.next += 1;
-        let msg =
-            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        let params = json!({"name": tool, "arguments": args, "_meta": meta});
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         let (_, messages) = self.post(&msg).await?;
         let answer = messages.into_iter().find(|m| m["id"].as_u64() == Some(id)).context("no answer in the body")?;
         tool_text(&answer)
