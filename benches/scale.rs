@@ -51,6 +51,7 @@ struct Table {
     floor_pane: Vec<Duration>,
     floor_ping: Vec<Duration>,
     floor_20: Vec<Duration>,
+    bridge_ping: Vec<Duration>,
     stdio: BTreeMap<usize, Vec<Duration>>,
     http: BTreeMap<usize, Vec<Duration>>,
     http_keyed: BTreeMap<usize, Vec<Duration>>,
@@ -144,6 +145,14 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         t.list.insert(n, list.out);
         let mut bridge = StdioClient::start(EXE, &["connect", "--actor", "bench-bridge"], &world.env()).await?;
         t.bridge.insert(n, run_true(&mut bridge, samples).await?);
+        if t.bridge_ping.is_empty() {
+            let mut ping = Samples::new(samples);
+            while ping.next() {
+                bridge.request("ping", json!({})).await?;
+                ping.done();
+            }
+            t.bridge_ping = ping.out;
+        }
         bridge.stop().await;
         if n >= 20 {
             t.agents20.insert(n, twenty_agents(world, samples / 4).await?);
@@ -165,6 +174,7 @@ impl Table {
         println!("\nfloors measured in this run (median):");
         println!("  raw pane `true` (one send-keys -H, marker from the pipe)  {:>9.3} ms", med(&self.floor_pane));
         println!("  trivial MCP call (ping over stdio)                        {:>9.3} ms", med(&self.floor_ping));
+        println!("  ping through the connect bridge (the hop alone)           {:>9.3} ms", med(&self.bridge_ping));
         println!("  raw tmux, 20 panes at once, per call                      {:>9.3} ms", med(&self.floor_20));
         println!(
             "\n{:<34} {}",
