@@ -196,6 +196,14 @@ async fn unix_get_timed(socket: &Path, path: &str) -> anyhow::Result<Duration> {
 
 /// `GET path` on the TCP port with `cookie`: status and headers.
 async fn tcp_get(port: u16, path: &str, cookie: &str) -> anyhow::Result<(u16, Vec<(String, String)>)> {
+    let resp = tcp_request(port, path, cookie).await?;
+    let headers = resp.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    Ok((resp.status().as_u16(), headers))
+}
+
+/// `GET path` on the TCP port with `cookie`, on a connection of its own:
+/// the response, its body not yet read.
+async fn tcp_request(port: u16, path: &str, cookie: &str) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
     let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
     tokio::spawn(conn);
@@ -203,9 +211,7 @@ async fn tcp_get(port: u16, path: &str, cookie: &str) -> anyhow::Result<(u16, Ve
         .header("host", format!("127.0.0.1:{port}"))
         .header("cookie", cookie)
         .body(Empty::<Bytes>::new())?;
-    let resp = sender.send_request(req).await?;
-    let headers = resp.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
-    Ok((resp.status().as_u16(), headers))
+    Ok(sender.send_request(req).await?)
 }
 
 /// An open event stream.
@@ -224,14 +230,7 @@ struct Event {
 
 impl Stream {
     async fn open(port: u16, path: &str, cookie: &str) -> anyhow::Result<Stream> {
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
-        let req = hyper::Request::get(path)
-            .header("host", format!("127.0.0.1:{port}"))
-            .header("cookie", cookie)
-            .body(Empty::<Bytes>::new())?;
-        let resp = sender.send_request(req).await?;
+        let resp = tcp_request(port, path, cookie).await?;
         anyhow::ensure!(resp.status().is_success(), "{path}: {}", resp.status());
         Ok(Stream { body: resp.into_body(), buf: String::new(), bytes: 0 })
     }
