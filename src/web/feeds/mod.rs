@@ -8,8 +8,9 @@
 //! [`FRAME_GAP`] (10 frames a second), a card at most every
 //! [`CARD_GAP`]. A card is looked at once more [`SETTLE`] after output
 //! stops, because a program that just printed its prompt may not have
-//! reached its `read` yet when the output is seen. Nothing runs on a
-//! timer while nothing changes.
+//! reached its `read` yet when the output is seen, and a screen that
+//! could not be captured is tried again a second later. Otherwise nothing
+//! runs on a timer while nothing changes.
 //!
 //! The task publishes whole snapshots into a `tokio::sync::watch`
 //! channel, which holds only the latest: a browser that reads slowly

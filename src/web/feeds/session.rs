@@ -15,6 +15,9 @@ use crate::web::screen::{self, Frame};
 use crate::web::tmux_events::TmuxEvents;
 use dtmcp_core::store::files;
 
+/// How soon a screen that could not be captured is tried again.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The task behind one session's feed.
 pub(super) struct SessionWatcher {
     pub(super) hub: Arc<Hub>,
@@ -64,8 +67,16 @@ impl SessionWatcher {
         // The second look after changes, and whether the look now due is it.
         let (mut settle, mut settling) = (None::<Instant>, false);
         let mut regions = false;
+        // When a live pane's screen could not be captured (tmux busy or
+        // slow to answer), it is looked at again then, so a browser is
+        // not left without a picture until the next output.
+        let mut retry = None::<Instant>;
         loop {
-            let deadlines = [screen.deadline(), card.deadline(), settle];
+            let blind = tx.borrow().frame.is_none() && self.pane.as_ref().is_some_and(|p| !p.pane_dead);
+            if blind && retry.is_none() {
+                retry = Some(Instant::now() + RETRY);
+            }
+            let deadlines = [screen.deadline(), card.deadline(), settle, retry];
             tokio::select! {
                 got = changes.next() => match got {
                     Ok(list) => {
@@ -96,6 +107,10 @@ impl SessionWatcher {
                 settle = None;
                 settling = !card.due;
                 card.mark();
+            }
+            if retry.is_some_and(|r| r <= now) {
+                retry = None;
+                screen.mark();
             }
             let last = tx.borrow().clone();
             let mut next = None;
