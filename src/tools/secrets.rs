@@ -86,13 +86,7 @@ impl Secrets {
         if !self.applies(dir) {
             return (text.to_string(), Counts::default());
         }
-        let path = dir.join(TABLE_FILE);
-        let mut table = Table::load(&path);
-        let (out, counts) = redact::redact(text, &self.known, &mut table);
-        if let Err(e) = table.save(&path) {
-            eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
-        }
-        (out, counts)
+        with_table(&dir.join(TABLE_FILE), |table| redact::redact(text, &self.known, table))
     }
 
     /// `input` with the placeholders of the session in `dir` replaced by
@@ -101,7 +95,8 @@ impl Secrets {
         if !input.contains(redact::OPEN) {
             return Ok(input.to_string());
         }
-        Table::load(&dir.join(TABLE_FILE)).substitute(input).map_err(|e| ToolError::Refused(e.to_string()))
+        with_table(&dir.join(TABLE_FILE), |table| table.substitute(input))
+            .map_err(|e| ToolError::Refused(e.to_string()))
     }
 
     /// Learns the secrets of a session just made in `dir`: the values of
@@ -119,13 +114,10 @@ impl Secrets {
         let shell = shell.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         let vars = shell.chain(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let known = Known::from_env(vars, &self.names);
-        let path = dir.join(TABLE_FILE);
-        let mut table = Table::load(&path);
-        table.learn_all(&known);
-        table.learn_all(&self.known);
-        if let Err(e) = table.save(&path) {
-            eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
-        }
+        with_table(&dir.join(TABLE_FILE), |table| {
+            table.learn_all(&known);
+            table.learn_all(&self.known);
+        });
     }
 
     /// Marks the session in `dir` as not redacted.
@@ -154,6 +146,53 @@ impl Secrets {
 
 /// The agents told how placeholders work, one a line.
 const TOLD_FILE: &str = "redaction-told";
+
+/// A session's placeholder table as last read or written here, and the
+/// file's stamp then.
+#[derive(Default)]
+struct Held {
+    stamp: Option<Stamp>,
+    table: Table,
+}
+
+/// What tells one `secrets.json` from another: a save replaces the file
+/// whole (a new inode), so a change by another process shows.
+type Stamp = (u64, u64, u64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.len()))
+}
+
+/// How many sessions' tables are held at once.
+const HELD_TABLES: usize = 128;
+
+/// The tables held, by path.
+static TABLES: std::sync::LazyLock<super::once::Kept<PathBuf, Held>> =
+    std::sync::LazyLock::new(|| super::once::Kept::new(HELD_TABLES));
+
+/// Runs `f` on the table at `path`, held in memory and read again only
+/// when the file changed, and saves what `f` added. One table's users
+/// take turns: two replies that find new secrets at once must not both
+/// number theirs 1, nor the later save drop the earlier's placeholder.
+fn with_table<R>(path: &Path, f: impl FnOnce(&mut Table) -> R) -> R {
+    let held = TABLES.get(&path.to_path_buf(), Held::default);
+    let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+    let now = stamp(path);
+    if now != held.stamp {
+        held.table = Table::load(path);
+        held.stamp = now;
+    }
+    let out = f(&mut held.table);
+    // A table that could not be saved keeps its new placeholders here
+    // (they still type back while this server runs) and is saved again
+    // at its next use.
+    if let Err(e) = held.table.save(path) {
+        eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
+    }
+    held.stamp = stamp(path);
+    out
+}
 
 fn plural(n: u32) -> String {
     if n == 1 { "1 secret".into() } else { format!("{n} secrets") }
@@ -206,5 +245,31 @@ mod tests {
         assert!(first.contains("[redacted 2 secrets: 2 jwt]") && first.contains("Type a placeholder"), "{first}");
         assert!(!Secrets::note(Some(dir.path()), "a", &counts).contains("Type a placeholder"));
         assert!(Secrets::note(Some(dir.path()), "b", &counts).contains("Type a placeholder"));
+    }
+
+    #[test]
+    fn replies_at_once_keep_every_placeholder_and_see_other_writers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secrets = Secrets { on: true, ..Default::default() };
+        let token = |i: usize| format!("ghp_{i:02}A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7");
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (secrets, dir) = (&secrets, dir.path());
+                s.spawn(move || secrets.redact(Some(dir), &format!("echo {}", token(i))));
+            }
+        });
+        // Every one of them has a placeholder of its own, on disk.
+        let table = Table::load(&dir.path().join(TABLE_FILE));
+        let mut values: Vec<String> = (1..=8)
+            .map(|n| table.substitute(&format!("‹secret:github-token:{n}›")).expect("every number is known"))
+            .collect();
+        values.sort();
+        assert_eq!(values, (0..8).map(token).collect::<Vec<_>>());
+        // A table another process wrote is read again.
+        let mut other = Table::default();
+        let (_, _) = redact::redact(&token(42), &Known::default(), &mut other);
+        other.save(&dir.path().join(TABLE_FILE)).expect("save");
+        let (out, _) = secrets.redact(Some(dir.path()), &token(42));
+        assert_eq!(out, "‹secret:github-token:1›");
     }
 }
