@@ -3,9 +3,9 @@
 //!
 //! Wire: newline-delimited JSON-RPC on stdin and stdout (stdout carries
 //! nothing else; messages for people go to stderr). Each message from the
-//! client becomes one `POST /mcp` over the Unix socket, on a connection of
-//! its own; the answer (a JSON body or an event stream) goes back to stdout
-//! message by message. Requests are served concurrently, so a long `run`
+//! client becomes one `POST /mcp` over the Unix socket, on a kept-alive
+//! connection that is free, else a new one; the answer (a JSON body or an
+//! event stream) goes back to stdout message by message. Requests are served concurrently, so a long `run`
 //! does not hold up a quick `read`.
 //!
 //! Restarts: when the server goes away (connection refused or cut), the
@@ -57,6 +57,19 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The first pause before opening the event stream again.
 const LISTEN_PAUSE: Duration = Duration::from_millis(100);
+/// How long a kept connection may stay unused: well below the time after
+/// which a server closes an idle one, so that a request rarely meets a
+/// connection closing under it.
+const KEEP_IDLE: Duration = Duration::from_secs(5);
+/// How many unused connections are kept (one per call in flight at once,
+/// up to this).
+const KEEP_AT_MOST: usize = 8;
+/// How long the rest of an answered request's stream is read for before
+/// its connection is let go rather than kept.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// A connection to the server's socket, ready for a request.
+type Conn = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 /// Why one exchange failed.
 enum Failure {
@@ -136,6 +149,8 @@ struct Bridge {
     /// were in flight: a stream that ends without their answer is not a
     /// lost server.
     cancelled: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Connections free for the next request, each with when it was freed.
+    idle: std::sync::Mutex<Vec<(Instant, Conn)>>,
 }
 
 /// Runs the bridge until stdin ends (or no server comes back).
@@ -155,9 +170,10 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         moved: watch::Sender::new(0),
         pending: std::sync::Mutex::new(Vec::new()),
         cancelled: Default::default(),
+        idle: Default::default(),
     });
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = crate::stdio::output();
         while let Some(msg) = outgoing.recv().await {
             let ok = stdout.write_all(msg.as_bytes()).await.is_ok()
                 && stdout.write_all(b"\n").await.is_ok()
@@ -168,7 +184,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         }
     });
     tokio::spawn(Arc::clone(&bridge).listen());
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = BufReader::new(crate::stdio::input()).lines();
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {
             continue;
@@ -406,13 +422,15 @@ impl Bridge {
     /// answer as it arrives (progress comes before the answer, while the
     /// request runs); returns the response headers.
     async fn post_each(&self, msg: &Value, mut each: impl FnMut(Value)) -> Result<hyper::HeaderMap, Failure> {
-        let request = self
-            .request(hyper::Method::POST)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(Full::new(Bytes::from(msg.to_string())))
-            .map_err(|e| Failure::Refused(format!("bad request: {e}")))?;
-        let response = self.send(request).await?;
+        let body = Bytes::from(msg.to_string());
+        let request = || {
+            self.request(hyper::Method::POST)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(Full::new(body.clone()))
+                .map_err(|e| Failure::Refused(format!("bad request: {e}")))
+        };
+        let (response, conn) = self.send_kept(request).await?;
         let (parts, mut body) = response.into_parts();
         let kind = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         if kind.starts_with("text/event-stream") {
@@ -432,8 +450,21 @@ impl Bridge {
                     }
                 }
             }
+            // The server ends the stream after the answer: read to its
+            // end, the connection then takes the next request. A stream
+            // that goes on is let go, and its connection with it.
+            let ended = async {
+                while let Some(frame) = body.frame().await {
+                    frame.ok()?;
+                }
+                Some(())
+            };
+            if matches!(tokio::time::timeout(DRAIN, ended).await, Ok(Some(()))) {
+                self.keep(conn);
+            }
         } else {
             let bytes = body.collect().await.map_err(|e| Failure::Lost(format!("body cut: {e}")))?.to_bytes();
+            self.keep(conn);
             if kind.starts_with("application/json") {
                 if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
                     each(v);
@@ -469,14 +500,63 @@ impl Bridge {
 
     /// Sends `request` on a connection of its own to the server's socket.
     async fn send(&self, request: hyper::Request<Full<Bytes>>) -> Result<hyper::Response<Incoming>, Failure> {
+        let mut conn = self.connect().await?;
+        conn.send_request(request).await.map_err(|e| Failure::Lost(format!("request: {e}")))
+    }
+
+    /// A new connection to the server's socket.
+    async fn connect(&self) -> Result<Conn, Failure> {
         let stream = tokio::net::UnixStream::connect(&self.socket)
             .await
             .map_err(|e| Failure::Lost(format!("cannot connect: {e}")))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let (conn, io) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| Failure::Lost(format!("handshake: {e}")))?;
-        tokio::spawn(conn);
-        sender.send_request(request).await.map_err(|e| Failure::Lost(format!("request: {e}")))
+        tokio::spawn(io);
+        Ok(conn)
+    }
+
+    /// Sends the request `make` builds on a kept connection when one is
+    /// free, else on a new one; returns the response and the connection,
+    /// which the caller gives back with [`Bridge::keep`] once it read the
+    /// body to its end. A kept connection that fails before any answer
+    /// (the server closed it meanwhile) is let go and the request goes on
+    /// a new one.
+    async fn send_kept(
+        &self,
+        make: impl Fn() -> Result<hyper::Request<Full<Bytes>>, Failure>,
+    ) -> Result<(hyper::Response<Incoming>, Conn), Failure> {
+        while let Some(mut conn) = self.kept() {
+            if conn.ready().await.is_err() {
+                continue;
+            }
+            if let Ok(response) = conn.send_request(make()?).await {
+                return Ok((response, conn));
+            }
+        }
+        let mut conn = self.connect().await?;
+        let response = conn.send_request(make()?).await.map_err(|e| Failure::Lost(format!("request: {e}")))?;
+        Ok((response, conn))
+    }
+
+    /// A kept connection, if one is free and fresh.
+    fn kept(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((since, conn)) = idle.pop() {
+            if since.elapsed() < KEEP_IDLE && !conn.is_closed() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// Gives back a connection whose last answer was read whole.
+    fn keep(&self, conn: Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.retain(|(since, c)| since.elapsed() < KEEP_IDLE && !c.is_closed());
+        if idle.len() < KEEP_AT_MOST {
+            idle.push((Instant::now(), conn));
+        }
     }
 
     /// Keeps the server's own event stream (`GET /mcp`: messages the server
@@ -596,15 +676,19 @@ fn add_key(msg: &mut Value) {
     }
 }
 
+/// A key no other call of any bridge has: a random prefix drawn once per
+/// bridge, and a count.
 fn new_key() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut bytes = [0u8; 12];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-    let random: String = match read {
-        Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
-        Err(_) => format!("{}-{}", std::process::id(), crate::config::now_ms()),
-    };
-    format!("{random}-{}", COUNTER.fetch_add(1, Ordering::Relaxed))
+    static PREFIX: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let mut bytes = [0u8; 12];
+        let read = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+        match read {
+            Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+            Err(_) => format!("{}-{}", std::process::id(), crate::config::now_ms()),
+        }
+    });
+    format!("{}-{}", *PREFIX, COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 /// An incremental reader of `text/event-stream`: bytes in, the JSON of

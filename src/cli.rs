@@ -254,7 +254,9 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Connect { actor, socket }) => {
             let path = crate::config::server_socket_path(socket.as_deref())?;
-            runtime()?.block_on(crate::bridge::run(path, actor))
+            // One thread: the bridge only passes messages on, and a message
+            // that stays on one thread is not handed between two.
+            tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(crate::bridge::run(path, actor))
         }
         Some(Command::Token) => {
             let cfg = Config::from_env()?;
@@ -406,7 +408,7 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
     let sweeps = tokio::spawn(crate::session::sweep_forever(Sessions::new(cfg, tmux)?));
     let terminal = Terminal::new(sessions);
     terminal.start_watchdog();
-    let service = terminal.serve(rmcp::transport::stdio()).await;
+    let service = terminal.serve((crate::stdio::input(), crate::stdio::output())).await;
     let outcome = match service {
         Ok(service) => service.waiting().await.map(drop).map_err(anyhow::Error::from),
         Err(e) => Err(e.into()),

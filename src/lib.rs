@@ -26,6 +26,7 @@ pub mod retention;
 pub mod server;
 pub mod session;
 pub mod shell;
+pub mod stdio;
 pub mod tmux;
 pub mod tools;
 pub mod web;
