@@ -38,7 +38,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
 use dtmcp_core::agent_state::AgentState;
-use dtmcp_core::protocol::{self, PROTOCOL_VERSION, Request, Response, Status, Tagged, WaitReason, WaitSpec};
+use dtmcp_core::protocol::{self, Mark, PROTOCOL_VERSION, Request, Response, Status, Tagged, WaitReason, WaitSpec};
 use dtmcp_core::region::Region;
 use dtmcp_core::types::{LineNo, RegionId};
 
@@ -382,6 +382,23 @@ impl LoggerClient {
     pub async fn set_agent(&mut self, actor: &str, state: AgentState) -> Result<(), ClientError> {
         match self.exchange(Request::SetAgent { actor: actor.to_string(), state }, EXCHANGE_TIMEOUT).await? {
             Response::Stored => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// Notes that the call with idempotency key `key` is about to type at
+    /// `mark` (kept in the logger's memory, which outlives this router).
+    pub async fn note_typing(&mut self, key: &str, mark: Mark) -> Result<(), ClientError> {
+        match self.exchange(Request::Typing { key: key.to_string(), mark }, EXCHANGE_TIMEOUT).await? {
+            Response::Stored => Ok(()),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// The mark the call with idempotency key `key` typed at, if one did.
+    pub async fn typed(&mut self, key: &str) -> Result<Option<Mark>, ClientError> {
+        match self.exchange(Request::Typed { key: key.to_string() }, EXCHANGE_TIMEOUT).await? {
+            Response::Typed(mark) => Ok(mark),
             _ => Err(ClientError::Unexpected),
         }
     }

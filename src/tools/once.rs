@@ -7,14 +7,16 @@
 //! logger's alone, so this lives beside it.)
 //!
 //! A `run` carrying an idempotency key (the `connect` bridge adds one to
-//! every call and resends it after a server restart) is recorded under
-//! `$DOCENT_TERMINAL_MCP_HOME/requests/KEY.json`: first `typed` with that
-//! position, then `done` with the reply. The same key again gets the stored
-//! reply; a key whose record says `typed` and whose session moved on since
-//! (a server died in the middle) is followed, not retyped: a command still
-//! running is waited for, a finished one is read back.
+//! every call and sends it again after a server restart) is noted in the
+//! session's logger just before it types: the key and the position
+//! (`Request::Typing`, memory only, since the logger outlives the router).
+//! The same key again gets the reply this server gave it, when it gave
+//! one; else, when the logger says the key typed and the session moved on
+//! since (a server died in the middle), the command is followed, not
+//! typed again: one still running is waited for, a finished one is read
+//! back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -27,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::Terminal;
 use super::reply::{Reply, ToolError};
 use super::report::{Waited, describe};
+use crate::session::LoggerClient;
 use dtmcp_core::protocol::Mark;
 use dtmcp_core::store::{Appender, Tail};
 use dtmcp_core::types::RegionId;
@@ -35,8 +38,11 @@ use dtmcp_core::types::RegionId;
 /// that its command's outcome cannot be told.
 const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// How long request records are kept.
+/// How long request records of earlier versions (`requests/KEY.json`)
+/// are kept.
 const KEEP_REQUESTS_MS: u64 = 24 * 60 * 60 * 1000;
+/// How many keyed replies this server keeps for a key sent again.
+const KEPT_ANSWERS: usize = 64;
 
 /// One line of `agents/NAME.jsonl`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -49,16 +55,6 @@ pub struct Typed {
     pub tool: String,
     /// When, in ms since the epoch.
     pub ms: u64,
-}
-
-/// What a request record says.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-enum Record {
-    /// About to type into `session` at `mark`.
-    Typed { session: String, mark: Mark },
-    /// Answered.
-    Done { result: CallToolResult },
 }
 
 /// Appends to `agents/SESSION.jsonl` that `actor` typed with `tool` after
@@ -78,6 +74,44 @@ pub fn record_typed(home: &Path, session: &str, actor: Option<&str>, tool: &str,
         let appender = APPENDERS.get(&path, || Appender::new(path.clone()));
         let _ = appender.lock().unwrap_or_else(|e| e.into_inner()).append(&line);
     }
+}
+
+/// What a `run` notes just before it types its first line, at `mark`:
+/// who typed, and, when the call carries an idempotency key, the key (in
+/// the session's logger, before anything is typed: a server that dies
+/// after typing leaves it for the key sent again to follow). Done by
+/// `run` itself, which has the mark from the status it takes anyway.
+pub async fn before_typing(
+    home: &Path,
+    session: &str,
+    caller: &super::caller::Caller,
+    logger: &mut LoggerClient,
+    mark: Mark,
+) {
+    record_typed(home, session, caller.actor.as_deref(), "run", mark.regions);
+    if let Some(key) = &caller.key {
+        // Best effort, as the typing record: a logger that cannot take it
+        // costs only the following of this key after a crash.
+        let _ = logger.note_typing(key, mark).await;
+    }
+}
+
+/// The replies this server gave to keyed calls, the latest last.
+static ANSWERS: LazyLock<Mutex<VecDeque<(String, CallToolResult)>>> = LazyLock::new(Default::default);
+
+/// Keeps the reply to the call with `key`.
+fn remember_answer(key: &str, result: &CallToolResult) {
+    let mut answers = ANSWERS.lock().unwrap_or_else(|e| e.into_inner());
+    if answers.len() >= KEPT_ANSWERS {
+        answers.pop_front();
+    }
+    answers.push_back((key.to_string(), result.clone()));
+}
+
+/// The reply this server gave to the call with `key`, if it kept it.
+fn answered(key: &str) -> Option<CallToolResult> {
+    let answers = ANSWERS.lock().unwrap_or_else(|e| e.into_inner());
+    answers.iter().rev().find(|(k, _)| k == key).map(|(_, r)| r.clone())
 }
 
 /// The file of agent typing records of `session`.
@@ -182,24 +216,6 @@ fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
     dtmcp_core::store::write_replace(path, body)
 }
 
-/// Writes a request record on a blocking thread (a rename is a metadata
-/// write that may wait on the file system), and waits for it.
-async fn write_record(path: &Path, record: &Record) {
-    let Ok(body) = serde_json::to_vec(record) else { return };
-    let path = path.to_path_buf();
-    let _ = tokio::task::spawn_blocking(move || write_whole(&path, &body)).await;
-}
-
-/// Writes a `done` record on a blocking thread without waiting for it: the
-/// reply need not wait, since a server that dies before the record is
-/// written left a `typed` one, which a resent key follows to the same
-/// outcome.
-fn write_done_later(path: &Path, result: &CallToolResult) {
-    let Ok(body) = serde_json::to_vec(&Record::Done { result: result.clone() }) else { return };
-    let path = path.to_path_buf();
-    drop(tokio::task::spawn_blocking(move || write_whole(&path, &body)));
-}
-
 /// Values kept for the server's life by key (a file, say), at most `cap`
 /// of them: the one used longest ago goes when another comes.
 pub(crate) struct Kept<K, T> {
@@ -247,7 +263,8 @@ static APPENDERS: LazyLock<Kept<PathBuf, Appender>> = LazyLock::new(|| Kept::new
 /// What the typing records say, by path.
 static AGENTS: LazyLock<Kept<PathBuf, AgentsLog>> = LazyLock::new(|| Kept::new(KEPT_FILES));
 
-/// Removes request records older than a day.
+/// Removes request records older than a day (the files earlier versions
+/// kept per key, before keys were noted in the loggers).
 pub fn prune_requests(home: &Path) {
     let Ok(entries) = std::fs::read_dir(home.join("requests")) else { return };
     let now = std::time::SystemTime::now();
@@ -272,29 +289,21 @@ impl Terminal {
         let home = self.sessions().cfg.home.clone();
         let args = request.arguments.clone().unwrap_or_default();
         let session = args.get("session").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        let record = key.map(|k| home.join("requests").join(format!("{k}.json")));
-        if let Some(path) = &record
-            && let Some(answer) = self.answer_again(path, &session, &args, context.clone()).await
+        if let Some(key) = key
+            && let Some(answer) = self.answer_again(key, &session, &args, context.clone()).await
         {
             return answer;
         }
-        // A plain `run` records who typed itself, from the status it takes
-        // anyway (see [`record_typed`]): one logger round trip less.
-        let mark = match record.is_none() && request.name == "run" {
-            true => None,
-            false => self.mark_of(&session).await,
-        };
-        if let Some(mark) = mark {
+        // `run` notes who typed, and its key, itself, from the status it
+        // takes anyway (see [`before_typing`]): one logger round trip less.
+        if request.name != "run"
+            && let Some(mark) = self.mark_of(&session).await
+        {
             record_typed(&home, &session, actor, &request.name, mark.regions);
-            if let Some(path) = &record {
-                // Written before anything is typed: a server that dies
-                // after typing leaves this for the resent key to follow.
-                write_record(path, &Record::Typed { session: session.clone(), mark }).await;
-            }
         }
         let answer = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
-        if let (Some(path), Ok(CallToolResponse::Complete(result))) = (&record, &answer) {
-            write_done_later(path, result);
+        if let (Some(key), Ok(CallToolResponse::Complete(result))) = (key, &answer) {
+            remember_answer(key, result);
         }
         answer
     }
@@ -307,6 +316,16 @@ impl Terminal {
         let socket = self.sessions().cfg.session_dir(session).join(dtmcp_core::store::files::SOCKET);
         let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
         Some(logger.status().await.ok()?.mark)
+    }
+
+    /// The mark the call with `key` typed into `session` at, as its
+    /// logger remembers; `None` when none did (or it cannot be asked: a
+    /// session without its logger cannot run the command anyway).
+    async fn typed_at(&self, session: &str, key: &str) -> Option<Mark> {
+        crate::session::validate_name(session).ok()?;
+        let socket = self.sessions().cfg.session_dir(session).join(dtmcp_core::store::files::SOCKET);
+        let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
+        logger.typed(key).await.ok()?
     }
 
     /// Session `name` and its logger's status, asked again for a moment
@@ -331,21 +350,20 @@ impl Terminal {
         }
     }
 
-    /// The answer to a key seen before: the stored reply, or the outcome of
-    /// the command a previous server typed. `None`: nothing was typed yet.
+    /// The answer to a key seen before: the reply this server gave it, or
+    /// the outcome of the command a previous server typed. `None`:
+    /// nothing was typed with it.
     async fn answer_again(
         &self,
-        path: &Path,
+        key: &str,
         session: &str,
         args: &JsonObject,
         context: RequestContext<RoleServer>,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
-        let body = std::fs::read(path).ok()?;
-        let mark = match serde_json::from_slice::<Record>(&body).ok()? {
-            Record::Done { result } => return Some(Ok(CallToolResponse::Complete(result))),
-            Record::Typed { session: s, mark } if s == session => mark,
-            Record::Typed { .. } => return None,
-        };
+        if let Some(result) = answered(key) {
+            return Some(Ok(CallToolResponse::Complete(result)));
+        }
+        let mark = self.typed_at(session, key).await?;
         let (s, status) = match self.session_status(session).await {
             Ok(found) => found,
             // Typing again on a passing failure could run the command
@@ -383,7 +401,7 @@ impl Terminal {
             let command = args.get("command").and_then(|v| v.as_str()).map(str::to_string);
             let body = async move { reply.map(|r| r.lead(&note)) };
             let r = self.call_noted("run", session, command.as_deref(), body).await;
-            write_done_later(path, &r);
+            remember_answer(key, &r);
             return Some(Ok(CallToolResponse::Complete(r)));
         }
         let tool = if open {
@@ -410,7 +428,7 @@ impl Terminal {
         Some(answer.map(|a| match a {
             CallToolResponse::Complete(mut r) => {
                 r.content.insert(0, ContentBlock::text(note));
-                write_done_later(path, &r);
+                remember_answer(key, &r);
                 CallToolResponse::Complete(r)
             }
             other => other,

@@ -225,11 +225,10 @@ impl Terminal {
                 }
             }
             let caller = super::caller::Caller::current();
-            if i == 0 && caller.key.is_none() {
-                // Who typed, before typing (a call with a key was recorded
-                // with it by `run_once`).
+            if i == 0 {
+                // Who typed, and the call's key, before typing.
                 let home = &self.sessions().cfg.home;
-                super::once::record_typed(home, &s.name, caller.actor.as_deref(), "run", status.mark.regions);
+                super::once::before_typing(home, &s.name, &caller, &mut logger, status.mark).await;
             }
             let typed = Line { text: line, before: &status, target, hold };
             let part = self.run_line(&s, &mut logger, typed, &call).await?;

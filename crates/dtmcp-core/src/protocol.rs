@@ -47,6 +47,8 @@
 //! - 6: exchanges carry ids ([`Tagged`]) and may overlap on one connection;
 //!   [`Request::Cancel`]; [`Response::Waited`] carries the region the wait
 //!   was about.
+//! - 7: idempotency keys noted before typing ([`Request::Typing`],
+//!   [`Request::Typed`], [`Response::Typed`]).
 //!
 //! # Waiting
 //! [`Request::Wait`] is answered when its condition is met or its timeout
@@ -62,6 +64,14 @@
 //! agent's [`AgentState`] (see [`crate::agent_state`]): the logger holds
 //! it for the router, which keeps none of its own across a restart, and
 //! writes it to `state.json` in the background.
+//!
+//! # Idempotency keys
+//! A `run` that carries an idempotency key is noted with
+//! [`Request::Typing`] (answered once in memory) just before it types:
+//! the key and the mark it typed at. A router started again after a crash
+//! asks [`Request::Typed`] when the same key comes again, and follows the
+//! command it finds there instead of typing it twice. The logger outlives
+//! the router, so memory is enough; it keeps the last [`MAX_KEYS`].
 
 use std::io::{Read, Write};
 
@@ -72,7 +82,7 @@ use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.
@@ -81,6 +91,10 @@ pub const MAX_WAIT_MS: u64 = 10 * 60 * 1000;
 pub const MAX_READ_LINES: u64 = 100_000;
 /// The most waits a logger holds for one connection at once.
 pub const MAX_WAITS: usize = 256;
+/// The most idempotency keys a logger remembers (the oldest goes first).
+pub const MAX_KEYS: usize = 256;
+/// The longest idempotency key a logger keeps.
+pub const MAX_KEY: usize = 200;
 
 /// A message with the id that pairs a response with its request: every
 /// frame's body.
@@ -146,6 +160,20 @@ pub enum Request {
         /// The wait's request id.
         id: u64,
     },
+    /// The call with idempotency key `key` is about to type at `mark`;
+    /// answered by [`Response::Stored`] once it is in memory.
+    Typing {
+        /// The key (at most [`MAX_KEY`] bytes).
+        key: String,
+        /// The session's position when the call looked, before typing.
+        mark: Mark,
+    },
+    /// What [`Request::Typing`] said of `key`; answered by
+    /// [`Response::Typed`].
+    Typed {
+        /// The key.
+        key: String,
+    },
 }
 
 /// What the logger answers.
@@ -185,13 +213,16 @@ pub enum Response {
     },
     /// An agent's state; `None` when the session does not know the agent.
     Agent(Option<AgentState>),
-    /// A [`Request::SetAgent`] was taken.
+    /// A [`Request::SetAgent`] or [`Request::Typing`] was taken.
     Stored,
     /// The request could not be served.
     Error {
         /// What went wrong, for a person.
         message: String,
     },
+    /// The mark a key typed at; `None` when no call with it typed here
+    /// (or so long ago that it was forgotten).
+    Typed(Option<Mark>),
 }
 
 /// A moment in the logger's stream, for waits to start from.

@@ -35,8 +35,8 @@ const BLESS: &str = "DTMCP_BLESS=1 cargo test -p dtmcp-core --test golden";
 
 /// How many kinds of request and of response there are; [`request_kind`]
 /// and [`response_kind`] number them.
-const REQUEST_KINDS: usize = 10;
-const RESPONSE_KINDS: usize = 8;
+const REQUEST_KINDS: usize = 12;
+const RESPONSE_KINDS: usize = 9;
 
 /// Numbers each kind of request. No arm may be a catch-all: a new kind
 /// fails to compile here until it is numbered and given a sample.
@@ -52,6 +52,8 @@ fn request_kind(r: &Request) -> usize {
         Request::Agent { .. } => 7,
         Request::SetAgent { .. } => 8,
         Request::Cancel { .. } => 9,
+        Request::Typing { .. } => 10,
+        Request::Typed { .. } => 11,
     }
 }
 
@@ -66,6 +68,7 @@ fn response_kind(r: &Response) -> usize {
         Response::Agent(_) => 5,
         Response::Stored => 6,
         Response::Error { .. } => 7,
+        Response::Typed(_) => 8,
     }
 }
 
@@ -183,6 +186,8 @@ fn requests() -> Vec<(String, Request)> {
         ("agent", Request::Agent { actor: "claude-code#2".into() }),
         ("set-agent", Request::SetAgent { actor: "claude-code#2".into(), state: agent_state() }),
         ("cancel", Request::Cancel { id: 1 << 40 }),
+        ("typing", Request::Typing { key: "0f1e2d3c4b5a69788796a5b4-17".into(), mark: status().mark }),
+        ("typed", Request::Typed { key: "0f1e2d3c4b5a69788796a5b4-17".into() }),
     ];
     all.into_iter().map(|(name, r)| (format!("request/{name}"), r)).collect()
 }
@@ -200,6 +205,8 @@ fn responses() -> Vec<(String, Response)> {
         ("agent-unknown".into(), Response::Agent(None)),
         ("stored".into(), Response::Stored),
         ("error".into(), Response::Error { message: "no region 99".into() }),
+        ("typed".into(), Response::Typed(Some(status().mark))),
+        ("typed-unknown".into(), Response::Typed(None)),
     ];
     for (name, reason) in wait_reasons() {
         let region = Some(region(RegionKind::Command));

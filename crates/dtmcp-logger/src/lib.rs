@@ -15,6 +15,7 @@ mod agents;
 mod checkpoint;
 mod gap;
 mod input;
+mod keys;
 mod pump;
 mod server;
 mod state;

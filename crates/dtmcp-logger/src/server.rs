@@ -406,6 +406,11 @@ fn answer(request: Request, shared: &Shared) -> Response {
             Ok(()) => Response::Stored,
             Err(e) => Response::Error { message: e.to_string() },
         },
+        Request::Typing { key, mark } => match shared.keys.note(key, mark) {
+            Ok(()) => Response::Stored,
+            Err(message) => Response::Error { message },
+        },
+        Request::Typed { key } => Response::Typed(shared.keys.typed(&key)),
         // Served by the loop itself.
         Request::Wait(_) | Request::OpenInput(_) | Request::Cancel { .. } => {
             Response::Error { message: "internal: a held request was answered at once".into() }

@@ -156,6 +156,8 @@ pub struct Shared {
     pub inbox: super::input::Inbox,
     /// The agents' state kept for the router, saved in `state.json`.
     pub agents: super::agents::Book,
+    /// The idempotency keys of calls that typed here.
+    pub keys: super::keys::Keys,
 }
 
 impl Shared {
@@ -180,6 +182,7 @@ impl Shared {
             wake_tx: std::fs::File::from(wake_tx),
             inbox: Default::default(),
             agents: super::agents::Book::open(dir),
+            keys: super::keys::Keys::default(),
         })
     }
 
