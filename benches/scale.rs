@@ -60,6 +60,51 @@ struct Table {
     agents20: BTreeMap<usize, Vec<Duration>>,
     idle: BTreeMap<usize, Idle>,
     pss_kb: BTreeMap<usize, (u64, u64)>,
+    paired: Paired,
+}
+
+/// `run true` at one session four ways, measured in turns (a few calls
+/// of each per round) so that the machine's drift weighs on all alike.
+#[derive(Default)]
+struct Paired {
+    stdio: Vec<Duration>,
+    http: Vec<Duration>,
+    keyed: Vec<Duration>,
+    bridge: Vec<Duration>,
+}
+
+/// Calls of each kind per round of [`side_by_side`].
+const TURN: usize = 5;
+
+/// Measures [`Paired`]: the stdio server runs in a twin world of its own
+/// (a second server on one state home is refused), beside `serve` in
+/// `world`, whose `s0` the HTTP client and a bridge call.
+async fn side_by_side(world: &World, http: &mut HttpClient, samples: usize) -> anyhow::Result<Paired> {
+    let twin = World::new(&world.root.join("twin"))?.named(&format!("{}-twin", world.socket));
+    let result = async {
+        let mut stdio = StdioClient::start(EXE, &[], &twin.env()).await?;
+        let r = stdio.call("session_create", json!({"name": "s0"})).await?;
+        ensure!(!r.1, "session_create s0 in the twin: {}", r.0);
+        let mut bridge = StdioClient::start(EXE, &["connect", "--actor", "bench-paired"], &world.env()).await?;
+        let mut p = Paired::default();
+        // One round to warm every path, not kept.
+        run_true_rounds(&mut stdio, "s0", Samples::warmed(0, TURN)).await?;
+        run_true_rounds(http, "s0", Samples::warmed(0, TURN)).await?;
+        run_true_keyed_rounds(http, Samples::warmed(0, TURN)).await?;
+        run_true_rounds(&mut bridge, "s0", Samples::warmed(0, TURN)).await?;
+        for _ in 0..samples.div_ceil(TURN) {
+            p.stdio.extend(run_true_rounds(&mut stdio, "s0", Samples::warmed(TURN, 0)).await?);
+            p.http.extend(run_true_rounds(http, "s0", Samples::warmed(TURN, 0)).await?);
+            p.keyed.extend(run_true_keyed_rounds(http, Samples::warmed(TURN, 0)).await?);
+            p.bridge.extend(run_true_rounds(&mut bridge, "s0", Samples::warmed(TURN, 0)).await?);
+        }
+        bridge.stop().await;
+        stdio.stop().await;
+        Ok(p)
+    }
+    .await;
+    dtmcp::tmux::kill_server_now(&twin.socket);
+    result
 }
 
 /// Idle CPU over a quiet stretch, in % of one core.
@@ -82,6 +127,11 @@ impl World {
             std::fs::create_dir_all(root.join(d))?;
         }
         Ok(World { root: root.to_path_buf(), socket: format!("dtmcp-bench-scale-{}", std::process::id()) })
+    }
+
+    /// The same world on tmux socket `socket`.
+    fn named(self, socket: &str) -> World {
+        World { socket: socket.to_string(), ..self }
     }
 
     fn env(&self) -> Vec<(String, String)> {
@@ -135,6 +185,10 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
         t.http.insert(n, run_true(&mut http, samples).await?);
         t.http_keyed.insert(n, run_true_keyed(&mut http, samples).await?);
+        if n == 1 {
+            eprintln!("level 1: stdio, HTTP, keyed HTTP and the bridge in turns…");
+            t.paired = side_by_side(world, &mut http, samples).await?;
+        }
         let list_samples = (samples / 10).max(5);
         let mut list = Samples::new(list_samples);
         while list.next() {
@@ -196,6 +250,18 @@ impl Table {
         line("run true, HTTP with a request key", &self.http_keyed);
         line("run true, connect bridge", &self.bridge);
         line("session_list, HTTP", &self.list);
+        if !self.paired.stdio.is_empty() {
+            let p = &self.paired;
+            println!("\n1 session, in turns of {TURN} calls (median (p90)):");
+            for (name, v) in [
+                ("stdio", &p.stdio),
+                ("HTTP", &p.http),
+                ("HTTP with a request key", &p.keyed),
+                ("connect bridge", &p.bridge),
+            ] {
+                println!("  run true, {name:<30} {:.2} ({:.2}) ms", med(v), ms(pct(v, 90)));
+            }
+        }
         line("run true, 20 agents at once (HTTP)", &self.agents20);
         let idle: String = levels
             .iter()
@@ -242,8 +308,12 @@ impl Table {
             "×",
         );
         let stdio1 = at(&self.stdio, 1);
-        verdict("bridged run / stdio run (1 session)", ratio(at(&self.bridge, 1), stdio1), 1.3, "×");
-        verdict("HTTP run / stdio run (1 session)", ratio(at(&self.http, 1), stdio1), 1.15, "×");
+        // Judged on the rows measured in turns, when they were.
+        let p = &self.paired;
+        let paired = |v: &[Duration]| Some(med(v)).filter(|_| !v.is_empty());
+        let pstdio = paired(&p.stdio);
+        verdict("bridged run / stdio run (1 session, in turns)", ratio(paired(&p.bridge), pstdio), 1.3, "×");
+        verdict("HTTP run / stdio run (1 session, in turns)", ratio(paired(&p.http), pstdio), 1.15, "×");
         let floor = med(&self.floor_pane) + med(&self.floor_ping);
         verdict("stdio run true / (raw pane + trivial MCP call)", stdio1.map(|s| s / floor), 2.0, "×");
         if let Some(r) = ratio(at(&self.stdio, 300), at(&self.stdio, 1)) {
@@ -280,7 +350,12 @@ struct Samples {
 
 impl Samples {
     fn new(want: usize) -> Samples {
-        Samples { warm: (want / 10).max(2), want, out: Vec::with_capacity(want), started: None }
+        Samples::warmed(want, (want / 10).max(2))
+    }
+
+    /// `want` samples after `warm` rounds not kept.
+    fn warmed(want: usize, warm: usize) -> Samples {
+        Samples { warm, want, out: Vec::with_capacity(want), started: None }
     }
 
     /// Whether another round is wanted; starts its clock.
@@ -310,7 +385,10 @@ async fn run_true(c: &mut impl Caller, samples: usize) -> anyhow::Result<Vec<Dur
 }
 
 async fn run_true_in(c: &mut impl Caller, session: &str, samples: usize) -> anyhow::Result<Vec<Duration>> {
-    let mut runs = Samples::new(samples);
+    run_true_rounds(c, session, Samples::new(samples)).await
+}
+
+async fn run_true_rounds(c: &mut impl Caller, session: &str, mut runs: Samples) -> anyhow::Result<Vec<Duration>> {
     while runs.next() {
         let (text, err) = c.call("run", json!({"session": session, "command": "true"})).await?;
         ensure!(!err && text.contains("exit 0"), "unexpected reply: {text}");
@@ -322,8 +400,11 @@ async fn run_true_in(c: &mut impl Caller, session: &str, samples: usize) -> anyh
 /// `run` of `true` with an idempotency key in `_meta`, as the `connect`
 /// bridge sends every call: the server keeps a record per key.
 async fn run_true_keyed(c: &mut HttpClient, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    run_true_keyed_rounds(c, Samples::new(samples)).await
+}
+
+async fn run_true_keyed_rounds(c: &mut HttpClient, mut runs: Samples) -> anyhow::Result<Vec<Duration>> {
     static KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut runs = Samples::new(samples);
     while runs.next() {
         // A key used once only: a key seen before is answered from its record.
         let n = KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
