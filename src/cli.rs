@@ -256,7 +256,10 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
             let path = crate::config::server_socket_path(socket.as_deref())?;
             // One thread: the bridge only passes messages on, and a message
             // that stays on one thread is not handed between two.
-            tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(crate::bridge::run(path, actor))
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(crate::bridge::run(path, actor))
         }
         Some(Command::Token) => {
             let cfg = Config::from_env()?;
