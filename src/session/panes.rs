@@ -326,6 +326,17 @@ impl Sessions {
     pub async fn pinned(&self, pane: &str) -> bool {
         self.tmux.display(pane, "#{window-size}").await.is_ok_and(|v| v.trim() == "manual")
     }
+
+    /// The windows whose size is pinned, in one listing (for replies
+    /// that show many sessions; [`Sessions::pinned`] asks for one pane).
+    pub async fn pinned_windows(&self) -> std::collections::HashSet<String> {
+        let listed = self.tmux.run(&["list-windows", "-a", "-F", "#{window_id} #{window-size}"]).await;
+        listed
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once(' ').filter(|(_, size)| size.trim() == "manual").map(|(id, _)| id.to_string()))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -190,9 +190,16 @@ pub fn pane_line(pane: &PaneInfo) -> String {
 impl Terminal {
     /// Who is in the session of `pane` now.
     pub async fn seen(&self, pane: &PaneInfo) -> Seen {
-        let target = crate::tmux::session_target(&pane.tmux_session);
-        let out = self.sessions().tmux.run(&["list-clients", "-t", &target, "-F", CLIENT_FORMAT]).await;
-        let clients = out.map(|t| parse_clients(&t)).unwrap_or_default();
+        // A session that no client is attached to has none to list: a
+        // listing of every session (session_list) asks tmux nothing more.
+        let clients = match pane.session_attached {
+            0 => Vec::new(),
+            _ => {
+                let target = crate::tmux::session_target(&pane.tmux_session);
+                let out = self.sessions().tmux.run(&["list-clients", "-t", &target, "-F", CLIENT_FORMAT]).await;
+                out.map(|t| parse_clients(&t)).unwrap_or_default()
+            }
+        };
         let human_input = clients.iter().filter_map(|c| c.last_input).max();
         Seen {
             clients,
@@ -225,7 +232,7 @@ impl Terminal {
     }
 
     /// The presence and pane-kind line of `session_list` for `pane`.
-    pub(super) async fn presence_line(&self, pane: &PaneInfo) -> Option<String> {
+    pub(super) async fn presence_line(&self, pane: &PaneInfo, pinned: bool) -> Option<String> {
         let mut parts = Vec::new();
         if let Ok(meta) = dtmcp_core::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)) {
             if let Some(parent) = &meta.parent {
@@ -235,7 +242,7 @@ impl Terminal {
                 parts.push("adopted (no shell integration)".to_string());
             }
         }
-        if self.sessions().pinned(pane.pane_id.as_str()).await {
+        if pinned {
             parts.push("size pinned".to_string());
         }
         let now_s = crate::config::now_ms() / 1000;

@@ -272,19 +272,20 @@ impl Terminal {
     }
 
     /// One listing of the panes (with the current command and directory
-    /// it shows), then each session's logger and presence, a few sessions
-    /// at a time so that their round trips overlap.
+    /// it shows) and one of the pinned windows, then each session's logger
+    /// and presence, a few sessions at a time so that their round trips
+    /// overlap.
     async fn list_body(&self) -> Result<String, ToolError> {
         let panes = self.sessions().panes().await?;
         let closed = self.closed_lines().await;
         if panes.is_empty() {
             return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
         }
+        let pinned = self.sessions().pinned_windows().await;
         let mut all = String::new();
         for some in panes.chunks(LIST_AT_ONCE) {
-            for (pane, entry) in
-                some.iter().zip(futures_util::future::join_all(some.iter().map(|pane| self.list_entry(pane))).await)
-            {
+            let entries = some.iter().map(|pane| self.list_entry(pane, pinned.contains(&pane.window_id)));
+            for (pane, entry) in some.iter().zip(futures_util::future::join_all(entries).await) {
                 // Each session's lines with its own placeholders.
                 all.push_str(&self.redacted(Some(&pane.session_name), &entry));
             }
@@ -294,7 +295,7 @@ impl Terminal {
     }
 
     /// The lines of `session_list` about one listed pane.
-    async fn list_entry(&self, pane: &crate::tmux::PaneInfo) -> String {
+    async fn list_entry(&self, pane: &crate::tmux::PaneInfo, pinned: bool) -> String {
         let mut out = String::new();
         let name = &pane.session_name;
         let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
@@ -308,7 +309,7 @@ impl Terminal {
             let _ = write!(out, " · last: `{}` {exit}", r.command);
         }
         let _ = writeln!(out, "\n  {}", super::presence::pane_line(pane));
-        if let Some(who) = self.presence_line(pane).await {
+        if let Some(who) = self.presence_line(pane, pinned).await {
             let _ = writeln!(out, "  {who}");
         }
         let _ = writeln!(out, "  attach: {}", self.sessions().attach_command(&pane.tmux_session));
