@@ -5,8 +5,8 @@
 //! nothing else; messages for people go to stderr). Each message from the
 //! client becomes one `POST /mcp` over the Unix socket, on a kept-alive
 //! connection that is free, else a new one; the answer (a JSON body or an
-//! event stream) goes back to stdout message by message. Requests are served concurrently, so a long `run`
-//! does not hold up a quick `read`.
+//! event stream) goes back to stdout message by message. Requests are
+//! served concurrently, so a long `run` does not hold up a quick `read`.
 //!
 //! Restarts: when the server goes away (connection refused or cut), the
 //! bridge waits for one to answer and goes on in the same MCP session,

@@ -312,20 +312,22 @@ impl Terminal {
     /// logger's socket, without asking tmux: this runs before every typing
     /// call, and the tool itself resolves the session anyway.
     async fn mark_of(&self, session: &str) -> Option<Mark> {
+        Some(self.logger_of(session).await?.status().await.ok()?.mark)
+    }
+
+    /// The connection to session `session`'s logger, by its socket's path
+    /// alone (no tmux asked), if it answers.
+    async fn logger_of(&self, session: &str) -> Option<LoggerClient> {
         crate::session::validate_name(session).ok()?;
         let socket = self.sessions().cfg.session_dir(session).join(dtmcp_core::store::files::SOCKET);
-        let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
-        Some(logger.status().await.ok()?.mark)
+        LoggerClient::connect(&socket).await.ok()
     }
 
     /// The mark the call with `key` typed into `session` at, as its
     /// logger remembers; `None` when none did (or it cannot be asked: a
     /// session without its logger cannot run the command anyway).
     async fn typed_at(&self, session: &str, key: &str) -> Option<Mark> {
-        crate::session::validate_name(session).ok()?;
-        let socket = self.sessions().cfg.session_dir(session).join(dtmcp_core::store::files::SOCKET);
-        let mut logger = crate::session::LoggerClient::connect(&socket).await.ok()?;
-        logger.typed(key).await.ok()?
+        self.logger_of(session).await?.typed(key).await.ok()?
     }
 
     /// Session `name` and its logger's status, asked again for a moment

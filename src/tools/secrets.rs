@@ -187,10 +187,12 @@ fn with_table<R>(path: &Path, f: impl FnOnce(&mut Table) -> R) -> R {
     // A table that could not be saved keeps its new placeholders here
     // (they still type back while this server runs) and is saved again
     // at its next use.
-    if let Err(e) = held.table.save(path) {
-        eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
+    if held.table.unsaved() {
+        if let Err(e) = held.table.save(path) {
+            eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
+        }
+        held.stamp = stamp(path);
     }
-    held.stamp = stamp(path);
     out
 }
 

@@ -181,6 +181,11 @@ impl Table {
         std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
     }
 
+    /// Whether entries were added since it was loaded or saved.
+    pub fn unsaved(&self) -> bool {
+        self.changed
+    }
+
     /// Writes the table to `path` (0600, replaced whole) if it changed.
     pub fn save(&mut self, path: &Path) -> std::io::Result<()> {
         if !self.changed {
