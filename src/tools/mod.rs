@@ -149,6 +149,16 @@ impl Terminal {
         self.inner.secrets.redact(dir.as_deref(), text).0
     }
 
+    /// The rows of session `name`'s screen, `cols` wide, with its secrets
+    /// hidden even where one wraps from a row into the next; inside a
+    /// call, what was hidden counts toward its reply's note.
+    pub fn redacted_screen<S: AsRef<str>>(&self, name: &str, rows: &[S], cols: u32) -> Vec<String> {
+        let dir = self.sessions().cfg.session_dir(name);
+        let (rows, counts) = self.inner.secrets.redact_screen(&dir, rows, cols as usize);
+        secrets::hidden_early(&counts);
+        rows
+    }
+
     /// Who is calling, for notes given once per agent: the caller of the
     /// call in progress, else this connection's actor.
     fn actor(&self) -> String {
@@ -176,11 +186,11 @@ impl Terminal {
     {
         let started = Instant::now();
         let finished = self.finished_before(tool, session).await;
-        let outcome = body.await.map(Into::into);
+        let (outcome, early) = secrets::counting_early(body).await;
         if let Some(name) = session.filter(|_| matches!(tool, "read" | "search" | "regions")) {
             self.note_reply(name).await;
         }
-        self.finish_call(tool, session, started, outcome, finished)
+        self.finish_call(tool, session, started, outcome.map(Into::into), early, finished)
     }
 
     /// "Finished since your last call", for the tools that work in a live
@@ -194,7 +204,8 @@ impl Terminal {
     }
 
     /// Records a call that began at `started` (in `calls.log`, and who made
-    /// a session it made) and turns its outcome into a tool result, led by
+    /// a session it made) and turns its outcome into a tool result (`early`:
+    /// the secrets its body hid already, counted in the note), led by
     /// what finished since the agent's last call and any note the session
     /// left for it. This is the one place a reply or an error becomes text
     /// for the client.
@@ -204,6 +215,7 @@ impl Terminal {
         session: Option<&str>,
         started: Instant,
         outcome: Result<Reply, ToolError>,
+        early: dtmcp_core::redact::Counts,
         finished: Option<String>,
     ) -> CallToolResult {
         let who = caller::Caller::current();
@@ -219,7 +231,8 @@ impl Terminal {
             Err(e) => format!("{leads}{e}"),
         };
         let dir = session.or(created.as_deref()).map(|name| self.sessions().cfg.session_dir(name));
-        let (mut text, counts) = self.inner.secrets.redact(dir.as_deref(), &text);
+        let (mut text, mut counts) = self.inner.secrets.redact(dir.as_deref(), &text);
+        counts.add(&early);
         if counts.total() > 0 {
             text.push_str(&secrets::Secrets::note(dir.as_deref(), &self.actor(), &counts));
         }
@@ -239,7 +252,7 @@ impl Terminal {
         let dir = self.sessions().cfg.session_dir(&name);
         for value in args.values_mut() {
             if let Err(e) = substitute_in(&self.inner.secrets, &dir, value) {
-                return Err(self.finish_call(&tool, Some(&name), Instant::now(), Err(e), None));
+                return Err(self.finish_call(&tool, Some(&name), Instant::now(), Err(e), Default::default(), None));
             }
         }
         Ok(request)

@@ -39,14 +39,14 @@ impl Terminal {
     {
         let started = Instant::now();
         let finished = self.finished_before(tool, Some(session)).await;
-        let mut outcome = body.await;
+        let (mut outcome, early) = super::secrets::counting_early(body).await;
         if let Ok(reply) = &mut outcome {
             for note in self.notes_for(tool, session, command, reply).await {
                 reply.push_str(&note);
                 reply.push_str("\n");
             }
         }
-        self.finish_call(tool, Some(session), started, outcome, finished)
+        self.finish_call(tool, Some(session), started, outcome, early, finished)
     }
 
     /// The fresh notes for a reply `reply` of `tool` in session `name`.

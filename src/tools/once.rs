@@ -380,6 +380,7 @@ impl Terminal {
                     Some(session),
                     std::time::Instant::now(),
                     Err(why),
+                    Default::default(),
                     None,
                 ))));
             }

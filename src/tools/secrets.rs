@@ -89,6 +89,16 @@ impl Secrets {
         with_table(&dir.join(TABLE_FILE), |table| redact::redact(text, &self.known, table))
     }
 
+    /// The rows of a screen `cols` wide of the session in `dir`, redacted
+    /// as one text in which a full row goes on in the next (see
+    /// [`redact::redact_screen`]), and what was found.
+    pub fn redact_screen<S: AsRef<str>>(&self, dir: &Path, rows: &[S], cols: usize) -> (Vec<String>, Counts) {
+        if !self.applies(dir) {
+            return (rows.iter().map(|r| r.as_ref().to_string()).collect(), Counts::default());
+        }
+        with_table(&dir.join(TABLE_FILE), |table| redact::redact_screen(rows, cols, &self.known, table))
+    }
+
     /// `input` with the placeholders of the session in `dir` replaced by
     /// their values; an unknown placeholder refuses the call.
     pub fn substitute(&self, dir: &Path, input: &str) -> Result<String, ToolError> {
@@ -146,6 +156,27 @@ impl Secrets {
 
 /// The agents told how placeholders work, one a line.
 const TOLD_FILE: &str = "redaction-told";
+
+tokio::task_local! {
+    /// The secrets a call's body hid before its reply's text was whole (a
+    /// screen, redacted row by row), for the reply's note to count.
+    static HIDDEN_EARLY: std::cell::RefCell<Counts>;
+}
+
+/// Runs a call's body `f`, and says what [`hidden_early`] noted in it.
+pub async fn counting_early<F: Future>(f: F) -> (F::Output, Counts) {
+    HIDDEN_EARLY
+        .scope(std::cell::RefCell::new(Counts::default()), async {
+            let out = f.await;
+            (out, HIDDEN_EARLY.with(|c| c.take()))
+        })
+        .await
+}
+
+/// Notes `counts` as hidden by the call in progress (nothing outside one).
+pub fn hidden_early(counts: &Counts) {
+    let _ = HIDDEN_EARLY.try_with(|c| c.borrow_mut().add(counts));
+}
 
 /// A session's placeholder table as last read or written here, and the
 /// file's stamp then.

@@ -141,7 +141,8 @@ impl Terminal {
         let pane = s.pane.pane_id.as_str();
         let capture = tmux.capture_screen(pane).await?;
         let state = pane_state(tmux, pane).await?;
-        let screen = Screen { rows: screen_rows(&capture, state.rows), state };
+        let rows = self.redacted_screen(&s.name, &screen_rows(&capture, state.rows), state.cols);
+        let screen = Screen { rows, state };
         let seen = SeenScreen::of(screen.state.cols, &screen.rows);
         let previous = self.update_agent(&s.name, |agent| agent.screen.replace(seen)).await.flatten();
         Ok(render(&screen, mode, previous.as_ref()))

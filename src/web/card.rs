@@ -167,7 +167,7 @@ impl Card {
                 .collect(),
             host,
             user,
-            tail: capture.map(|text| tail_of_screen(&hide.text(&text))).unwrap_or_default(),
+            tail: capture.map(|text| tail_of_screen(&hide.screen(&text, pane.pane_width))).unwrap_or_default(),
             attach: Some(sessions.attach_command(&pane.tmux_session)),
             size: Some((pane.pane_width, pane.pane_height)),
             created_ms: meta.created_ms,

@@ -28,6 +28,14 @@ impl Hide {
         self.terminal.redacted(Some(&self.name), text)
     }
 
+    /// A screen `cols` wide as `capture-pane -e -p` gives it, with its
+    /// secrets hidden, a secret that wraps from one row into the next
+    /// included; as many rows as before.
+    pub fn screen(&self, capture: &str, cols: u32) -> String {
+        let rows: Vec<&str> = capture.split('\n').collect();
+        self.terminal.redacted_screen(&self.name, &rows, cols).join("\n")
+    }
+
     /// `lines` (in order, as one text, so that a key over several of them
     /// is seen whole) with their secrets hidden; as many lines as before.
     pub fn lines(&self, lines: Vec<String>) -> Vec<String> {

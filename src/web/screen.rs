@@ -140,7 +140,7 @@ pub async fn capture(tmux: &Tmux, pane: &str, hide: &Hide) -> Result<Frame, Stri
     let geometry = tmux.display(pane, GEOMETRY).await.map_err(|e| e.to_string())?;
     let geometry = Geometry::parse(&geometry).ok_or_else(|| format!("unreadable pane geometry {geometry:?}"))?;
     let text = tmux.run(&["capture-pane", "-e", "-p", "-t", pane]).await.map_err(|e| e.to_string())?;
-    Ok(Frame::new(geometry, &hide.text(&text)))
+    Ok(Frame::new(geometry, &hide.screen(&text, geometry.cols)))
 }
 
 #[cfg(test)]

@@ -308,11 +308,19 @@ struct Found {
 /// carries to `printf` or `echo -e`; and a real one (a screen captured
 /// with its colours, as the web view shows it).
 static SPELLED_ESCAPE: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(
-        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])",
-    )
+    regex::Regex::new(&format!(
+        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|{REAL_ESCAPE_PATTERN}",
+    ))
     .expect("a constant pattern")
 });
+
+/// A real escape sequence (CSI, OSC, or a short one), as in a screen
+/// captured with its colours.
+const REAL_ESCAPE_PATTERN: &str = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])";
+
+/// [`REAL_ESCAPE_PATTERN`], compiled.
+static REAL_ESCAPE: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(REAL_ESCAPE_PATTERN).expect("a constant pattern"));
 
 /// `text` without the escape sequences spelled out in it, and for each
 /// byte of that, the byte of `text` it came from (one more at the end).
@@ -425,6 +433,66 @@ pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) 
     }
     out.push_str(&text[last..]);
     (out, counts)
+}
+
+/// The rows of a screen `cols` wide with every secret replaced by its
+/// placeholder from `table` (new ones added there), and how many of each
+/// kind they had; as many rows as before.
+///
+/// A capture gives a screen row by row, and a line longer than the width
+/// goes on in the next row: a secret there stands half in each, and
+/// neither half is a secret by itself. So a row that fills the width (or
+/// all but its last column, which a wide character may leave empty) is
+/// read on into the next one; a secret found across rows shows its
+/// placeholder where it starts and `‹…›` at the start of each further row
+/// it covers. A full row that ended there is read on too: that can only
+/// hide more, never less. Colour escapes of `capture-pane -e` count for
+/// nothing in a row's width.
+pub fn redact_screen<S: AsRef<str>>(
+    rows: &[S],
+    cols: usize,
+    known: &Known,
+    table: &mut Table,
+) -> (Vec<String>, Counts) {
+    let mut joined = String::new();
+    let mut starts = Vec::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 && !fills(rows[i - 1].as_ref(), cols) {
+            joined.push('\n');
+        }
+        starts.push(joined.len());
+        joined.push_str(row.as_ref());
+    }
+    let (found, counts) = find(&joined, known, table);
+    if found.is_empty() {
+        return (rows.iter().map(|r| r.as_ref().to_string()).collect(), counts);
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (row, &start) in rows.iter().zip(&starts) {
+        let end = start + row.as_ref().len();
+        let mut shown = String::with_capacity(end - start);
+        let mut at = start;
+        for f in found.iter().filter(|f| f.range.start < end && f.range.end > start) {
+            shown.push_str(&joined[at..f.range.start.max(start)]);
+            shown.push_str(if f.range.start >= start { &f.placeholder } else { "‹…›" });
+            at = f.range.end.min(end);
+        }
+        shown.push_str(&joined[at..end]);
+        out.push(shown);
+    }
+    (out, counts)
+}
+
+/// Whether screen row `row` reaches the right edge of a screen `cols`
+/// wide (or its last column but one), so that its line may go on in the
+/// next row.
+fn fills(row: &str, cols: usize) -> bool {
+    use unicode_width::UnicodeWidthStr;
+    let width = match memchr::memchr(0x1b, row.as_bytes()) {
+        None => row.width(),
+        Some(_) => REAL_ESCAPE.split(row).map(UnicodeWidthStr::width).sum(),
+    };
+    width + 1 >= cols
 }
 
 /// The finds of the values of `table` and `known` in `text`.
@@ -665,5 +733,41 @@ mod tests {
     fn text_without_secrets_is_unchanged() {
         let text = "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\nAuthor: me\n";
         assert_eq!(run(text, &mut Table::default()), (text.to_string(), Counts::default()));
+    }
+
+    /// `rows` of a screen `cols` wide, redacted.
+    fn screen<S: AsRef<str>>(rows: &[S], cols: usize, table: &mut Table) -> Vec<String> {
+        redact_screen(rows, cols, &Known::default(), table).0
+    }
+
+    #[test]
+    fn a_secret_wrapped_over_screen_rows_is_hidden_in_each() {
+        let (head, tail) = GH.split_at(20);
+        let mut table = Table::default();
+        // The line "$ echo GH" on a screen 26 wide: 6 + 20 characters fill
+        // the first row, the rest of the token goes on in the second.
+        let rows = [format!("$ echo {head}"), format!("{tail} done"), "$ ".into()];
+        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+        let shown = screen(&rows, 27, &mut table);
+        assert_eq!(shown, ["$ echo ‹secret:github-token:1›", "‹…› done", "$ "]);
+        // The same with colours, a wide character filling the row but its
+        // last column, and a value the table already knows.
+        let rows = [format!("\x1b[1m界{head}\x1b[0m"), tail.to_string()];
+        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+        let shown = screen(&rows, 23, &mut table);
+        assert_eq!(shown, ["\x1b[1m界‹secret:github-token:1›", "‹…›"]);
+        // A short row ends its line: the halves are no secret.
+        let rows = [head, tail];
+        assert_eq!(screen(&rows, 80, &mut Table::default()), rows);
+    }
+
+    #[test]
+    fn screen_rows_keep_their_number_and_their_other_text() {
+        let mut table = Table::default();
+        let rows = [format!("token {GH} ok"), "next".into(), String::new()];
+        let shown = screen(&rows.iter().map(String::as_str).collect::<Vec<_>>(), 80, &mut table);
+        assert_eq!(shown, ["token ‹secret:github-token:1› ok", "next", ""]);
+        assert_eq!(screen(&["plain", "rows"], 5, &mut table), ["plain", "rows"]);
+        assert_eq!(screen::<&str>(&[], 80, &mut table), Vec::<String>::new());
     }
 }
