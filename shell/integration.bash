@@ -136,7 +136,7 @@ __dtmcp_wrap() {
     local p='++__DTMCP_SEQ)).$((__DTMCP_PF))'
     local a="\[\e]133;A;${m}1,$p;host=\${__DTMCP_HOST};user=\${__DTMCP_USER}\a\]"
     local s="\[\e]133;A;k=s;${m}5,$p\a\]"
-    local b="\[\e]133;B;${m}2,$p\a\]"
+    local b="\[\e]133;B;${m}2,$p;cols=\${COLUMNS-}\a\]"
     local c="\e]133;C;${m}3,__DTMCP_RAN=1,$p\a"
     local p1=${PS1-} p2=${PS2-} p0=${PS0-}
     p1=${p1//"$a"/} p1=${p1//"$b"/} p2=${p2//"$s"/} p2=${p2//"$b"/} p0=${p0//"$c"/}

@@ -150,7 +150,7 @@ __dtmcp_wrap() {
         __dtmcp_mark 1
         __DTMCP_A=$'%{\e]133;A;'"$__dtmcp_m;host=${__DTMCP_HOST//\%/%%};user=${__DTMCP_USER//\%/%%}"$'\a%}'
         __dtmcp_mark 2
-        __DTMCP_B1=$'%{\e]133;B;'"$__dtmcp_m"$'\a%}'
+        __DTMCP_B1=$'%{\e]133;B;'"$__dtmcp_m;cols=$COLUMNS"$'\a%}'
         __dtmcp_wrap2
         p1=$__DTMCP_A$p1$__DTMCP_B1 p2=$__DTMCP_S$p2$__DTMCP_B2
     fi
@@ -163,7 +163,7 @@ __dtmcp_wrap2() {
     __dtmcp_mark 5
     __DTMCP_S=$'%{\e]133;A;k=s;'"$__dtmcp_m"$'\a%}'
     __dtmcp_mark 2
-    __DTMCP_B2=$'%{\e]133;B;'"$__dtmcp_m"$'\a%}'
+    __DTMCP_B2=$'%{\e]133;B;'"$__dtmcp_m;cols=$COLUMNS"$'\a%}'
 }
 
 # The last precmd hook: wraps the prompts as the user's hooks left them.

@@ -333,3 +333,51 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
         assert!(!r.contains("terminal's answer"), "{shell}: {r}");
     }
 }
+
+/// Polls the `regions` listing of session `name` until it shows `label`.
+async fn until_labelled(s: &Server, name: &str, label: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let list = regions(s, name).await;
+        if list.contains(label) || std::time::Instant::now() > deadline {
+            return list;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_typed_past_the_right_margin_is_logged_and_labelled_whole() {
+    // Typed a key at a time (as a person types, and as `run` types with
+    // `typing`), a line longer than the pane is wide makes the line editor
+    // wrap it onto the next row and move between its rows; the log and
+    // the command's label still read the line whole.
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    let mut shells = vec!["bash"];
+    if crate::harness::installed("zsh") {
+        shells.push("zsh");
+    }
+    for (i, shell) in shells.into_iter().enumerate() {
+        let name = format!("m{i}");
+        let env = json!({ "HOME": home.display().to_string() });
+        s.ok("session_create", json!({ "name": name, "command": shell, "env": env, "cols": 40 })).await;
+        let cmd = "echo typed-past-the-margin-of-forty-columns | tr a-z A-Z";
+        let typing = json!({ "speed": 100, "mistakes": 0.2, "seed": 3 });
+        let r = s.ok("run", json!({ "session": name, "command": cmd, "typing": typing })).await;
+        assert_has!(r, "TYPED-PAST-THE-MARGIN-OF-FORTY-COLUMNS");
+        assert_has!(until_labelled(&s, &name, cmd).await, format!("`{cmd}`"));
+        // A person: a key at a time, the last one erased back.
+        let target = format!("={name}:");
+        for c in "echo a-person-typed-a-line-longer-than-its-row-X".chars() {
+            w.tmux(&["send-keys", "-t", &target, "-l", &c.to_string()]);
+        }
+        w.tmux(&["send-keys", "-t", &target, "BSpace", "BSpace", "Enter"]);
+        let theirs = "echo a-person-typed-a-line-longer-than-its-row";
+        assert_has!(until_labelled(&s, &name, &format!("`{theirs}`")).await, format!("`{theirs}`"));
+        let log = s.ok("read", json!({ "session": name, "from_line": 1, "to_line": 50 })).await;
+        assert_has!(log, cmd);
+        assert_has!(log, theirs);
+    }
+}

@@ -9,7 +9,7 @@
 //! ```text
 //! ESC ] 133 ; A ; dtmcp=PID.SEQ.PROOF ; host=HOST ; user=USER BEL   primary prompt starts
 //! ESC ] 133 ; A ; k=s ; dtmcp=PID.SEQ.PROOF BEL                     continuation (PS2) prompt starts
-//! ESC ] 133 ; B ; dtmcp=PID.SEQ.PROOF BEL                           a prompt ends; typing starts
+//! ESC ] 133 ; B ; dtmcp=PID.SEQ.PROOF ; cols=COLS BEL               a prompt ends; typing starts
 //! ESC ] 133 ; C ; dtmcp=PID.SEQ.PROOF BEL                           the command's output starts
 //! ESC ] 133 ; D ; EXIT ; dtmcp=PID.SEQ.PROOF ; ps=S1,S2,... BEL     the command finished
 //! ```
@@ -17,7 +17,9 @@
 //! (spaces added for reading; none are sent). `PID` is the shell's process
 //! id, `SEQ` a per-shell counter, `PROOF` a keyed hash of (kind, pid, seq),
 //! all in decimal. `EXIT` is `$?`, and `ps` lists `PIPESTATUS`, one status
-//! per pipeline stage. `HOST` and `USER` are percent-encoded: `;`, `%` and
+//! per pipeline stage. `COLS` is `$COLUMNS`, the width the line editor
+//! wraps the typed line at (the cooker reads it; see `cook::line`).
+//! `HOST` and `USER` are percent-encoded: `;`, `%` and
 //! control bytes become `%XX`, everything else is sent as it is.
 //!
 //! [`parse`] is given the bytes after `133;`. It ignores `key=value`

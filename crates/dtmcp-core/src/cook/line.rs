@@ -6,7 +6,15 @@
 //! variation selectors) ride on the cell before the cursor. Cells past the
 //! end of the row are blank: erasing to the right truncates the row, and
 //! moving the cursor past the end creates nothing until something is
-//! printed there. The row never wraps.
+//! printed there.
+//!
+//! Output lines never wrap here: a line is what a program printed between
+//! line feeds, however wide. The line a shell's line editor draws is the
+//! exception, once the shell said how wide its terminal is (see
+//! [`LineBuf::wrap_at`]): an editor that reaches the right margin goes on
+//! in the next screen row and moves between its rows with carriage
+//! returns, cursor up and line feeds, so those are read as moves between
+//! the rows of one line, and the line is its rows one after another.
 //!
 //! The common case, printing ASCII at the end of the row, is one push onto
 //! a `Vec` of 12-byte cells; zero-width characters live in one side buffer
@@ -111,11 +119,32 @@ pub(super) struct LineBuf {
     /// The size of `marks` at which the marks of overwritten cells are
     /// next dropped from it.
     marks_compact_at: usize,
+    /// The width of the terminal the line wraps on, when a shell's line
+    /// editor draws it (0: it does not wrap). Cell `i` is then column
+    /// `i % wrap` of the line's screen row `i / wrap`.
+    wrap: usize,
+    /// Whether the last edit printed: a cursor just past a row's last
+    /// column is then still on that row, as a terminal holds a wrap
+    /// pending until the next character comes.
+    printed: bool,
+    /// The lowest screen row of a wrapping line that anything was drawn
+    /// on or the cursor went to (rows erased since count too, because
+    /// the editor still counts them as its own).
+    reached: usize,
 }
 
 impl Default for LineBuf {
     fn default() -> Self {
-        LineBuf { cells: Vec::new(), marks: Vec::new(), col: 0, non_ascii: false, marks_compact_at: MARKS_COMPACT_MIN }
+        LineBuf {
+            cells: Vec::new(),
+            marks: Vec::new(),
+            col: 0,
+            non_ascii: false,
+            marks_compact_at: MARKS_COMPACT_MIN,
+            wrap: 0,
+            printed: false,
+            reached: 0,
+        }
     }
 }
 
@@ -135,7 +164,53 @@ impl LineBuf {
     /// row and finished reads as its own trimmed text, and leaves the row
     /// fresh again.
     pub(super) fn is_fresh(&self) -> bool {
-        self.is_empty() && self.col == 0 && !self.non_ascii && self.marks_compact_at == MARKS_COMPACT_MIN
+        self.is_empty()
+            && self.col == 0
+            && !self.non_ascii
+            && self.marks_compact_at == MARKS_COMPACT_MIN
+            && self.wrap == 0
+    }
+
+    /// From now until the line ends, the line wraps at `width` columns:
+    /// a shell's line editor draws it on a terminal that wide. Widths
+    /// below 2 or beyond [`BLANK_REACH`] are not believed.
+    pub(super) fn wrap_at(&mut self, width: usize) {
+        if (2..=BLANK_REACH).contains(&width) {
+            self.wrap = width;
+        }
+    }
+
+    /// The first cell of the screen row the cursor is on, in a wrapping
+    /// line, and the cell the cursor stands on (one left of `col` while a
+    /// wrap is pending); `None` in a line that does not wrap.
+    fn row(&self) -> Option<(usize, usize)> {
+        let w = self.wrap;
+        if w == 0 {
+            return None;
+        }
+        let at = match self.printed && self.col > 0 && self.col.is_multiple_of(w) {
+            true => self.col - 1,
+            false => self.col,
+        };
+        Some((at - at % w, at))
+    }
+
+    /// Whether the cursor's screen row is the last the wrapping line
+    /// reaches (nothing drawn below it).
+    fn on_last_row(&self, start: usize) -> bool {
+        start + self.wrap >= self.cells.len()
+    }
+
+    /// The lowest screen row the wrapping line has reached, counting the
+    /// rows drawn now.
+    fn reached(&self) -> usize {
+        self.reached.max(self.cells.len().saturating_sub(1) / self.wrap.max(1))
+    }
+
+    /// Whether the cursor of a wrapping line stands on a screen row below
+    /// everything drawn: the editor moved down off its line.
+    pub(super) fn below_drawn(&self) -> bool {
+        self.row().is_some_and(|(start, _)| start >= self.cells.len() && start > 0)
     }
 
     /// Draws `c` at the cursor and moves past it. Control characters are
@@ -143,6 +218,7 @@ impl LineBuf {
     /// split across feeds to `print` rather than `execute`, and DEL always.
     #[inline(always)]
     pub(super) fn print(&mut self, c: char) {
+        self.printed = true;
         if (' '..='~').contains(&c) && self.col == self.cells.len() {
             self.cells.push(Cell::new(c));
             self.col += 1;
@@ -155,6 +231,7 @@ impl LineBuf {
     /// caller), exactly as `print` would one character after another.
     pub(super) fn print_ascii(&mut self, run: &[u8]) {
         debug_assert!(run.iter().all(|b| (0x20..=0x7e).contains(b)));
+        self.printed |= !run.is_empty();
         if self.col == self.cells.len() {
             self.cells.extend(run.iter().map(|&b| Cell::new(char::from(b))));
             self.col += run.len();
@@ -184,6 +261,11 @@ impl LineBuf {
     /// Writes a character of `width` cells at the cursor, blanking the other
     /// half of any wide character it partly covers.
     fn put(&mut self, c: char, width: usize) {
+        // A wide character that does not fit in the row's last column goes
+        // to the next row, as a terminal puts it.
+        if width == 2 && self.wrap > 0 && self.col % self.wrap == self.wrap - 1 {
+            self.col += 1;
+        }
         let start = self.col;
         let end = start + width;
         self.pad_to(end);
@@ -277,9 +359,11 @@ impl LineBuf {
         self.cells.len().max(BLANK_REACH)
     }
 
-    /// Carriage return: back to column 0.
+    /// Carriage return: back to column 0 (of the cursor's screen row, in
+    /// a wrapping line).
     pub(super) fn carriage_return(&mut self) {
-        self.col = 0;
+        self.col = self.row().map_or(0, |(start, _)| start);
+        self.printed = false;
     }
 
     /// Backspace: one cell left, stopping at column 0.
@@ -289,27 +373,90 @@ impl LineBuf {
 
     /// Horizontal tab: on to the next tab stop, writing nothing.
     pub(super) fn tab(&mut self) {
-        self.set_col((self.col / TAB_WIDTH + 1) * TAB_WIDTH);
+        let (start, at) = self.row().unwrap_or((0, self.col));
+        self.set_col(((at - start) / TAB_WIDTH + 1) * TAB_WIDTH);
     }
 
     /// Cursor forward (`CSI n C`).
     pub(super) fn forward(&mut self, n: usize) {
-        self.set_col(self.col.saturating_add(n));
+        let (start, at) = self.row().unwrap_or((0, self.col));
+        self.set_col((at - start).saturating_add(n));
     }
 
     /// Cursor back (`CSI n D`), stopping at column 0.
     pub(super) fn back(&mut self, n: usize) {
-        self.col = self.col.saturating_sub(n);
+        let (start, at) = self.row().unwrap_or((0, self.col));
+        self.col = at.saturating_sub(n).max(start);
+        self.printed = false;
     }
 
-    /// Moves the cursor to column `col` (0-based), within reach.
+    /// Moves the cursor to column `col` (0-based) of its screen row (the
+    /// line, if it does not wrap), within reach.
     pub(super) fn set_col(&mut self, col: usize) {
-        self.col = col.min(self.reach());
+        self.col = match self.row() {
+            Some((start, _)) => start + col.min(self.wrap - 1),
+            None => col.min(self.reach()),
+        };
+        self.printed = false;
+    }
+
+    /// Cursor up `n` screen rows (`CSI n A`, reverse index), as far as the
+    /// wrapping line's first row; a line that does not wrap has no rows.
+    pub(super) fn up(&mut self, n: usize) {
+        if let Some((start, at)) = self.row() {
+            self.col = at - n.min(start / self.wrap) * self.wrap;
+            self.printed = false;
+        }
+    }
+
+    /// Cursor down `n` screen rows (`CSI n B`), as far as the wrapping
+    /// line's last row.
+    pub(super) fn down(&mut self, n: usize) {
+        if let Some((start, at)) = self.row() {
+            let below = self.reached().saturating_sub(start / self.wrap);
+            self.col = at + n.min(below) * self.wrap;
+            self.printed = false;
+        }
+    }
+
+    /// A line feed within the line: in a wrapping line whose cursor is
+    /// above the lowest row it reached, the cursor moves down a row and
+    /// `true` says so; otherwise the line feed ends the line.
+    ///
+    /// A line editor moves down a row with a line feed, to redraw or
+    /// erase a row of its line; the line feed that ends the line comes
+    /// from its lowest row. A row the line reached and then erased still
+    /// counts: the editor goes down to it to make sure it is blank. (When
+    /// the line has shrunk to fewer rows, the line feed of Enter may thus
+    /// stop on such a row; the marker that follows ends the line, see
+    /// [`LineBuf::below_drawn`].)
+    pub(super) fn line_feed_within(&mut self) -> bool {
+        match self.row() {
+            Some((start, at)) if start / self.wrap < self.reached() && at + self.wrap <= self.reach() => {
+                self.col = at + self.wrap;
+                self.printed = false;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Erase in line (`CSI K`). Erasing to the right truncates the row,
     /// which reads the same as blanks and keeps trimming cheap.
     pub(super) fn erase_line(&mut self, mode: EraseLine) {
+        self.printed = false;
+        if let Some((start, at)) = self.row() {
+            // One screen row of a wrapping line; the rows below stay.
+            let end = start + self.wrap;
+            match (mode, self.on_last_row(start)) {
+                (EraseLine::Right, true) => self.truncate(at),
+                (EraseLine::Right, false) => self.blank(at, end),
+                (EraseLine::Left, _) => self.blank(start, at + 1),
+                (EraseLine::All, true) => self.truncate(start),
+                (EraseLine::All, false) => self.blank(start, end),
+            }
+            return;
+        }
         match mode {
             EraseLine::Right => self.truncate(self.col),
             EraseLine::Left => self.blank(0, self.col.saturating_add(1)),
@@ -319,7 +466,11 @@ impl LineBuf {
 
     /// Erase characters (`CSI n X`): blanks `n` cells from the cursor on.
     pub(super) fn erase_chars(&mut self, n: usize) {
-        self.blank(self.col, self.col.saturating_add(n));
+        self.printed = false;
+        match self.row() {
+            Some((start, at)) => self.blank(at, at.saturating_add(n).min(start + self.wrap)),
+            None => self.blank(self.col, self.col.saturating_add(n)),
+        }
     }
 
     /// Blanks the cells from `start` up to `end`, as far as they exist.
@@ -336,10 +487,24 @@ impl LineBuf {
     /// Delete characters (`CSI n P`): removes `n` cells at the cursor and
     /// shifts the rest of the row left.
     pub(super) fn delete_chars(&mut self, n: usize) {
+        self.printed = false;
+        if let Some((row, at)) = self.row().filter(|&(row, _)| !self.on_last_row(row)) {
+            // Within the screen row; blanks come in at its right margin.
+            let end = row + self.wrap;
+            let n = n.min(end - at);
+            self.split_wide_at(at);
+            self.split_wide_at(at + n);
+            self.cells[at..end].rotate_left(n);
+            self.cells[end - n..end].fill(Cell::BLANK);
+            return;
+        }
         let start = self.col;
         let end = start.saturating_add(n).min(self.cells.len());
         if start >= end {
             return;
+        }
+        if self.wrap > 0 {
+            self.reached = self.reached();
         }
         self.split_wide_at(start);
         self.split_wide_at(end);
@@ -350,11 +515,24 @@ impl LineBuf {
     /// `n` blanks. Past the end of the row there is nothing to shift. Cells
     /// pushed beyond reach fall off, as they fall off a terminal's margin.
     pub(super) fn insert_blanks(&mut self, n: usize) {
-        let start = self.col;
+        self.printed = false;
+        let (start, limit) = match self.row() {
+            Some((row, at)) => (at, row + self.wrap),
+            None => (self.col, self.reach()),
+        };
         if start >= self.cells.len() {
             return;
         }
-        let limit = self.reach();
+        if limit < self.cells.len() {
+            // Within a screen row above the last: what is pushed past its
+            // right margin falls off, the rows below stay.
+            let n = n.min(limit - start);
+            self.split_wide_at(start);
+            self.split_wide_at(limit);
+            self.cells[start..limit].rotate_right(n);
+            self.cells[start..start + n].fill(Cell::BLANK);
+            return;
+        }
         let n = n.min(limit - start);
         self.split_wide_at(start);
         self.cells.splice(start..start, std::iter::repeat_n(Cell::BLANK, n));
@@ -363,6 +541,9 @@ impl LineBuf {
 
     /// Cuts the row to `len` cells, blanking a wide character cut in two.
     fn truncate(&mut self, len: usize) {
+        if self.wrap > 0 {
+            self.reached = self.reached();
+        }
         if len < self.cells.len() {
             self.split_wide_at(len);
             self.cells.truncate(len);
@@ -384,7 +565,14 @@ impl LineBuf {
         self.marks.clear();
         self.marks_compact_at = MARKS_COMPACT_MIN;
         self.non_ascii = false;
+        if let Some((start, at)) = self.row() {
+            // The cursor keeps its column on the screen, not in the line.
+            self.col = at - start;
+        }
         self.col = self.col.min(BLANK_REACH);
+        self.wrap = 0;
+        self.printed = false;
+        self.reached = 0;
         text
     }
 

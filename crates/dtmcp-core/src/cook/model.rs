@@ -85,7 +85,7 @@ impl Model {
     fn line_feed(&mut self, out: &mut Vec<CookEvent>) {
         if self.screen.repaint {
             self.move_row(self.screen.row() + 1, out);
-        } else {
+        } else if !self.buf.line_feed_within() {
             let text = self.buf.finish_into(self.spare.pop().unwrap_or_default());
             self.commit(text, out);
         }
@@ -176,10 +176,21 @@ impl Model {
         self.buf.set_col(0);
     }
 
-    /// A shell marker: whatever held the screen is gone.
+    /// A shell marker: whatever held the screen is gone. A prompt's end
+    /// that says how wide the terminal is makes the line typed at it wrap
+    /// there (see [`LineBuf::wrap_at`]).
     fn marker(&mut self, params: Vec<u8>, out: &mut Vec<CookEvent>) {
         self.end_screen(out);
         self.screen.forget();
+        // The line typed at a prompt ends here if its editor moved off it
+        // (the line feed of Enter from a row above the lowest it reached).
+        if self.buf.below_drawn() {
+            let text = self.buf.finish_into(self.spare.pop().unwrap_or_default());
+            self.commit(text, out);
+        }
+        if let Some(cols) = typing_width(&params) {
+            self.buf.wrap_at(cols);
+        }
         out.push(CookEvent::Osc133 { params, at: self.cursor() });
     }
 }
@@ -271,10 +282,15 @@ impl Performer<'_> {
     }
 
     /// Cursor up, down or to a row (`CSI n A`, `B`, `d`): only a repainted
-    /// frame has rows to move between.
+    /// frame and a line editor's wrapping line have rows to move between.
     fn vertical(&mut self, action: char, count: usize) {
         let screen = &self.model.screen;
         if !screen.repaint {
+            match action {
+                'A' | 'F' => self.model.buf.up(count),
+                'B' | 'E' => self.model.buf.down(count),
+                _ => {}
+            }
             return;
         }
         let row = match action {
@@ -382,10 +398,16 @@ impl Perform for Performer<'_> {
         }
     }
 
-    // `esc_dispatch` keeps vte's no-op default: no ESC sequence changes a
-    // single line's text, and the `ESC \` that ends an OSC arrives there
-    // after the OSC was already dispatched. DCS `hook`/`put`/`unhook` keep
-    // theirs too, so a device control string never reaches the text.
+    /// Reverse index (`ESC M`), which line editors use to go up a row of
+    /// a wrapping line; no other ESC sequence changes a single line's text,
+    /// and the `ESC \` that ends an OSC arrives here after the OSC was
+    /// already dispatched. DCS `hook`/`put`/`unhook` keep vte's no-op
+    /// defaults, so a device control string never reaches the text.
+    fn esc_dispatch(&mut self, intermediates: &[u8], ignore: bool, byte: u8) {
+        if byte == b'M' && intermediates.is_empty() && !ignore && !self.model.screen.alt {
+            self.model.buf.up(1);
+        }
+    }
 }
 
 /// Parameter `i` of a CSI sequence (its first sub-parameter); 0 when
@@ -398,6 +420,18 @@ fn nth_param(params: &Params, i: usize) -> u16 {
 /// has several); 0 when absent, as the standard's defaults are stated.
 fn first_param(params: &Params) -> u16 {
     params.iter().next().and_then(|param| param.first()).copied().unwrap_or(0)
+}
+
+/// The width a prompt's end marker (`B;...;cols=N`) gives for the line
+/// typed at it. The marker's proof is checked later, by the region
+/// tracker; a width alone can do no harm, as it only shapes that line.
+fn typing_width(params: &[u8]) -> Option<usize> {
+    let mut fields = params.split(|&b| b == b';');
+    if fields.next()? != b"B" {
+        return None;
+    }
+    let cols = fields.find_map(|f| f.strip_prefix(b"cols="))?;
+    std::str::from_utf8(cols).ok()?.parse().ok()
 }
 
 /// The parameter bytes of an `OSC 133 ; ...` marker, `;`-joined as sent, or

@@ -398,3 +398,80 @@ fn reports_questions_to_the_terminal_and_keeps_their_text_out() {
         ]
     );
 }
+
+/// The end of a 20-column prompt on a terminal 40 wide, as bash's
+/// integration marks it.
+const PROMPT_40: &[u8] = b"prompt-of-twenty-ch$ \x1b]133;B;dtmcp=1.2.3;cols=40\x07";
+
+/// Bytes bash's readline wrote (captured from a tmux pane 40 wide) with
+/// `PROMPT_40`'s prompt before them.
+fn at_prompt_40(typed: &[u8]) -> Vec<u8> {
+    [PROMPT_40, typed].concat()
+}
+
+#[rstest]
+// Typed a key at a time: at the margin readline prints a blank that wraps
+// and returns to the new row's start.
+#[case::typed_past_the_margin(
+    b"echo abcdefghijklmn \ropqrstuvwxyz12\r\n",
+    "prompt-of-twenty-ch$ echo abcdefghijklmnopqrstuvwxyz12"
+)]
+// Pasted: the character after the margin, a return, and that character again.
+#[case::pasted_past_the_margin(
+    b"echo 012345678901234\r45678901234567890\r\n",
+    "prompt-of-twenty-ch$ echo 0123456789012345678901234567890"
+)]
+// Erased back over the margin: readline goes up a row (reverse index) and
+// draws the prompt and the line again; down is a line feed.
+#[case::erased_back_over_the_margin(
+    b"echo abcdefghijklmn \ropq\x08 \x08\x08 \x08\x08 \x08\x1bMprompt-of-twenty-ch$ echo abcdefghijklmn \r\x1b[K\
+      \x1bMprompt-of-twenty-ch$ echo abcdefghijklm\x1b[K\r\n\r\x1b[K\x1bMprompt-of-twenty-ch$ echo abcdefghijklm\
+      \x08 \x08XY \rZWVU\x08\x08\x08\r\x1bMprompt-of-twenty-ch$ echo abcdefghijklX\x08\x08\x08@klXY\x1b[1@Z\
+      \x1bMompt-of-twenty-ch$ echo abcdefghij@\r\n\r\r\n",
+    "prompt-of-twenty-ch$ echo abcdefghij@klXYZWVU"
+)]
+fn a_line_typed_past_the_margin_is_read_whole(#[case] typed: &[u8], #[case] line: &str) {
+    let input = at_prompt_40(typed);
+    let cooked = cook(&input);
+    assert_lines!(&input, &cooked, vec![line], "");
+    // In any pieces, the same.
+    for size in [1, 3, 7] {
+        assert_eq!(texts(&cook_in(&input, || size).events), vec![line], "fed {size} bytes at a time");
+    }
+}
+
+#[test]
+fn only_the_typed_line_wraps_and_output_after_it_does_not() {
+    // Output is never wrapped: a return in a long line of output goes back
+    // to the line's start, as before.
+    let input = [&at_prompt_40(b"echo x\r\n")[..], &[b'a'; 50][..], b"\rb\r\n"].concat();
+    let cooked = cook(&input);
+    let after = format!("b{}", "a".repeat(49));
+    assert_lines!(&input, &cooked, vec!["prompt-of-twenty-ch$ echo x", after.as_str()], "");
+    // A prompt's end without a width, or with a nonsense one, does not wrap.
+    for marker in [&b"\x1b]133;B;dtmcp=1.2.3\x07"[..], b"\x1b]133;B;dtmcp=1.2.3;cols=1\x07", b"\x1b]133;B;cols=x\x07"] {
+        let input = [&b"p$ "[..], marker, b"echo abcdefghijklmnopqrstuvwxyz0123456789ABCD \rEF\r\n"].concat();
+        assert_lines!(&input, &cook(&input), vec!["EF echo abcdefghijklmnopqrstuvwxyz0123456789ABCD"], "");
+    }
+}
+
+#[test]
+fn a_line_that_shrank_back_into_one_row_ends_at_the_commands_marker() {
+    // Typed past the margin, erased back to one row, Enter: readline's
+    // line feed stops on the row it had reached, and the command's
+    // marker ends the line there.
+    let typed =
+        b"echo abcdefghijklmn \ropq\x08 \x08\x08 \x08\x08 \x08\x1bMprompt-of-twenty-ch$ echo abcdefghijklmn \r\x1b[K\
+      \x1bMprompt-of-twenty-ch$ echo abcdefghijklm\x1b[K\r\n\r\x1b[K\x1bMprompt-of-twenty-ch$ echo abcdefghijklm\
+      \x08 \x08\x08 \x08\x08 \x08\x08 \x08\r\n\x1b[?2004l\r\x1b]133;C;dtmcp=1.3.4\x07abcdefghi\r\n\x1b[?2004hprompt$ ";
+    let input = at_prompt_40(typed);
+    for size in [usize::MAX, 1, 5] {
+        let cooked = cook_in(&input, || size);
+        assert_lines!(&input, &cooked, vec!["prompt-of-twenty-ch$ echo abcdefghi", "abcdefghi"], "prompt$");
+        let marker = cooked.events.iter().find_map(|e| match e {
+            CookEvent::Osc133 { params, at } if params.starts_with(b"C;") => Some(*at),
+            _ => None,
+        });
+        assert_eq!(marker.map(|at| at.line), Some(LineNo(2)), "the command's output starts on the next line");
+    }
+}
