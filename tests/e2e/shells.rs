@@ -285,6 +285,15 @@ fn screen_of(w: &World, name: &str) -> String {
     String::from_utf8_lossy(&w.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]).stdout).into_owned()
 }
 
+/// bash, and zsh where it is installed.
+fn bash_and_zsh() -> Vec<&'static str> {
+    let mut shells = vec!["bash"];
+    if crate::harness::installed("zsh") {
+        shells.push("zsh");
+    }
+    shells
+}
+
 /// Waits (up to 5 s) for `needle` on the screen of session `name`.
 fn until_on_screen(w: &World, name: &str, needle: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -299,10 +308,7 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
     let w = World::new();
     let s = w.server().await;
     let home = fake_home(&w);
-    let mut shells = vec!["bash"];
-    if crate::harness::installed("zsh") {
-        shells.push("zsh");
-    }
+    let shells = bash_and_zsh();
     // Questions to the terminal in plain output (device attributes, the
     // cursor's place, the window's size): tmux answers them into the
     // pane's input once printf has exited, and the line editor of the
@@ -355,10 +361,7 @@ async fn a_line_typed_past_the_right_margin_is_logged_and_labelled_whole() {
     let w = World::new();
     let s = w.server().await;
     let home = fake_home(&w);
-    let mut shells = vec!["bash"];
-    if crate::harness::installed("zsh") {
-        shells.push("zsh");
-    }
+    let shells = bash_and_zsh();
     for (i, shell) in shells.into_iter().enumerate() {
         let name = format!("m{i}");
         let env = json!({ "HOME": home.display().to_string() });
