@@ -208,9 +208,11 @@ impl LineBuf {
     }
 
     /// Whether the cursor of a wrapping line stands on a screen row below
-    /// everything drawn: the editor moved down off its line.
+    /// everything drawn (blanks do not count): the editor moved down off
+    /// its line.
     pub(super) fn below_drawn(&self) -> bool {
-        self.row().is_some_and(|(start, _)| start >= self.cells.len() && start > 0)
+        let drawn = self.cells.iter().rposition(|cell| !cell.is_blank()).map_or(0, |i| i + 1);
+        self.row().is_some_and(|(start, _)| start >= drawn && start > 0)
     }
 
     /// Draws `c` at the cursor and moves past it. Control characters are

@@ -456,6 +456,21 @@ fn only_the_typed_line_wraps_and_output_after_it_does_not() {
 }
 
 #[test]
+fn a_line_pasted_to_the_margin_ends_at_the_commands_marker() {
+    // The line fills the row to its last column: readline wraps with a
+    // blank, goes up, draws the line again and presses Enter from the row
+    // above the one it reached (captured as `at_prompt_40`'s are, with a
+    // 23-column prompt).
+    let input =
+        b"pp-of-twenty-three-ch$ \x1b]133;B;dtmcp=1.2.3;cols=40\x07echo hello; false \r\x1bMpp-of-twenty-three-ch$ \
+      echo hello; fals\x1b[Ke\r\n\x1b[?2004l\r\x1b]133;C;dtmcp=1.3.4\x07hello\r\n";
+    for size in [usize::MAX, 1, 4] {
+        let cooked = cook_in(input, || size);
+        assert_lines!(input, &cooked, vec!["pp-of-twenty-three-ch$ echo hello; false", "hello"], "");
+    }
+}
+
+#[test]
 fn a_line_that_shrank_back_into_one_row_ends_at_the_commands_marker() {
     // Typed past the margin, erased back to one row, Enter: readline's
     // line feed stops on the row it had reached, and the command's
