@@ -97,16 +97,23 @@ async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
         }
     }
     std::fs::remove_file(home.join("filler")).expect("free the space");
+    // Within 15 s (the pane's logger catches up on what the full disk held
+    // back; a loaded machine takes a while).
     let mut back = String::new();
-    for _ in 0..10 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < deadline {
         let (r, err) = c.call("run", json!({"session": "full1", "command": "echo space-again"}), t).await;
         if !err && r.contains("space-again") {
             back = r;
             break;
         }
+        back = format!("(the last try, an error: {err}) {r}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    assert_has!(back, "space-again");
+    assert!(
+        back.contains("space-again") && !back.starts_with("(the last try"),
+        "no run after the disk was freed: {back}"
+    );
     let (r, err) = c.call("session_create", json!({"name": "full2"}), t).await;
     assert!(!err, "{r}");
 }
