@@ -195,6 +195,14 @@ impl LineBuf {
         Some((at - at % w, at))
     }
 
+    /// [`LineBuf::row`] for an edit at the cursor (erase, insert, delete),
+    /// which moves nothing: a cursor held past a row's last column (a
+    /// pending wrap) edits that row from past its end, as tmux does, and
+    /// the wrap stays pending.
+    fn edit_row(&self) -> Option<(usize, usize)> {
+        self.row().map(|(start, _)| (start, self.col))
+    }
+
     /// Whether the cursor's screen row is the last the wrapping line
     /// reaches (nothing drawn below it).
     fn on_last_row(&self, start: usize) -> bool {
@@ -446,14 +454,13 @@ impl LineBuf {
     /// Erase in line (`CSI K`). Erasing to the right truncates the row,
     /// which reads the same as blanks and keeps trimming cheap.
     pub(super) fn erase_line(&mut self, mode: EraseLine) {
-        self.printed = false;
-        if let Some((start, at)) = self.row() {
+        if let Some((start, at)) = self.edit_row() {
             // One screen row of a wrapping line; the rows below stay.
             let end = start + self.wrap;
             match (mode, self.on_last_row(start)) {
                 (EraseLine::Right, true) => self.truncate(at),
                 (EraseLine::Right, false) => self.blank(at, end),
-                (EraseLine::Left, _) => self.blank(start, at + 1),
+                (EraseLine::Left, _) => self.blank(start, (at + 1).min(end)),
                 (EraseLine::All, true) => self.truncate(start),
                 (EraseLine::All, false) => self.blank(start, end),
             }
@@ -468,8 +475,7 @@ impl LineBuf {
 
     /// Erase characters (`CSI n X`): blanks `n` cells from the cursor on.
     pub(super) fn erase_chars(&mut self, n: usize) {
-        self.printed = false;
-        match self.row() {
+        match self.edit_row() {
             Some((start, at)) => self.blank(at, at.saturating_add(n).min(start + self.wrap)),
             None => self.blank(self.col, self.col.saturating_add(n)),
         }
@@ -489,8 +495,7 @@ impl LineBuf {
     /// Delete characters (`CSI n P`): removes `n` cells at the cursor and
     /// shifts the rest of the row left.
     pub(super) fn delete_chars(&mut self, n: usize) {
-        self.printed = false;
-        if let Some((row, at)) = self.row().filter(|&(row, _)| !self.on_last_row(row)) {
+        if let Some((row, at)) = self.edit_row().filter(|&(row, _)| !self.on_last_row(row)) {
             // Within the screen row; blanks come in at its right margin.
             let end = row + self.wrap;
             let n = n.min(end - at);
@@ -517,8 +522,7 @@ impl LineBuf {
     /// `n` blanks. Past the end of the row there is nothing to shift. Cells
     /// pushed beyond reach fall off, as they fall off a terminal's margin.
     pub(super) fn insert_blanks(&mut self, n: usize) {
-        self.printed = false;
-        let (start, limit) = match self.row() {
+        let (start, limit) = match self.edit_row() {
             Some((row, at)) => (at, row + self.wrap),
             None => (self.col, self.reach()),
         };

@@ -490,3 +490,12 @@ fn a_line_that_shrank_back_into_one_row_ends_at_the_commands_marker() {
         assert_eq!(marker.map(|at| at.line), Some(LineNo(2)), "the command's output starts on the next line");
     }
 }
+
+#[test]
+fn an_edit_just_past_a_rows_last_column_leaves_the_next_row() {
+    // Row 0 is drawn again to its last column (the wrap pending), then
+    // erased to its right: past its end there is nothing to erase, and row
+    // 1 stays.
+    let input = b"p$ \x1b]133;B;dtmcp=1.2.3;cols=10\x07abcdefgKLM\r\x1bMp$ abcdefg\x1b[K\x1b[2P\x1b[X\r\n\r\n";
+    assert_lines!(input, &cook(input), vec!["p$ abcdefgKLM"], "");
+}
