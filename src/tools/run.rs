@@ -18,7 +18,7 @@ use super::shape::{Shape, ShapeParams};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::session::{LoggerClient, Session};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
-use dtmcp_core::region::RegionKind;
+use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::types::{LineNo, RegionId};
 
 /// The default wait, well under the 60 s some clients allow one call.
@@ -288,7 +288,7 @@ impl Terminal {
         };
         let follow = Follow { progress: call.progress, from: before.mark.line.next() };
         let spec = call.opts.spec(before.mark, left.max(1));
-        let (mut reason, mut status) = self.wait_line(s, logger, spec, follow).await.map_err(typed)?;
+        let (mut reason, mut status, mut region) = self.wait_line(s, logger, spec, follow).await.map_err(typed)?;
         if reason == WaitReason::FullScreen {
             let spec = WaitSpec {
                 after: before.mark,
@@ -297,7 +297,7 @@ impl Terminal {
                 timeout_ms: FIRST_SCREEN_MS,
                 ..WaitSpec::default()
             };
-            (reason, status) = logger.wait(spec).await?;
+            (reason, status, region) = logger.wait_region(spec).await?;
             if !matches!(reason, WaitReason::RegionEnded(_) | WaitReason::Prompt | WaitReason::Eof) {
                 return self.first_screen(s).await;
             }
@@ -309,11 +309,12 @@ impl Terminal {
             // prompt overlaps the client's turn, and the next call waits
             // for it only if it is not there yet.)
             status = ready_status(s, logger).await?;
+            // The region as it is now, not as the wait left it.
+            region = match status.mark.regions > before.mark.regions {
+                true => logger.region(RegionId(before.mark.regions + 1)).await?,
+                false => None,
+            };
         }
-        let region = match status.mark.regions > before.mark.regions {
-            true => logger.region(RegionId(before.mark.regions + 1)).await?,
-            false => None,
-        };
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: before.mark.line };
         describe(s, logger, &waited, &call.opts.shape, None).await
     }
@@ -343,8 +344,8 @@ impl Terminal {
         let mut after = status.mark;
         after.regions = open.0 - 1;
         let follow = Follow { progress, from: after.line };
-        let (reason, status) = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow).await?;
-        let region = logger.region(open).await?;
+        // The wait's answer carries region `after.regions + 1`: `open`.
+        let (reason, status, region) = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow).await?;
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line };
         describe(&s, &mut logger, &waited, &opts.shape, None).await
     }
@@ -486,14 +487,15 @@ impl Terminal {
     /// input at a prompt or question: a REPL the command started, `read -p`.
     /// Between slices of at most a second it tells the client how the
     /// command goes, and a client that cancelled ends the wait as the
-    /// timeout would.
+    /// timeout would. The region that opened first after `spec.after` comes
+    /// with the answer, as the wait's end saw it (no further round trip).
     async fn wait_line(
         &self,
         s: &Session,
         logger: &mut LoggerClient,
         mut spec: WaitSpec,
         follow: Follow<'_>,
-    ) -> Result<(WaitReason, Status), ToolError> {
+    ) -> Result<(WaitReason, Status, Option<Region>), ToolError> {
         let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
         let typed_at = spec.after.raw;
         loop {
@@ -502,7 +504,7 @@ impl Terminal {
             // Every slice asks from the same mark (only `raw` moves, for
             // the quiet): an end or a match between two slices is found by
             // the next.
-            let (reason, status) = logger.wait(spec.clone()).await?;
+            let (reason, status, region) = logger.wait_region(spec.clone()).await?;
             let last = left <= spec.timeout_ms;
             match reason {
                 WaitReason::Settled | WaitReason::Timeout => {
@@ -514,16 +516,16 @@ impl Terminal {
                     // prompt on screen is the one the line was typed at.
                     let answered = status.mark.raw > typed_at;
                     if answered && !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
-                        return Ok((WaitReason::Prompt, status));
+                        return Ok((WaitReason::Prompt, status, region));
                     }
                     if (last && reason == WaitReason::Timeout) || follow.progress.cancelled() {
-                        return Ok((WaitReason::Timeout, status));
+                        return Ok((WaitReason::Timeout, status, region));
                     }
                     follow.progress.tick(self, s, logger, &status, follow.from).await;
                     // Quiet, but nobody waits: look again after new output or a while.
                     spec.after.raw = status.mark.raw;
                 }
-                _ => return Ok((reason, status)),
+                _ => return Ok((reason, status, region)),
             }
         }
     }
