@@ -4,9 +4,12 @@
 //!
 //! # The pool
 //!
-//! Connections are kept in a pool keyed by socket path. Each has a writer
-//! task (frames are handed to it whole, so a call given up midway never
-//! leaves half a frame on the wire) and a reader task that hands each
+//! Connections are kept in a pool keyed by socket path. A frame is written
+//! whole at once by its caller, without waiting, when nothing queues before
+//! it and the socket takes it; what the socket does not take at once goes to
+//! the connection's outbox, which a writer task empties in order (so a call
+//! given up midway never leaves half a frame on the wire, and the common
+//! exchange hands nothing between tasks on its way out). A reader task hands each
 //! answer to the exchange waiting for its id (see
 //! [`dtmcp_core::protocol`]): many calls, waits among them, share one
 //! connection. A wait given up by its caller (a timeout, a cancelled call)
@@ -24,7 +27,7 @@
 //! logger's state in `/proc` before it connects and while an exchange
 //! waits, and reports the stall as soon as it is seen twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -32,7 +35,7 @@ use std::time::Duration;
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
@@ -116,8 +119,8 @@ struct Slot {
 
 /// One open connection.
 struct Conn {
-    /// Whole frames for the writer task.
-    frames: mpsc::UnboundedSender<Vec<u8>>,
+    /// Where frames go out.
+    outbox: Arc<Outbox>,
     /// The exchanges waiting for an answer, by id; `None` once closed.
     pending: Mutex<Option<HashMap<u64, oneshot::Sender<Response>>>>,
     next_id: AtomicU64,
@@ -159,7 +162,10 @@ impl Conn {
         let (id, answer) = self.start()?;
         let mut flight = InFlight { conn: self, id, wait: matches!(req, Request::Wait(_)), answered: false };
         let frame = protocol::encode(&Tagged { id, msg: req })?;
-        self.frames.send(frame).map_err(|_| ClientError::Closed)?;
+        if !self.outbox.send(frame) {
+            self.end();
+            return Err(ClientError::Closed);
+        }
         let response = tokio::select! {
             r = tokio::time::timeout(limit, answer) => match r {
                 Err(_) => return Err(ClientError::Timeout(limit)),
@@ -188,8 +194,108 @@ impl Conn {
         let was_open = !self.closed.swap(true, Ordering::AcqRel);
         lock(&self.pending).take();
         self.shutdown.notify_one();
+        self.outbox.shut();
         was_open
     }
+
+    /// Closes a connection that ended (its logger hung up, or the socket
+    /// failed): the first to see it also drops it from the pool and tells
+    /// the listeners, once.
+    fn end(&self) {
+        if !self.close() {
+            return;
+        }
+        let mut slots = lock(&POOL.slots);
+        if let Some(slot) = slots.get(&self.path) {
+            let ours = lock(&slot.conn).as_ref().is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), self));
+            if ours {
+                slots.remove(&self.path);
+            }
+        }
+        drop(slots);
+        lock(&POOL.listeners).retain(|tx| tx.send(self.dir.clone()).is_ok());
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // The writer task ends with the last handle on its connection.
+        self.outbox.shut();
+    }
+}
+
+/// The frames of one connection on their way out, in order.
+struct Outbox {
+    /// The socket's writing half; written without waiting (`try_write`),
+    /// by callers and the writer task alike, only while `queue` is locked.
+    tx: OwnedWriteHalf,
+    /// Bytes the socket did not take yet, oldest first (the front may be
+    /// the rest of a frame partly written).
+    queue: Mutex<VecDeque<Vec<u8>>>,
+    /// Wakes the writer task when something was queued, or shut.
+    wake: tokio::sync::Notify,
+    /// Set when the connection closed: nothing more is written.
+    shut: AtomicBool,
+}
+
+impl Outbox {
+    /// Writes `frame` now if nothing queues before it and the socket takes
+    /// it, else queues (the rest of) it for the writer task; `false` once
+    /// the connection is shut or the socket failed.
+    fn send(&self, frame: Vec<u8>) -> bool {
+        if self.shut.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut queue = lock(&self.queue);
+        if queue.is_empty() {
+            match write_now(&self.tx, &frame) {
+                Ok(n) if n == frame.len() => return true,
+                Ok(n) => queue.push_back(frame[n..].to_vec()),
+                Err(_) => return false,
+            }
+        } else {
+            queue.push_back(frame);
+        }
+        drop(queue);
+        self.wake.notify_one();
+        true
+    }
+
+    /// Writes what is queued, as far as the socket takes it now: `Ok(true)`
+    /// when the queue is empty.
+    fn flush_now(&self) -> std::io::Result<bool> {
+        let mut queue = lock(&self.queue);
+        while let Some(front) = queue.front_mut() {
+            let n = write_now(&self.tx, front)?;
+            if n < front.len() {
+                front.drain(..n);
+                return Ok(false);
+            }
+            queue.pop_front();
+        }
+        Ok(true)
+    }
+
+    /// Stops the writer task; nothing more is written.
+    fn shut(&self) {
+        self.shut.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
+/// Writes as much of `bytes` as the socket takes without waiting.
+fn write_now(tx: &OwnedWriteHalf, bytes: &[u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < bytes.len() {
+        match tx.try_write(&bytes[done..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 /// Forgets an exchange when its caller stops waiting, answered or not; a
@@ -210,7 +316,7 @@ impl Drop for InFlight<'_> {
             let cancel =
                 Tagged { id: self.conn.next_id.fetch_add(1, Ordering::Relaxed), msg: Request::Cancel { id: self.id } };
             if let Ok(frame) = protocol::encode(&cancel) {
-                let _ = self.conn.frames.send(frame);
+                let _ = self.conn.outbox.send(frame);
             }
         }
     }
@@ -218,27 +324,16 @@ impl Drop for InFlight<'_> {
 
 /// Reads answers and hands each to its exchange until the connection
 /// closes; then drops the connection from the pool and says so.
-async fn read_answers(mut rx: OwnedReadHalf, conn: Arc<Conn>, path: PathBuf) {
+async fn read_answers(mut rx: OwnedReadHalf, conn: Arc<Conn>) {
     /// Closes the connection however the task ends (even when its runtime
     /// shuts down).
-    struct OnEnd(Arc<Conn>, PathBuf);
+    struct OnEnd(Arc<Conn>);
     impl Drop for OnEnd {
         fn drop(&mut self) {
-            if !self.0.close() {
-                return;
-            }
-            let mut slots = lock(&POOL.slots);
-            if let Some(slot) = slots.get(&self.1) {
-                let ours = lock(&slot.conn).as_ref().is_some_and(|c| Arc::ptr_eq(c, &self.0));
-                if ours {
-                    slots.remove(&self.1);
-                }
-            }
-            drop(slots);
-            lock(&POOL.listeners).retain(|tx| tx.send(self.0.dir.clone()).is_ok());
+            self.0.end();
         }
     }
-    let _end = OnEnd(Arc::clone(&conn), path);
+    let _end = OnEnd(Arc::clone(&conn));
     loop {
         let frame = async {
             let mut prefix = [0u8; 4];
@@ -260,19 +355,25 @@ async fn read_answers(mut rx: OwnedReadHalf, conn: Arc<Conn>, path: PathBuf) {
     }
 }
 
-/// Writes the frames handed over until every sender is gone or the socket
-/// fails.
-async fn write_frames(
-    mut tx: OwnedWriteHalf,
-    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
-    conn: std::sync::Weak<Conn>,
-) {
-    while let Some(frame) = frames.recv().await {
-        if tx.write_all(&frame).await.is_err() {
-            if let Some(conn) = conn.upgrade() {
-                conn.close();
+/// Writes what callers queued, once the socket takes it, until the
+/// connection is shut or the socket fails.
+async fn write_frames(outbox: Arc<Outbox>, conn: std::sync::Weak<Conn>) {
+    loop {
+        outbox.wake.notified().await;
+        loop {
+            if outbox.shut.load(Ordering::Acquire) {
+                return;
             }
-            return;
+            match outbox.flush_now() {
+                Ok(true) => break,
+                Ok(false) if outbox.tx.writable().await.is_ok() => {}
+                _ => {
+                    if let Some(conn) = conn.upgrade() {
+                        conn.end();
+                    }
+                    return;
+                }
+            }
         }
     }
 }
@@ -440,7 +541,7 @@ async fn reconnect(path: &Path) -> Result<Arc<Conn>, ClientError> {
 fn open(slot: &Slot) -> Option<Arc<Conn>> {
     let conn = lock(&slot.conn).as_ref().filter(|c| !c.closed.load(Ordering::Acquire)).cloned()?;
     if hung_up(&conn.probe) {
-        conn.close();
+        conn.end();
         return None;
     }
     Some(conn)
@@ -471,9 +572,14 @@ async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
         .map_err(err)?;
     let probe = stream.as_fd().try_clone_to_owned().map_err(err)?;
     let (rx, tx) = stream.into_split();
-    let (frames, queue) = mpsc::unbounded_channel();
+    let outbox = Arc::new(Outbox {
+        tx,
+        queue: Mutex::new(VecDeque::new()),
+        wake: tokio::sync::Notify::new(),
+        shut: AtomicBool::new(false),
+    });
     let conn = Arc::new(Conn {
-        frames,
+        outbox: Arc::clone(&outbox),
         pending: Mutex::new(Some(HashMap::new())),
         next_id: AtomicU64::new(1),
         closed: AtomicBool::new(false),
@@ -482,8 +588,8 @@ async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
         dir,
         path: path.to_path_buf(),
     });
-    tokio::spawn(write_frames(tx, queue, Arc::downgrade(&conn)));
-    tokio::spawn(read_answers(rx, Arc::clone(&conn), path.to_path_buf()));
+    tokio::spawn(write_frames(outbox, Arc::downgrade(&conn)));
+    tokio::spawn(read_answers(rx, Arc::clone(&conn)));
     let hello = conn.exchange(Request::Hello { version: PROTOCOL_VERSION }, EXCHANGE_TIMEOUT).await;
     let checked = match hello {
         Ok(Response::Hello { version, .. }) if version == PROTOCOL_VERSION => Ok(()),
