@@ -686,6 +686,31 @@ mod tests {
         assert_eq!(region.map(|r| r.id), Some(RegionId(3)));
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn frames_the_socket_cannot_take_at_once_go_out_later_whole_and_in_order() {
+        const FRAMES: u64 = 64;
+        let (got_tx, got_rx) = std::sync::mpsc::channel();
+        let (_dir, path) = peer(move |mut conn| {
+            // Reads nothing for a while: the socket's buffer fills.
+            std::thread::sleep(Duration::from_millis(300));
+            let ids: Vec<u64> = (0..FRAMES).map(|_| recv(&mut conn).id).collect();
+            let _ = got_tx.send(ids);
+            let _ = protocol::read_frame::<Tagged<Request>>(&mut conn);
+        });
+        let client = LoggerClient::connect(&path).await.expect("connect");
+        let actor = "x".repeat(16 * 1024);
+        let mut queued = false;
+        for id in 1000..1000 + FRAMES {
+            let frame = protocol::encode(&Tagged { id, msg: Request::Agent { actor: actor.clone() } }).expect("encode");
+            assert!(client.conn.outbox.send(frame), "frame {id} refused");
+            queued |= !lock(&client.conn.outbox.queue).is_empty();
+        }
+        assert!(queued, "1 MB went out without the socket ever filling: the backlog was not tried");
+        let got = tokio::task::spawn_blocking(move || got_rx.recv_timeout(Duration::from_secs(10)));
+        let ids = got.await.expect("join").expect("the peer read every frame");
+        assert_eq!(ids, (1000..1000 + FRAMES).collect::<Vec<_>>());
+    }
+
     #[tokio::test]
     async fn a_wait_given_up_is_cancelled_and_a_closed_connection_is_announced() {
         let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();

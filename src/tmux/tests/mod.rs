@@ -46,6 +46,25 @@ async fn concurrent_runs_get_their_own_answers() {
     }
 }
 
+/// More at once than the client's stdin pipe holds (64 KiB): some lines
+/// wait in the backlog for the writer task, and every answer still reaches
+/// the command that asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_larger_than_the_pipe_keeps_every_answer_with_its_command() {
+    let h = TmuxHarness::with_session();
+    h.tmux.run(&["display", "-p", "up"]).await.expect("connect");
+    let pad = "p".repeat(2000);
+    let asks = (0..200).map(|i| {
+        let tmux = h.tmux.clone();
+        let asked = format!("burst {i} {pad}");
+        async move {
+            let got = tmux.run(&["display", "-p", &asked]).await.expect("display");
+            assert_eq!(got, format!("{asked}\n"), "request {i}");
+        }
+    });
+    tokio::time::timeout(20 * SECOND, futures_util::future::join_all(asks)).await.expect("every answer within 20 s");
+}
+
 #[tokio::test]
 async fn an_error_block_is_a_command_error() {
     let h = TmuxHarness::with_session();
