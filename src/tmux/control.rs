@@ -8,16 +8,13 @@
 //! `-u` keeps tmux from replacing non-ASCII output with `_` when the locale
 //! is not UTF-8.
 //!
-//! A command is written by its caller, at once and without waiting, when
-//! nothing is queued before it and the pipe takes it whole (the common case:
-//! nothing is handed between tasks on the way out); whatever the pipe does
-//! not take joins a backlog that a writer task writes once the pipe has
-//! room. The reply sender is queued and the line written (or put in the
-//! backlog) under one lock, in the same order, and tmux answers commands in
-//! the order it reads them, so a reader task that owns stdout can hand the
-//! N-th answer block (see [`super::reply`]) to the N-th queued sender. A
-//! caller that gives up waiting cannot cut a line in half: its line is in
-//! the pipe or the backlog before `submit` returns.
+//! A writer task owns the client's stdin: it takes requests (one command
+//! line and a reply sender) from a channel, queues each reply sender, and
+//! writes the lines. Queueing and writing happen in the same order, and tmux
+//! answers commands in the order it reads them, so a reader task that owns
+//! stdout can hand the N-th answer block (see [`super::reply`]) to the N-th
+//! queued sender. A caller that gives up waiting cannot cut a line in half,
+//! because it never writes.
 //!
 //! Notifications that may mean a new pane somewhere ([`Event::Topology`])
 //! bump a counter that [`super::Tmux::topology`] hands out receivers of.
@@ -32,15 +29,17 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::reply::{Event, ReplyParser};
 use super::target::CONTROL_SESSION;
+
+/// The most bytes the writer puts in one `write` when requests pile up.
+const MAX_BATCH: usize = 64 * 1024;
 
 /// What became of one request.
 #[derive(Debug)]
@@ -56,43 +55,10 @@ pub(crate) enum Reply {
     Lost,
 }
 
-/// The client's stdin and what it has not taken yet.
-struct Out {
-    stdin: ChildStdin,
-    /// Bytes of command lines not written yet, in order.
-    backlog: Vec<u8>,
-}
-
-impl Out {
-    /// Writes as much of `bytes` as the pipe takes without waiting.
-    fn write_now(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        // A pipe that is full registers this no-op waker; the writer task
-        // polls again with its own before it waits (see `write_loop`).
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut done = 0;
-        while done < bytes.len() {
-            match std::pin::Pin::new(&mut self.stdin).poll_write(&mut cx, &bytes[done..]) {
-                Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(n)) => done += n,
-                Poll::Ready(Err(e)) => return Err(e),
-                Poll::Pending => break,
-            }
-        }
-        Ok(done)
-    }
-
-    /// Writes the backlog as the pipe takes it; ready once it is empty.
-    fn poll_backlog(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        while !self.backlog.is_empty() {
-            match std::pin::Pin::new(&mut self.stdin).poll_write(cx, &self.backlog) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => drop(self.backlog.drain(..n)),
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        Poll::Ready(Ok(()))
-    }
+/// One command on its way to the writer.
+struct Request {
+    line: String,
+    reply: oneshot::Sender<Reply>,
 }
 
 /// State the reader, the writer and callers share.
@@ -100,11 +66,6 @@ struct Shared {
     /// Reply senders of the commands written and not yet answered, oldest
     /// first. Locked only briefly, never across an `.await`.
     pending: Mutex<VecDeque<oneshot::Sender<Reply>>>,
-    /// The way in; locked before `pending` when both are, never across an
-    /// `.await`.
-    out: Mutex<Out>,
-    /// Wakes the writer task when the backlog grew, or the client died.
-    wake: Notify,
     /// False once the reader has stopped; then nothing more is queued.
     alive: AtomicBool,
     /// Tells the reader to kill the client (a timeout, a broken write, drop).
@@ -120,41 +81,17 @@ impl Shared {
         self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn out(&self) -> MutexGuard<'_, Out> {
-        // A panic while holding this lock leaves whole bytes behind.
-        self.out.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Queues `reply` and writes `line` (or adds it to the backlog), or
-    /// answers `NotSent` when the client is dead. Holding the queue lock
-    /// while checking `alive` means nothing is queued after the reader
-    /// drained it; holding `out` throughout keeps lines and senders in one
-    /// order.
-    fn submit(&self, line: &[u8], reply: oneshot::Sender<Reply>) {
-        let mut out = self.out();
-        {
-            let mut pending = self.pending();
-            if !self.alive.load(Ordering::SeqCst) {
-                let _ = reply.send(Reply::NotSent);
-                return;
-            }
-            pending.push_back(reply);
-        }
-        if out.backlog.is_empty() {
-            match out.write_now(line) {
-                Ok(n) if n == line.len() => return,
-                Ok(n) => out.backlog.extend_from_slice(&line[n..]),
-                Err(_) => {
-                    drop(out);
-                    self.die();
-                    return;
-                }
-            }
+    /// Queues the reply sender and adds the line to `batch`, or answers
+    /// `NotSent` when the client is dead. Holding the queue lock while
+    /// checking `alive` means nothing is queued after the reader drained it.
+    fn enqueue(&self, request: Request, batch: &mut Vec<u8>) {
+        let mut pending = self.pending();
+        if self.alive.load(Ordering::SeqCst) {
+            pending.push_back(request.reply);
+            batch.extend_from_slice(request.line.as_bytes());
         } else {
-            out.backlog.extend_from_slice(line);
+            let _ = request.reply.send(Reply::NotSent);
         }
-        drop(out);
-        self.wake.notify_one();
     }
 
     /// Marks the client dead and fails every queued request.
@@ -164,20 +101,13 @@ impl Shared {
         for reply in pending.drain(..) {
             let _ = reply.send(Reply::Lost);
         }
-        drop(pending);
-        self.wake.notify_one();
-    }
-
-    /// Marks the client dead at once (a command submitted from now on is
-    /// `NotSent`, free to go to a new client) and tells the reader to kill it.
-    fn die(&self) {
-        self.close();
-        self.kill.notify_one();
     }
 }
 
 /// A running control client. Dropping it kills the client process.
 pub(crate) struct Control {
+    /// Requests to the writer task; dropping it also ends that task.
+    requests: mpsc::UnboundedSender<Request>,
     /// Shared with both tasks.
     shared: Arc<Shared>,
     /// The client's process id, for diagnostics.
@@ -202,16 +132,15 @@ impl Control {
         };
         let shared = Arc::new(Shared {
             pending: Mutex::new(VecDeque::new()),
-            out: Mutex::new(Out { stdin, backlog: Vec::new() }),
-            wake: Notify::new(),
             alive: AtomicBool::new(true),
             kill: Notify::new(),
             topology,
         });
         let (ready_tx, ready_rx) = oneshot::channel();
         tokio::spawn(read_loop(Pipes { stdout, stderr, child }, shared.clone(), ready_tx));
-        tokio::spawn(write_loop(shared.clone()));
-        let control = Control { shared, pid };
+        let (requests, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_loop(stdin, rx, shared.clone()));
+        let control = Control { requests, shared, pid };
         match tokio::time::timeout(wait, ready_rx).await {
             Ok(Ok(Ok(()))) => Ok(control),
             Ok(Ok(Err(reason))) => Err(reason),
@@ -223,7 +152,9 @@ impl Control {
     /// Sends one command line (ending in `\n`); the receiver gets its reply.
     pub(crate) fn submit(&self, line: String) -> oneshot::Receiver<Reply> {
         let (reply, rx) = oneshot::channel();
-        self.shared.submit(line.as_bytes(), reply);
+        if let Err(mpsc::error::SendError(request)) = self.requests.send(Request { line, reply }) {
+            let _ = request.reply.send(Reply::NotSent);
+        }
         rx
     }
 
@@ -234,7 +165,7 @@ impl Control {
 
     /// Kills the client; commands in flight get [`Reply::Lost`].
     pub(crate) fn kill(&self) {
-        self.shared.die();
+        self.shared.kill.notify_one();
     }
 
     /// The client's process id.
@@ -267,18 +198,27 @@ fn control_command(bin: &Path, socket: &str) -> Command {
     command
 }
 
-/// Writes the backlog callers left as the pipe makes room, until the
-/// client dies or a write fails. Lines piled up meanwhile go out together.
-async fn write_loop(shared: Arc<Shared>) {
-    loop {
-        shared.wake.notified().await;
-        if !shared.alive.load(Ordering::SeqCst) {
-            return;
+/// Writes queued command lines to the client's stdin until the channel
+/// closes or a write fails.
+async fn write_loop(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Request>, shared: Arc<Shared>) {
+    let mut batch = Vec::new();
+    while let Some(first) = rx.recv().await {
+        batch.clear();
+        shared.enqueue(first, &mut batch);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(next) => shared.enqueue(next, &mut batch),
+                Err(_) => break,
+            }
         }
-        if std::future::poll_fn(|cx| shared.out().poll_backlog(cx)).await.is_err() {
-            shared.die();
-            return;
+        if !batch.is_empty() && stdin.write_all(&batch).await.is_err() {
+            shared.kill.notify_one();
+            break;
         }
+    }
+    rx.close();
+    while let Ok(request) = rx.try_recv() {
+        let _ = request.reply.send(Reply::NotSent);
     }
 }
 

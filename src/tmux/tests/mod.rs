@@ -46,9 +46,9 @@ async fn concurrent_runs_get_their_own_answers() {
     }
 }
 
-/// More at once than the client's stdin pipe holds (64 KiB): some lines
-/// wait in the backlog for the writer task, and every answer still reaches
-/// the command that asked.
+/// More at once than the client's stdin pipe holds (64 KiB): the writer
+/// task's batches wait for room, and every answer still reaches the
+/// command that asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_larger_than_the_pipe_keeps_every_answer_with_its_command() {
     let h = TmuxHarness::with_session();
