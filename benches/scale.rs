@@ -7,6 +7,13 @@
 //! picks levels, `-- --samples N` the samples per row (default 200).
 //! Prints a table with each target and the ratio it is judged by; asserts
 //! nothing (the machine is shared: only ratios measured together mean much).
+//! Where two ways are compared in turns, the median of the rounds' own
+//! ratios is printed too: a drift of the machine between rounds weighs on
+//! both sides of each ratio alike.
+//!
+//! `-- --loop stdio|http [--sessions N]` only runs `run true` for 20 s in
+//! one of N sessions and prints the server's pid first, for a profiler
+//! (`perf record -p PID`) or a look at its CPU time.
 //!
 //! Every client here is a few lines of raw JSON-RPC in Rust (stdio lines, or
 //! HTTP/1.1 kept alive over the server's Unix socket), so the client's own
@@ -25,7 +32,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-const EXE: &str = env!("CARGO_BIN_EXE_docent-terminal-mcp");
+/// The server measured: this build's, or the one `SCALE_EXE` names (to
+/// set two builds side by side on the same machine).
+fn exe() -> String {
+    std::env::var("SCALE_EXE").unwrap_or_else(|_| env!("CARGO_BIN_EXE_docent-terminal-mcp").to_string())
+}
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn main() -> anyhow::Result<()> {
@@ -38,10 +49,55 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build()?;
     let tmp = tempfile::Builder::new().prefix("dtmcp-bench-scale-").tempdir()?;
     let world = World::new(tmp.path())?;
+    if let Some(how) = value("--loop") {
+        // For a profiler: `run true` in a loop for 20 s in one of
+        // `--sessions N` (1), the server's pid printed first.
+        let n = value("--sessions").and_then(|n| n.parse().ok()).unwrap_or(1);
+        let result = rt.block_on(profile_loop(&world, &how, n));
+        dtmcp::tmux::kill_server_now(&world.socket);
+        return result;
+    }
     let result = rt.block_on(measure(&world, &levels, samples));
     dtmcp::tmux::kill_server_now(&world.socket);
     let table = result?;
     table.print(&levels);
+    Ok(())
+}
+
+/// `run true` for 20 s over `how` (`stdio` or `http`) in the first of
+/// `sessions` sessions, for a profiler.
+async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Result<()> {
+    let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
+    for i in 0..sessions.max(1) {
+        let r = stdio.call("session_create", json!({"name": format!("s{i}")})).await?;
+        ensure!(!r.1, "session_create s{i}: {}", r.0);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spent = Duration::from_secs(20);
+    let count = |v: Vec<Duration>| v.len();
+    let n = if how == "stdio" {
+        eprintln!("pid {}", stdio.child.id().unwrap_or(0));
+        let started = Instant::now();
+        let mut n = 0;
+        while started.elapsed() < spent {
+            n += count(run_true(&mut stdio, 100).await?);
+        }
+        stdio.stop().await;
+        n
+    } else {
+        stdio.stop().await;
+        let serve = Serve::start(world).await?;
+        let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
+        eprintln!("pid {}", serve.pid());
+        let started = Instant::now();
+        let mut n = 0;
+        while started.elapsed() < spent {
+            n += count(run_true(&mut http, 100).await?);
+        }
+        serve.stop();
+        n
+    };
+    eprintln!("{n} calls");
     Ok(())
 }
 
@@ -51,6 +107,12 @@ struct Table {
     floor_pane: Vec<Duration>,
     floor_ping: Vec<Duration>,
     floor_20: Vec<Duration>,
+    /// Per level, each round's median `run true` (stdio) among that many
+    /// sessions over its median in a world of one, in turns.
+    level_ratio: BTreeMap<usize, Vec<f64>>,
+    /// The raw pane's `true` on a tmux server of that many panes (the
+    /// others idle at their prompt).
+    floor_among: BTreeMap<usize, Vec<Duration>>,
     bridge_ping: Vec<Duration>,
     stdio: BTreeMap<usize, Vec<Duration>>,
     http: BTreeMap<usize, Vec<Duration>>,
@@ -71,6 +133,17 @@ struct Paired {
     http: Vec<Duration>,
     keyed: Vec<Duration>,
     bridge: Vec<Duration>,
+    /// `ping` the same ways: the transport's share of a call.
+    ping_stdio: Vec<Duration>,
+    ping_http: Vec<Duration>,
+    ping_bridge: Vec<Duration>,
+    /// The server's CPU time over the `run` rounds, stdio and HTTP.
+    cpu_stdio: Duration,
+    cpu_http: Duration,
+    /// Each round's median HTTP and bridged call over its median stdio
+    /// call: the machine's drift between rounds cancels out.
+    http_ratio: Vec<f64>,
+    bridge_ratio: Vec<f64>,
 }
 
 /// Calls of each kind per round of [`side_by_side`].
@@ -79,24 +152,39 @@ const TURN: usize = 5;
 /// Measures [`Paired`]: the stdio server runs in a twin world of its own
 /// (a second server on one state home is refused), beside `serve` in
 /// `world`, whose `s0` the HTTP client and a bridge call.
-async fn side_by_side(world: &World, http: &mut HttpClient, samples: usize) -> anyhow::Result<Paired> {
+async fn side_by_side(world: &World, http: &mut HttpClient, serve: u32, samples: usize) -> anyhow::Result<Paired> {
     let twin = World::new(&world.root.join("twin"))?.named(&format!("{}-twin", world.socket));
     let result = async {
-        let mut stdio = StdioClient::start(EXE, &[], &twin.env()).await?;
+        let mut stdio = StdioClient::start(&exe(), &[], &twin.env()).await?;
         let r = stdio.call("session_create", json!({"name": "s0"})).await?;
         ensure!(!r.1, "session_create s0 in the twin: {}", r.0);
-        let mut bridge = StdioClient::start(EXE, &["connect", "--actor", "bench-paired"], &world.env()).await?;
+        let mut bridge = StdioClient::start(&exe(), &["connect", "--actor", "bench-paired"], &world.env()).await?;
         let mut p = Paired::default();
         // One round to warm every path, not kept.
         run_true_rounds(&mut stdio, "s0", Samples::warmed(0, TURN)).await?;
         run_true_rounds(http, "s0", Samples::warmed(0, TURN)).await?;
         run_true_keyed_rounds(http, Samples::warmed(0, TURN)).await?;
         run_true_rounds(&mut bridge, "s0", Samples::warmed(0, TURN)).await?;
+        let twin_pid = stdio.child.id().context("the twin's pid")?;
+        eprintln!("  (pids: serve {serve}, stdio twin {twin_pid})");
         for _ in 0..samples.div_ceil(TURN) {
-            p.stdio.extend(run_true_rounds(&mut stdio, "s0", Samples::warmed(TURN, 0)).await?);
-            p.http.extend(run_true_rounds(http, "s0", Samples::warmed(TURN, 0)).await?);
+            let before = cpu_time(twin_pid);
+            let stdio_round = run_true_rounds(&mut stdio, "s0", Samples::warmed(TURN, 0)).await?;
+            p.cpu_stdio += cpu_time(twin_pid).saturating_sub(before);
+            let before = cpu_time(serve);
+            let http_round = run_true_rounds(http, "s0", Samples::warmed(TURN, 0)).await?;
+            p.cpu_http += cpu_time(serve).saturating_sub(before);
             p.keyed.extend(run_true_keyed_rounds(http, Samples::warmed(TURN, 0)).await?);
-            p.bridge.extend(run_true_rounds(&mut bridge, "s0", Samples::warmed(TURN, 0)).await?);
+            let bridge_round = run_true_rounds(&mut bridge, "s0", Samples::warmed(TURN, 0)).await?;
+            let base = pct(&stdio_round, 50).as_secs_f64();
+            p.http_ratio.push(pct(&http_round, 50).as_secs_f64() / base);
+            p.bridge_ratio.push(pct(&bridge_round, 50).as_secs_f64() / base);
+            p.stdio.extend(stdio_round);
+            p.http.extend(http_round);
+            p.bridge.extend(bridge_round);
+            p.ping_stdio.extend(ping_rounds(&mut stdio, TURN).await?);
+            p.ping_http.extend(ping_rounds(http, TURN).await?);
+            p.ping_bridge.extend(ping_rounds(&mut bridge, TURN).await?);
         }
         bridge.stop().await;
         stdio.stop().await;
@@ -104,6 +192,30 @@ async fn side_by_side(world: &World, http: &mut HttpClient, samples: usize) -> a
     }
     .await;
     dtmcp::tmux::kill_server_now(&twin.socket);
+    result
+}
+
+/// `run true` over stdio in `stdio`'s world of `n` sessions and in a twin
+/// world of one session, in turns of [`TURN`] calls: each round's ratio of
+/// the medians.
+async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: usize) -> anyhow::Result<Vec<f64>> {
+    let one = World::new(&world.root.join(format!("one-{n}")))?.named(&format!("{}-one-{n}", world.socket));
+    let result = async {
+        let mut single = StdioClient::start(&exe(), &[], &one.env()).await?;
+        let r = single.call("session_create", json!({"name": "s0"})).await?;
+        ensure!(!r.1, "session_create s0 in the world of one: {}", r.0);
+        run_true_rounds(&mut single, "s0", Samples::warmed(0, TURN)).await?;
+        let mut ratios = Vec::new();
+        for _ in 0..samples.div_ceil(TURN) {
+            let alone = run_true_rounds(&mut single, "s0", Samples::warmed(TURN, 0)).await?;
+            let among = run_true_rounds(stdio, "s0", Samples::warmed(TURN, 0)).await?;
+            ratios.push(pct(&among, 50).as_secs_f64() / pct(&alone, 50).as_secs_f64());
+        }
+        single.stop().await;
+        Ok(ratios)
+    };
+    let result = result.await;
+    dtmcp::tmux::kill_server_now(&one.socket);
     result
 }
 
@@ -160,10 +272,14 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
     eprintln!("floor: raw panes…");
     t.floor_pane = raw_panes(&floor_tmp, 1, samples).await?;
     t.floor_20 = raw_panes(&floor_tmp, 20, samples / 4).await?;
+    for &n in levels {
+        let among = if n <= 1 { t.floor_pane.clone() } else { raw_panes_among(&floor_tmp, 1, n - 1, samples).await? };
+        t.floor_among.insert(n, among);
+    }
     let mut made = 0;
     for &n in levels {
         eprintln!("level {n}: stdio server, growing to {n} sessions…");
-        let mut stdio = StdioClient::start(EXE, &[], &world.env()).await?;
+        let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
         while made < n {
             let r = stdio.call("session_create", json!({"name": format!("s{made}")})).await?;
             ensure!(!r.1, "session_create s{made}: {}", r.0);
@@ -177,7 +293,13 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
             }
             t.floor_ping = ping.out;
         }
+        // What starting the sessions set going (shells' start files, the
+        // loggers' first output) settles before anything is timed.
+        tokio::time::sleep(Duration::from_secs(2)).await;
         t.stdio.insert(n, run_true(&mut stdio, samples).await?);
+        if n > 1 {
+            t.level_ratio.insert(n, beside_one(world, &mut stdio, n, samples).await?);
+        }
         stdio.stop().await;
 
         eprintln!("level {n}: serve over its Unix socket…");
@@ -187,7 +309,7 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         t.http_keyed.insert(n, run_true_keyed(&mut http, samples).await?);
         if n == 1 {
             eprintln!("level 1: stdio, HTTP, keyed HTTP and the bridge in turns…");
-            t.paired = side_by_side(world, &mut http, samples).await?;
+            t.paired = side_by_side(world, &mut http, serve.pid(), samples).await?;
         }
         let list_samples = (samples / 10).max(5);
         let mut list = Samples::new(list_samples);
@@ -197,7 +319,7 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
             list.done();
         }
         t.list.insert(n, list.out);
-        let mut bridge = StdioClient::start(EXE, &["connect", "--actor", "bench-bridge"], &world.env()).await?;
+        let mut bridge = StdioClient::start(&exe(), &["connect", "--actor", "bench-bridge"], &world.env()).await?;
         t.bridge.insert(n, run_true(&mut bridge, samples).await?);
         if t.bridge_ping.is_empty() {
             let mut ping = Samples::new(samples);
@@ -245,6 +367,7 @@ impl Table {
                 .collect();
             println!("{name:<34} {cells}");
         };
+        line("raw pane true (tmux floor)", &self.floor_among);
         line("run true, stdio", &self.stdio);
         line("run true, HTTP (Unix socket)", &self.http);
         line("run true, HTTP with a request key", &self.http_keyed);
@@ -260,6 +383,15 @@ impl Table {
                 ("connect bridge", &p.bridge),
             ] {
                 println!("  run true, {name:<30} {:.2} ({:.2}) ms", med(v), ms(pct(v, 90)));
+            }
+            let per = |d: Duration, v: &[Duration]| ms(d) / v.len().max(1) as f64;
+            println!(
+                "  server CPU per run true: stdio {:.3} ms, HTTP {:.3} ms",
+                per(p.cpu_stdio, &p.stdio),
+                per(p.cpu_http, &p.http)
+            );
+            for (name, v) in [("stdio", &p.ping_stdio), ("HTTP", &p.ping_http), ("connect bridge", &p.ping_bridge)] {
+                println!("  ping, {name:<34} {:.3} ({:.3}) ms", med(v), ms(pct(v, 90)));
             }
         }
         line("run true, 20 agents at once (HTTP)", &self.agents20);
@@ -293,6 +425,20 @@ impl Table {
         let at = |m: &BTreeMap<usize, Vec<Duration>>, n: usize| m.get(&n).map(|v| med(v));
         let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
         verdict("run true (stdio) at 100 sessions / at 1", ratio(at(&self.stdio, 100), at(&self.stdio, 1)), 1.5, "×");
+        verdict(
+            "  the same in turns with a world of 1, median of rounds",
+            self.level_ratio.get(&100).and_then(|r| median(r)),
+            1.5,
+            "×",
+        );
+        if let Some(r) = ratio(at(&self.floor_among, 100), at(&self.floor_among, 1)) {
+            println!(
+                "{:<58} {:>10} {:>8}",
+                "  (the raw tmux floor at 100 panes / at 1, no target)",
+                format!("{r:.2}×"),
+                "—"
+            );
+        }
         verdict("run true (HTTP) at 100 sessions / at 1", ratio(at(&self.http, 100), at(&self.http, 1)), 1.5, "×");
         verdict(
             "session_list at 100 / one run true (HTTP) at 100",
@@ -313,7 +459,9 @@ impl Table {
         let paired = |v: &[Duration]| Some(med(v)).filter(|_| !v.is_empty());
         let pstdio = paired(&p.stdio);
         verdict("bridged run / stdio run (1 session, in turns)", ratio(paired(&p.bridge), pstdio), 1.3, "×");
+        verdict("  the same, median of the rounds' ratios", median(&p.bridge_ratio), 1.3, "×");
         verdict("HTTP run / stdio run (1 session, in turns)", ratio(paired(&p.http), pstdio), 1.15, "×");
+        verdict("  the same, median of the rounds' ratios", median(&p.http_ratio), 1.15, "×");
         let floor = med(&self.floor_pane) + med(&self.floor_ping);
         verdict("stdio run true / (raw pane + trivial MCP call)", stdio1.map(|s| s / floor), 2.0, "×");
         if let Some(r) = ratio(at(&self.stdio, 300), at(&self.stdio, 1)) {
@@ -331,6 +479,13 @@ impl Table {
         verdict("idle at 100 sessions: router, % of a core", idle100.map(|i| i.router), 1.0, " %");
         verdict("idle at 100 sessions: all loggers, % of a core", idle100.map(|i| i.loggers), 2.0, " %");
     }
+}
+
+/// The median of `v`, if it has any.
+fn median(v: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 fn pct(v: &[Duration], p: usize) -> Duration {
@@ -378,6 +533,7 @@ impl Samples {
 /// Something that takes tool calls: text and the error flag back.
 trait Caller {
     async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<(String, bool)>;
+    async fn ping(&mut self) -> anyhow::Result<()>;
 }
 
 async fn run_true(c: &mut impl Caller, samples: usize) -> anyhow::Result<Vec<Duration>> {
@@ -414,6 +570,16 @@ async fn run_true_keyed_rounds(c: &mut HttpClient, mut runs: Samples) -> anyhow:
         runs.done();
     }
     Ok(runs.out)
+}
+
+/// `n` pings, each timed: what the transport alone costs a call.
+async fn ping_rounds(c: &mut impl Caller, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut pings = Samples::warmed(n, 0);
+    while pings.next() {
+        c.ping().await?;
+        pings.done();
+    }
+    Ok(pings.out)
 }
 
 fn tool_text(result: &Value) -> anyhow::Result<(String, bool)> {
@@ -486,6 +652,12 @@ impl StdioClient {
 impl Caller for StdioClient {
     async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<(String, bool)> {
         tool_text(&self.request("tools/call", json!({"name": tool, "arguments": args})).await?)
+    }
+
+    async fn ping(&mut self) -> anyhow::Result<()> {
+        let v = self.request("ping", json!({})).await?;
+        ensure!(v.get("result").is_some(), "ping: {v}");
+        Ok(())
     }
 }
 
@@ -579,6 +751,17 @@ impl Caller for HttpClient {
     async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<(String, bool)> {
         self.call_with(tool, args, json!({})).await
     }
+
+    async fn ping(&mut self) -> anyhow::Result<()> {
+        let id = self.next;
+        self.next += 1;
+        let (_, messages) = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).await?;
+        ensure!(
+            messages.iter().any(|m| m["id"].as_u64() == Some(id) && m.get("result").is_some()),
+            "ping: {messages:?}"
+        );
+        Ok(())
+    }
 }
 
 impl HttpClient {
@@ -601,7 +784,7 @@ struct Serve {
 
 impl Serve {
     async fn start(world: &World) -> anyhow::Result<Serve> {
-        let child = std::process::Command::new(EXE)
+        let child = std::process::Command::new(exe())
             .arg("serve")
             .envs(world.env())
             .stdin(Stdio::null())
@@ -658,14 +841,20 @@ async fn twenty_agents(world: &World, per_agent: usize) -> anyhow::Result<Vec<Du
 /// sample ends at the pane's next "finished" marker. With `n` > 1 every
 /// pane runs its loop at the same time.
 async fn raw_panes(tmp: &Path, n: usize, samples: usize) -> anyhow::Result<Vec<Duration>> {
-    let socket = format!("dtmcp-bench-scale-floor-{}-{n}", std::process::id());
-    let shell = dtmcp::shell::install(&tmp.join(format!("home{n}")))?;
+    raw_panes_among(tmp, n, 0, samples).await
+}
+
+/// As [`raw_panes`], with `idle` more panes on the server that only sit at
+/// their prompt (the floor of one call on a server of many panes).
+async fn raw_panes_among(tmp: &Path, n: usize, idle: usize, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    let socket = format!("dtmcp-bench-scale-floor-{}-{n}-{idle}", std::process::id());
+    let shell = dtmcp::shell::install(&tmp.join(format!("home{n}-{idle}")))?;
     let home = tmp.join("userhome");
     std::fs::create_dir_all(&home)?;
     let tmux = Arc::new(Tmux::new(&socket));
     let result = async {
         let mut fifos = Vec::new();
-        for i in 0..n {
+        for i in 0..n + idle {
             let name = format!("f{i}");
             let started = std::process::Command::new("tmux")
                 .args(["-L", &socket, "new-session", "-d", "-s", &name, "-x", "120", "-y", "40"])
@@ -674,7 +863,10 @@ async fn raw_panes(tmp: &Path, n: usize, samples: usize) -> anyhow::Result<Vec<D
                 .env("HOME", &home)
                 .status()?;
             ensure!(started.success(), "tmux new-session failed");
-            let fifo = tmp.join(format!("pipe-{n}-{i}"));
+            if i >= n {
+                continue;
+            }
+            let fifo = tmp.join(format!("pipe-{n}-{idle}-{i}"));
             nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
             let target = format!("={name}:");
             tmux.run(&["pipe-pane", "-O", "-t", &target, &format!("cat > {}", fifo.display())]).await?;
@@ -742,6 +934,18 @@ fn tmux_pid(world: &World) -> Option<u32> {
     let out =
         std::process::Command::new("tmux").args(["-L", &world.socket, "display", "-p", "#{pid}"]).output().ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// The CPU time all threads of a process have run so far (nanoseconds
+/// from the scheduler's own accounting, finer than clock ticks).
+fn cpu_time(pid: u32) -> Duration {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Duration::ZERO };
+    let ns: u64 = tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .sum();
+    Duration::from_nanos(ns)
 }
 
 /// A process's user + system CPU time in clock ticks (0 once gone).
