@@ -68,10 +68,7 @@ fn main() -> anyhow::Result<()> {
 /// `sessions` sessions, for a profiler.
 async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Result<()> {
     let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
-    for i in 0..sessions.max(1) {
-        let r = stdio.call("session_create", json!({"name": format!("s{i}")})).await?;
-        ensure!(!r.1, "session_create s{i}: {}", r.0);
-    }
+    stdio.grow(0, sessions.max(1)).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let spent = Duration::from_secs(20);
     let count = |v: Vec<Duration>| v.len();
@@ -156,8 +153,7 @@ async fn side_by_side(world: &World, http: &mut HttpClient, serve: u32, samples:
     let twin = World::new(&world.root.join("twin"))?.named(&format!("{}-twin", world.socket));
     let result = async {
         let mut stdio = StdioClient::start(&exe(), &[], &twin.env()).await?;
-        let r = stdio.call("session_create", json!({"name": "s0"})).await?;
-        ensure!(!r.1, "session_create s0 in the twin: {}", r.0);
+        stdio.grow(0, 1).await?;
         let mut bridge = StdioClient::start(&exe(), &["connect", "--actor", "bench-paired"], &world.env()).await?;
         let mut p = Paired::default();
         // One round to warm every path, not kept.
@@ -202,8 +198,7 @@ async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: u
     let one = World::new(&world.root.join(format!("one-{n}")))?.named(&format!("{}-one-{n}", world.socket));
     let result = async {
         let mut single = StdioClient::start(&exe(), &[], &one.env()).await?;
-        let r = single.call("session_create", json!({"name": "s0"})).await?;
-        ensure!(!r.1, "session_create s0 in the world of one: {}", r.0);
+        single.grow(0, 1).await?;
         run_true_rounds(&mut single, "s0", Samples::warmed(0, TURN)).await?;
         let mut ratios = Vec::new();
         for _ in 0..samples.div_ceil(TURN) {
@@ -280,11 +275,8 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
     for &n in levels {
         eprintln!("level {n}: stdio server, growing to {n} sessions…");
         let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
-        while made < n {
-            let r = stdio.call("session_create", json!({"name": format!("s{made}")})).await?;
-            ensure!(!r.1, "session_create s{made}: {}", r.0);
-            made += 1;
-        }
+        stdio.grow(made, n).await?;
+        made = made.max(n);
         if t.floor_ping.is_empty() {
             let mut ping = Samples::new(samples);
             while ping.next() {
@@ -639,6 +631,15 @@ impl StdioClient {
         })
         .await
         .context("no answer within the limit")?
+    }
+
+    /// Creates sessions `s{from}` up to (not including) `s{to}`.
+    async fn grow(&mut self, from: usize, to: usize) -> anyhow::Result<()> {
+        for i in from..to {
+            let r = self.call("session_create", json!({"name": format!("s{i}")})).await?;
+            ensure!(!r.1, "session_create s{i}: {}", r.0);
+        }
+        Ok(())
     }
 
     async fn stop(mut self) {
