@@ -9,6 +9,7 @@
 //! the state lock held, `WATCHDOG=1` when asked to, and `STOPPING=1`.
 
 pub mod api;
+pub mod direct;
 pub mod guard;
 pub mod notify;
 pub mod socket;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
@@ -113,19 +114,18 @@ fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::
         StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(ct.child_token());
     // A restarted server takes up the HTTP clients' sessions where they were.
     config.session_store = Some(kept);
-    let mcp = StreamableHttpService::new(
-        move || Ok(terminal.for_connection()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let manager = Arc::new(LocalSessionManager::default());
+    let base = terminal.clone();
+    let mcp = StreamableHttpService::new(move || Ok(base.for_connection()), manager.clone(), config);
+    let mcp = Arc::new(direct::Direct::new(mcp, manager, terminal));
     Router::new()
         .route("/health", get(api::health))
         .route("/api/sessions", get(api::sessions))
         .route("/api/sessions/{name}/close", post(api::close))
         .route("/api/sessions/{name}/logs", post(api::logs))
         .route("/api/sweep", post(api::sweep))
-        .route_service("/mcp", mcp)
         .with_state(app)
+        .route("/mcp", any(direct::Direct::serve).with_state(mcp))
         .merge(web)
         .layer(axum::middleware::from_fn_with_state(guard, guard::enforce))
         .layer(axum::middleware::from_fn(crate::tools::caller::stamp_arrival))

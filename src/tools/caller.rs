@@ -12,13 +12,15 @@
 //! argument to know it.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use rmcp::model::Extensions;
 
 /// The header that names an agent.
 pub const ACTOR_HEADER: &str = "x-terminal-actor";
+/// The header naming an HTTP MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
 /// The `_meta` key under which the bridge sends a `run`'s idempotency key.
 pub const KEY_META: &str = "docent-terminal-mcp/idempotency-key";
 /// The longest actor name kept.
@@ -134,6 +136,36 @@ impl Connection {
     /// Marks region `id` of `session` as watched; `false` if it was already.
     pub fn watch(&self, session: &str, id: u64) -> bool {
         self.watched.lock().unwrap_or_else(|e| e.into_inner()).insert((session.to_string(), id))
+    }
+}
+
+/// The HTTP MCP sessions whose requests this server has seen, by their
+/// `Mcp-Session-Id`, each with its connection: the server's direct path
+/// answers their calls without going through rmcp (see
+/// `crate::server::direct`).
+#[derive(Debug, Default)]
+pub struct HttpSessions(Mutex<HashMap<String, Arc<Connection>>>);
+
+impl HttpSessions {
+    /// Notes that the HTTP request behind `extensions`, if it names a
+    /// session, came on connection `conn`.
+    pub fn learn(&self, extensions: &Extensions, conn: &Arc<Connection>) {
+        let Some(parts) = extensions.get::<axum::http::request::Parts>() else { return };
+        let Some(id) = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else { return };
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if known.get(id).is_none_or(|c| !Arc::ptr_eq(c, conn)) {
+            known.insert(id.to_string(), Arc::clone(conn));
+        }
+    }
+
+    /// The connection of session `id`, if known.
+    pub fn get(&self, id: &str) -> Option<Arc<Connection>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+
+    /// Forgets session `id` (it ended).
+    pub fn forget(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
 }
 

@@ -76,6 +76,8 @@ pub struct Inner {
     pub holds: holds::Holds,
     /// What replies keep out of the model's sight.
     pub secrets: secrets::Secrets,
+    /// The HTTP sessions seen so far, for the server's direct path.
+    pub http: caller::HttpSessions,
 }
 
 impl Terminal {
@@ -90,6 +92,7 @@ impl Terminal {
                 actors: caller::Actors::default(),
                 holds: holds::Holds::default(),
                 secrets: secrets::Secrets::from_env(),
+                http: caller::HttpSessions::default(),
             }),
             conn: Arc::default(),
             tool_router: Self::router(),
@@ -135,6 +138,23 @@ impl Terminal {
     /// The same server for another MCP connection, with an identity of its own.
     pub fn for_connection(&self) -> Terminal {
         Terminal { conn: Arc::default(), ..self.clone() }
+    }
+
+    /// The server for HTTP MCP session `id`, as its connection sees it,
+    /// once a request of that session has come through rmcp.
+    pub fn for_http_session(&self, id: &str) -> Option<Terminal> {
+        let conn = self.inner.http.get(id)?;
+        Some(Terminal { conn, ..self.clone() })
+    }
+
+    /// Forgets HTTP MCP session `id` (it ended).
+    pub fn forget_http_session(&self, id: &str) {
+        self.inner.http.forget(id);
+    }
+
+    /// The client's side of this connection, once it has initialized.
+    pub fn peer(&self) -> Option<rmcp::Peer<RoleServer>> {
+        self.conn.peer()
     }
 
     /// The sessions this server serves.
@@ -306,6 +326,7 @@ impl ServerHandler for Terminal {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.inner.http.learn(&context.extensions, &self.conn);
         let arrived = caller::arrival(&context.extensions);
         let who = self.caller_of(&request, &context);
         let body = async {
@@ -323,6 +344,10 @@ impl ServerHandler for Terminal {
             self.tool_router.call(ToolCallContext::new(self, request, context)).await
         };
         who.clone().scope_since(arrived, body).await
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.inner.http.learn(&context.extensions, &self.conn);
     }
 
     #[allow(deprecated)] // MCP logging: see `watch`.

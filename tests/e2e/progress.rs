@@ -212,12 +212,22 @@ struct Http<'a> {
 
 impl Http<'_> {
     /// POSTs `msg`; hands each JSON-RPC message of the answer, as it comes,
-    /// to `each`.
-    async fn post(&mut self, msg: Value, mut each: impl FnMut(Came)) {
+    /// to `each`. Returns the answer's content type.
+    async fn post(&mut self, msg: Value, each: impl FnMut(Came)) -> String {
+        let (status, kind) = self.send("POST", Some(&msg), each).await;
+        assert!((200..300).contains(&status), "{status}: {msg}");
+        kind
+    }
+
+    /// Sends `msg` (if any) with `method`; hands each JSON-RPC message of
+    /// the answer to `each`. Returns the status and the content type.
+    async fn send(&mut self, method: &str, msg: Option<&Value>, mut each: impl FnMut(Came)) -> (u16, String) {
         let stream = tokio::net::UnixStream::connect(self.socket).await.expect("connect");
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
         tokio::spawn(conn);
-        let mut request = hyper::Request::post("/mcp")
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri("/mcp")
             .header("host", "localhost")
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -225,13 +235,14 @@ impl Http<'_> {
         if let Some(id) = &self.session {
             request = request.header("mcp-session-id", id.as_str());
         }
-        let request = request.body(Full::new(Bytes::from(msg.to_string()))).expect("request");
+        let body = msg.map(Value::to_string).unwrap_or_default();
+        let request = request.body(Full::new(Bytes::from(body))).expect("request");
         let response = sender.send_request(request).await.expect("send");
         let (parts, mut body) = response.into_parts();
-        assert!(parts.status.is_success(), "{}: {msg}", parts.status);
         if let Some(id) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
             self.session = Some(id.to_string());
         }
+        let kind = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
         let mut pending = String::new();
         let limit = Instant::now() + Duration::from_secs(30);
         while let Ok(Some(frame)) = tokio::time::timeout_at(limit.into(), body.frame()).await {
@@ -252,6 +263,7 @@ impl Http<'_> {
                 }
             }
         }
+        (parts.status.as_u16(), kind)
     }
 
     /// A request's answer and every message before it.
@@ -281,4 +293,87 @@ async fn http_serve_streams_progress_before_the_answer() {
     let (before, answer) = http.request(call).await;
     assert_has!(tool_text(&answer.msg).0, "over-http");
     check_progress(&progress_of(&before, 7), answer.at);
+}
+
+/// Over HTTP, a call of a session the server knows, without a progress
+/// token, is answered as plain JSON (the server's direct path, past rmcp's
+/// session worker) by the same connection (its actor in `calls.log`); a
+/// call with a token still streams its progress; a cancel ends a direct
+/// call's wait without an answer while its command runs on; a session the
+/// client closed is refused as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_calls_come_back_as_json_and_a_cancel_ends_a_direct_wait() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let mut http = Http { socket: &serve.socket, session: None };
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "json-http", "version": "0"}});
+    http.request(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})).await;
+    http.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), drop).await;
+    let call = |id: u64, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let mut got = Vec::new();
+    let kind =
+        http.post(call(2, json!({"name": "session_create", "arguments": {"name": "d1"}})), |c| got.push(c)).await;
+    assert_eq!(kind, "application/json", "session_create's answer");
+    assert!(!tool_text(&got[0].msg).1, "{}", got[0].msg);
+
+    let run = json!({"name": "run", "arguments": {"session": "d1", "command": "echo direct-$((2*3))"}});
+    let mut got = Vec::new();
+    let kind = http.post(call(3, run), |c| got.push(c)).await;
+    assert_eq!(kind, "application/json");
+    assert_eq!(got.len(), 1, "one answer");
+    assert_eq!(got[0].msg["id"], 3);
+    let (text, err) = tool_text(&got[0].msg);
+    assert!(!err, "{text}");
+    assert_has!(text, "direct-6");
+    assert_has!(text, "exit 0");
+    let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
+    let last_run = calls.lines().rfind(|l| l.contains(r#""tool":"run""#)).expect("the run is logged");
+    assert_has!(last_run, "json-http");
+
+    let mut got = Vec::new();
+    let kind = http.post(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}), |c| got.push(c)).await;
+    assert_eq!((kind.as_str(), &got[0].msg["result"]), ("application/json", &json!({})));
+    let mut got = Vec::new();
+    http.post(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}), |c| got.push(c)).await;
+    let tools = got[0].msg["result"]["tools"].as_array().expect("tools").len();
+    assert!(tools >= 10, "{}", got[0].msg);
+
+    // With a token: rmcp's stream, progress first.
+    let args = json!({"session": "d1", "command": "sleep 2; echo streamed"});
+    let (before, answer) = http.request(call(6, with_token("run", args, "s-1"))).await;
+    assert_has!(tool_text(&answer.msg).0, "streamed");
+    assert!(!progress_of(&before, "s-1").is_empty(), "progress before the streamed answer");
+
+    // A direct call cancelled while it waits: its request ends without an
+    // answer, long before its command does.
+    let session = http.session.clone();
+    let mut long = Http { socket: &serve.socket, session: session.clone() };
+    let mut canceller = Http { socket: &serve.socket, session };
+    let args = json!({"session": "d1", "command": "sleep 6; echo ended-$((3*5))", "timeout": 60});
+    let started = Instant::now();
+    let mut answered = Vec::new();
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    let slow = call(7, json!({"name": "run", "arguments": args}));
+    let ((_, kind), cancelled) = tokio::join!(long.send("POST", Some(&slow), |c| answered.push(c.msg)), async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        canceller.send("POST", Some(&cancel), drop).await.0
+    });
+    assert_eq!(cancelled, 202, "the cancel is taken");
+    let ended = started.elapsed();
+    assert!(ended < Duration::from_secs(4), "the cancelled run still waited {ended:?}");
+    assert!(answered.iter().all(|m| m["id"] != 7), "no answer to a cancelled request: {answered:?} ({kind})");
+    let (text, err) = {
+        let mut got = Vec::new();
+        http.post(call(8, json!({"name": "wait", "arguments": {"session": "d1", "timeout": 20}})), |c| got.push(c))
+            .await;
+        tool_text(&got[0].msg)
+    };
+    assert!(!err, "{text}");
+    assert_has!(text, "ended-15");
+
+    // Closed by the client: refused, as rmcp refuses an unknown session.
+    let (status, _) = http.send("DELETE", None, drop).await;
+    assert!((200..300).contains(&status), "DELETE: {status}");
+    let (status, _) = http.send("POST", Some(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"})), drop).await;
+    assert_eq!(status, 404, "a closed session");
 }

@@ -1,0 +1,326 @@
+//! The direct path for the calls agents make all day over HTTP.
+//!
+//! rmcp's stateful streamable-HTTP transport hands each request of a session
+//! through several tasks (the HTTP service, the session's worker, its
+//! service loop, the handler, then back along a per-request event stream),
+//! and the hops cost as much as a `run true` itself on a loaded machine.
+//! A `tools/call`, `tools/list` or `ping` of a session this server already
+//! knows, sent without a progress token, is answered here instead: the
+//! handler of that session's connection is called at once and its answer
+//! is sent back as `application/json`, which the MCP specification allows
+//! for any POST. Everything else goes to rmcp unchanged: `initialize`,
+//! notifications, GET streams, DELETE, calls that want progress, newer
+//! protocol versions (per-request metadata, standard headers), unknown or
+//! ended sessions (rmcp restores or refuses them) and anything malformed,
+//! so that its error is the one the client gets.
+//!
+//! A direct call runs in a task of its own, as under rmcp: a client that
+//! hangs up mid-call does not cut the command short. A
+//! `notifications/cancelled` naming a direct call ends its wait, as rmcp
+//! does for its own. The session's worker in rmcp closes a session it has
+//! not heard of for five minutes; a session busy on the direct path is
+//! touched once a minute so that it does not.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, Extensions, GetMeta, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage,
+};
+use rmcp::service::{RequestContext, Service};
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::Terminal;
+
+/// The header naming an MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// The header naming the protocol version of a request.
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// The largest request body read (rmcp's own limit).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+/// How often a session served here is shown to rmcp's worker as alive
+/// (its idle limit is five minutes).
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+/// A request id rmcp never gives a request-wise stream (its ids count up
+/// from zero), so closing it is a no-op that still counts as activity.
+const NO_STREAM: u64 = u64::MAX;
+
+/// rmcp's transport with the direct path in front of it.
+pub struct Direct {
+    rmcp: StreamableHttpService<Terminal, LocalSessionManager>,
+    manager: Arc<LocalSessionManager>,
+    /// The server; each session's connection is found through it.
+    terminal: Terminal,
+    /// The direct calls under way, by session and request id: how to end
+    /// their wait.
+    running: Mutex<HashMap<(String, RequestId), CancellationToken>>,
+    /// When each session served here was last shown to rmcp as alive.
+    touched: Mutex<HashMap<String, Instant>>,
+}
+
+/// What the direct path makes of a request.
+enum Route {
+    /// A request it answers.
+    Answer { session: String, id: RequestId, request: ClientRequest, terminal: Terminal },
+    /// The cancellation of one of its own calls.
+    Cancel(CancellationToken),
+    /// Anything else: rmcp's.
+    Rmcp,
+}
+
+impl Direct {
+    /// The direct path in front of `rmcp`, whose sessions `manager` keeps.
+    pub fn new(
+        rmcp: StreamableHttpService<Terminal, LocalSessionManager>,
+        manager: Arc<LocalSessionManager>,
+        terminal: Terminal,
+    ) -> Direct {
+        Direct { rmcp, manager, terminal, running: Mutex::default(), touched: Mutex::default() }
+    }
+
+    /// Serves one request of `/mcp`.
+    pub async fn serve(State(direct): State<Arc<Direct>>, request: Request) -> Response {
+        let Some(session) = direct.candidate(request.method(), request.headers()).await else {
+            return direct.to_rmcp(request).await;
+        };
+        let (parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                let why = "Payload Too Large: a request body may be at most 4 MiB";
+                return (StatusCode::PAYLOAD_TOO_LARGE, why).into_response();
+            }
+        };
+        match direct.route(&session, &bytes) {
+            Route::Answer { session, id, request, terminal } => {
+                direct.answer(session, id, request, terminal, parts).await
+            }
+            Route::Cancel(token) => {
+                token.cancel();
+                StatusCode::ACCEPTED.into_response()
+            }
+            Route::Rmcp => direct.to_rmcp(Request::from_parts(parts, Body::from(bytes))).await,
+        }
+    }
+
+    /// The session of a request the direct path may take: a POST of JSON,
+    /// in a session rmcp holds and this server has served, by a client of
+    /// a protocol version without per-request metadata.
+    async fn candidate(&self, method: &Method, headers: &HeaderMap) -> Option<String> {
+        if method != Method::POST || !plain_headers(headers) {
+            return None;
+        }
+        let session = headers.get(SESSION_HEADER)?.to_str().ok()?.to_string();
+        self.terminal.for_http_session(&session)?;
+        if !self.manager.has_session(&session.clone().into()).await.unwrap_or(false) {
+            // Closed by the client or ended idle: rmcp restores or refuses it.
+            self.terminal.forget_http_session(&session);
+            self.touched.lock().unwrap_or_else(|e| e.into_inner()).remove(&session);
+            return None;
+        }
+        Some(session)
+    }
+
+    /// Where the body of a candidate goes.
+    fn route(&self, session: &str, bytes: &Bytes) -> Route {
+        let Ok(message) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes) else { return Route::Rmcp };
+        match message {
+            ClientJsonRpcMessage::Request(call) if direct_kind(&call.request) => {
+                let Some(terminal) = self.terminal.for_http_session(session) else { return Route::Rmcp };
+                Route::Answer { session: session.to_string(), id: call.id, request: call.request, terminal }
+            }
+            ClientJsonRpcMessage::Notification(n) => match &n.notification {
+                ClientNotification::CancelledNotification(c) => {
+                    let key = c.params.request_id.clone().map(|id| (session.to_string(), id));
+                    let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+                    match key.and_then(|k| running.get(&k).cloned()) {
+                        Some(token) => Route::Cancel(token),
+                        None => Route::Rmcp,
+                    }
+                }
+                _ => Route::Rmcp,
+            },
+            _ => Route::Rmcp,
+        }
+    }
+
+    /// Answers `request` with the handler of the session's connection.
+    async fn answer(
+        self: &Arc<Self>,
+        session: String,
+        id: RequestId,
+        mut request: ClientRequest,
+        terminal: Terminal,
+        parts: axum::http::request::Parts,
+    ) -> Response {
+        let Some(peer) = terminal.peer() else {
+            return self.to_rmcp_again(parts, &id, request).await;
+        };
+        let ct = CancellationToken::new();
+        let mut context = RequestContext::new(id.clone(), peer);
+        context.ct = ct.clone();
+        std::mem::swap(&mut context.meta, request.get_meta_mut());
+        let mut extensions = Extensions::new();
+        extensions.insert(parts);
+        context.extensions = extensions;
+        let key = (session.clone(), id.clone());
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), ct.clone());
+        self.touch(&session);
+        // Its own task: a client hanging up does not drop the call midway.
+        let handled = tokio::spawn(async move { terminal.handle_request(request, context).await }).await;
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        if ct.is_cancelled() {
+            // A cancelled request gets no answer: an empty stream, as rmcp
+            // ends its own.
+            return ([(header::CONTENT_TYPE, "text/event-stream")], "").into_response();
+        }
+        let message = match handled {
+            Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
+            Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
+            Err(panic) => {
+                let error =
+                    rmcp::ErrorData::internal_error(format!("the call failed inside the server: {panic}"), None);
+                ServerJsonRpcMessage::error(error, Some(id))
+            }
+        };
+        match serde_json::to_vec(&message) {
+            Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the answer: {e}")).into_response(),
+        }
+    }
+
+    /// A request the direct path parsed but cannot take after all, handed
+    /// to rmcp as it came (re-encoded: the body was consumed).
+    async fn to_rmcp_again(
+        &self,
+        parts: axum::http::request::Parts,
+        id: &RequestId,
+        request: ClientRequest,
+    ) -> Response {
+        let message = ClientJsonRpcMessage::request(request, id.clone());
+        let body = serde_json::to_vec(&message).unwrap_or_default();
+        self.to_rmcp(Request::from_parts(parts, Body::from(body))).await
+    }
+
+    /// Hands `request` to rmcp.
+    async fn to_rmcp(&self, request: Request) -> Response {
+        self.rmcp.handle(request).await.map(Body::new)
+    }
+
+    /// Shows rmcp's worker of `session` that it is in use, at most once
+    /// per [`TOUCH_EVERY`], without delaying the call.
+    fn touch(self: &Arc<Self>, session: &str) {
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            if touched.get(session).is_some_and(|at| at.elapsed() < TOUCH_EVERY) {
+                return;
+            }
+            touched.insert(session.to_string(), Instant::now());
+        }
+        let direct = Arc::clone(self);
+        let session = session.to_string();
+        tokio::spawn(async move {
+            let handle = direct.manager.sessions.read().await.get(session.as_str()).cloned();
+            if let Some(handle) = handle {
+                let _ = handle.close_request_wise_channel(NO_STREAM).await;
+            }
+        });
+    }
+}
+
+/// Whether the direct path answers requests of this kind.
+fn direct_kind(request: &ClientRequest) -> bool {
+    let kind = matches!(
+        request,
+        ClientRequest::CallToolRequest(_) | ClientRequest::ListToolsRequest(_) | ClientRequest::PingRequest(_)
+    );
+    let meta = request.get_meta();
+    kind && meta.get_progress_token().is_none() && meta.protocol_version().is_none()
+}
+
+/// Whether a request's headers are those of the direct path: JSON in,
+/// JSON or a stream accepted (as rmcp requires), a protocol version
+/// without standard headers, and none of those headers.
+fn plain_headers(headers: &HeaderMap) -> bool {
+    let accepts = |kind: &str| {
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.split(',').any(|t| t.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case(kind))))
+    };
+    let json_in = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    let version_ok = match headers.get(VERSION_HEADER) {
+        None => true,
+        Some(v) => v.to_str().is_ok_and(|v| {
+            ProtocolVersion::KNOWN_VERSIONS.iter().any(|k| k.as_str() == v)
+                && v < ProtocolVersion::STANDARD_HEADERS.as_str()
+        }),
+    };
+    let standard = headers.keys().any(|k| {
+        let k = k.as_str();
+        k == "mcp-method" || k == "mcp-name" || k.starts_with("mcp-param-")
+    });
+    json_in && accepts("application/json") && accepts("text/event-stream") && version_ok && !standard
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().expect("header value"));
+        }
+        h
+    }
+
+    const BOTH: (&str, &str) = ("accept", "application/json, text/event-stream");
+    const JSON: (&str, &str) = ("content-type", "application/json; charset=utf-8");
+
+    #[test]
+    fn only_plain_json_posts_of_older_protocol_versions_take_the_direct_path() {
+        assert!(plain_headers(&headers(&[BOTH, JSON])));
+        assert!(plain_headers(&headers(&[BOTH, JSON, ("mcp-protocol-version", "2025-06-18")])));
+        // rmcp refuses these with its own status; the direct path must not answer them.
+        assert!(!plain_headers(&headers(&[("accept", "application/json"), JSON])));
+        assert!(!plain_headers(&headers(&[BOTH, ("content-type", "text/plain")])));
+        assert!(!plain_headers(&headers(&[BOTH, JSON, ("mcp-protocol-version", "1999-01-01")])));
+        // Newer versions check standard headers and per-request metadata.
+        assert!(!plain_headers(&headers(&[BOTH, JSON, ("mcp-protocol-version", "2026-07-28")])));
+        assert!(!plain_headers(&headers(&[BOTH, JSON, ("mcp-method", "tools/call")])));
+    }
+
+    #[test]
+    fn calls_that_want_progress_go_to_rmcp() {
+        let parse = |v: serde_json::Value| match serde_json::from_value::<ClientJsonRpcMessage>(v) {
+            Ok(ClientJsonRpcMessage::Request(r)) => r.request,
+            other => panic!("not a request: {other:?}"),
+        };
+        let plain = parse(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"session": "s", "command": "true"}}}));
+        assert!(direct_kind(&plain));
+        let progress = parse(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run", "arguments": {}, "_meta": {"progressToken": "t"}}}));
+        assert!(!direct_kind(&progress));
+        let ping = parse(serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+        assert!(direct_kind(&ping));
+        let init = parse(serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params":
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}}));
+        assert!(!direct_kind(&init));
+    }
+}
