@@ -51,7 +51,8 @@ fn main() -> anyhow::Result<()> {
     let world = World::new(tmp.path())?;
     if let Some(how) = value("--loop") {
         // For a profiler: `run true` in a loop for 20 s in one of
-        // `--sessions N` (1), the server's pid printed first.
+        // `--sessions N` (1), the server's pid printed first; with
+        // `agents20`, 20 agents at once in 20 of them.
         let n = value("--sessions").and_then(|n| n.parse().ok()).unwrap_or(1);
         let result = rt.block_on(profile_loop(&world, &how, n));
         dtmcp::tmux::kill_server_now(&world.socket);
@@ -65,14 +66,33 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// `run true` for 20 s over `how` (`stdio` or `http`) in the first of
-/// `sessions` sessions, for a profiler.
+/// `sessions` sessions, or (`agents20`) by 20 agents at once over HTTP,
+/// for a profiler.
 async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Result<()> {
     let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
     stdio.grow(0, sessions.max(1)).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let spent = Duration::from_secs(20);
     let count = |v: Vec<Duration>| v.len();
-    let n = if how == "stdio" {
+    let n = if how == "raw20" {
+        // The floor of `agents20`: 20 raw panes at once.
+        stdio.stop().await;
+        eprintln!("pid 0");
+        raw_panes(&world.root, 20, 4000).await?.len()
+    } else if how == "agents20" {
+        // 20 agents at once, each in its own of the first 20 sessions.
+        stdio.grow(sessions.max(1), sessions.max(20)).await?;
+        stdio.stop().await;
+        let serve = Serve::start(world).await?;
+        eprintln!("pid {}", serve.pid());
+        let started = Instant::now();
+        let mut n = 0;
+        while started.elapsed() < spent {
+            n += twenty_agents(world, 200).await?.len();
+        }
+        serve.stop();
+        n
+    } else if how == "stdio" {
         eprintln!("pid {}", stdio.child.id().unwrap_or(0));
         let started = Instant::now();
         let mut n = 0;

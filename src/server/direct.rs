@@ -89,7 +89,7 @@ impl Direct {
 
     /// Serves one request of `/mcp`.
     pub async fn serve(State(direct): State<Arc<Direct>>, request: Request) -> Response {
-        let Some(session) = direct.candidate(request.method(), request.headers()).await else {
+        let Some((session, terminal)) = direct.candidate(request.method(), request.headers()).await else {
             return direct.to_rmcp(request).await;
         };
         let (parts, body) = request.into_parts();
@@ -100,7 +100,7 @@ impl Direct {
                 return (StatusCode::PAYLOAD_TOO_LARGE, why).into_response();
             }
         };
-        match direct.route(&session, &bytes) {
+        match direct.route(session, terminal, &bytes) {
             Route::Answer { session, id, request, terminal } => {
                 direct.answer(session, id, request, terminal, parts).await
             }
@@ -112,35 +112,35 @@ impl Direct {
         }
     }
 
-    /// The session of a request the direct path may take: a POST of JSON,
-    /// in a session rmcp holds and this server has served, by a client of
-    /// a protocol version without per-request metadata.
-    async fn candidate(&self, method: &Method, headers: &HeaderMap) -> Option<String> {
+    /// The session of a request the direct path may take, with the server
+    /// as its connection sees it: a POST of JSON, in a session rmcp holds
+    /// and this server has served, by a client of a protocol version
+    /// without per-request metadata.
+    async fn candidate(&self, method: &Method, headers: &HeaderMap) -> Option<(String, Terminal)> {
         if method != Method::POST || !plain_headers(headers) {
             return None;
         }
         let session = headers.get(SESSION_HEADER)?.to_str().ok()?.to_string();
-        self.terminal.for_http_session(&session)?;
+        let terminal = self.terminal.for_http_session(&session)?;
         if !self.manager.has_session(&session.clone().into()).await.unwrap_or(false) {
             // Closed by the client or ended idle: rmcp restores or refuses it.
             self.terminal.forget_http_session(&session);
             self.touched.lock().unwrap_or_else(|e| e.into_inner()).remove(&session);
             return None;
         }
-        Some(session)
+        Some((session, terminal))
     }
 
     /// Where the body of a candidate goes.
-    fn route(&self, session: &str, bytes: &Bytes) -> Route {
+    fn route(&self, session: String, terminal: Terminal, bytes: &Bytes) -> Route {
         let Ok(message) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes) else { return Route::Rmcp };
         match message {
             ClientJsonRpcMessage::Request(call) if direct_kind(&call.request) => {
-                let Some(terminal) = self.terminal.for_http_session(session) else { return Route::Rmcp };
-                Route::Answer { session: session.to_string(), id: call.id, request: call.request, terminal }
+                Route::Answer { session, id: call.id, request: call.request, terminal }
             }
             ClientJsonRpcMessage::Notification(n) => match &n.notification {
                 ClientNotification::CancelledNotification(c) => {
-                    let key = c.params.request_id.clone().map(|id| (session.to_string(), id));
+                    let key = c.params.request_id.clone().map(|id| (session, id));
                     let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
                     match key.and_then(|k| running.get(&k).cloned()) {
                         Some(token) => Route::Cancel(token),

@@ -59,7 +59,8 @@ pub struct Terminal {
     inner: Arc<Inner>,
     /// This MCP connection's identity (each HTTP session gets its own).
     conn: Arc<caller::Connection>,
-    tool_router: ToolRouter<Terminal>,
+    /// Shared, not copied: a `Terminal` is cloned for every HTTP call.
+    tool_router: Arc<ToolRouter<Terminal>>,
 }
 
 /// What every call shares.
@@ -95,7 +96,7 @@ impl Terminal {
                 http: caller::HttpSessions::default(),
             }),
             conn: Arc::default(),
-            tool_router: Self::router(),
+            tool_router: Arc::new(Self::router()),
         }
     }
 
