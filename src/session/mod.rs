@@ -184,7 +184,25 @@ pub struct Sessions {
     adopting: Arc<tokio::sync::Mutex<()>>,
     /// The task that adopts strays when tmux says panes changed.
     strays: std::sync::Mutex<panes::StrayWatch>,
+    /// The pane of each session as tmux described it lately (see
+    /// [`Sessions::by_meta`]).
+    seen: std::sync::Mutex<std::collections::HashMap<String, Seen>>,
 }
+
+/// A pane as tmux described it, and when.
+#[derive(Clone)]
+struct Seen {
+    pane: PaneInfo,
+    /// The control client's count of changes before tmux was asked.
+    changes: u64,
+    /// When tmux was asked.
+    at: std::time::Instant,
+}
+
+/// How long a pane's description is taken as still true when tmux told of
+/// no change since. tmux says nothing of a resize or of a pane option, so
+/// this bounds how stale those may be.
+const SEEN_FOR: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Sessions {
     /// Prepares the state home (directories, shell scripts).
@@ -207,6 +225,7 @@ impl Sessions {
             making: Default::default(),
             adopting: Default::default(),
             strays: Default::default(),
+            seen: Default::default(),
         })
     }
 
@@ -283,14 +302,43 @@ impl Sessions {
     }
 
     /// Session `name` found through the pane its `meta.json` records, if
-    /// that pane is the session's.
+    /// that pane is the session's. tmux is asked about the pane unless it
+    /// described it less than [`SEEN_FOR`] ago, has told of no change
+    /// since (see [`Tmux::changes`]) and the pane's shell still runs: with
+    /// many agents calling at once, tmux (one thread for every pane) is
+    /// what they queue for, and this spares it one command a call.
     async fn by_meta(&self, name: &str) -> Result<Option<Session>, SessionError> {
         let dir = self.cfg.session_dir(name);
         let Ok(meta) = store::read_meta(&dir) else { return Ok(None) };
         let Ok(id) = crate::tmux::PaneId::parse(&meta.pane_id) else { return Ok(None) };
-        let Some(mut pane) = self.tmux.pane(&id).await?.filter(|p| is_session(p, name)) else { return Ok(None) };
+        let changes = self.tmux.changes();
+        if let Some(pane) = self.seen_lately(name, &id, changes) {
+            return Ok(Some(Session { name: name.to_string(), dir, pane, meta }));
+        }
+        let Some(mut pane) = self.tmux.pane(&id).await?.filter(|p| is_session(p, name)) else {
+            self.seen().remove(name);
+            return Ok(None);
+        };
         pane.session_name = name.to_string();
+        if let Some(changes) = changes {
+            let seen = Seen { pane: pane.clone(), changes, at: std::time::Instant::now() };
+            self.seen().insert(name.to_string(), seen);
+        }
         Ok(Some(Session { name: name.to_string(), dir, pane, meta }))
+    }
+
+    /// The pane `id` of session `name` as tmux described it lately, if that
+    /// still holds: described under the same count of changes (`changes`,
+    /// `None` when no notification is heard), within [`SEEN_FOR`], its
+    /// shell still running.
+    fn seen_lately(&self, name: &str, id: &crate::tmux::PaneId, changes: Option<u64>) -> Option<PaneInfo> {
+        let seen = self.seen().get(name).cloned()?;
+        let fresh = Some(seen.changes) == changes && seen.at.elapsed() < SEEN_FOR && &seen.pane.pane_id == id;
+        (fresh && !seen.pane.pane_dead && dtmcp_core::procs::alive(seen.pane.pane_pid)).then_some(seen.pane)
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Seen>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Finds the logs of session `name`, whether its pane lives or not.

@@ -288,6 +288,7 @@ impl Sessions {
             making: self.making.clone(),
             adopting: self.adopting.clone(),
             strays: Mutex::new(StrayWatch::Never),
+            seen: Default::default(),
         }
     }
 
@@ -316,6 +317,8 @@ impl Sessions {
                 }
             }
         }
+        // tmux tells nobody of a resize: the sizes seen lately may be old.
+        self.seen().clear();
         let shown = self.tmux.display(pane, "#{pane_width} #{pane_height}").await?;
         let mut f = shown.split_whitespace().map(|n| n.parse().unwrap_or(0));
         Ok((f.next().unwrap_or(0), f.next().unwrap_or(0)))

@@ -17,7 +17,9 @@
 //! because it never writes.
 //!
 //! Notifications that may mean a new pane somewhere ([`Event::Topology`])
-//! bump a counter that [`super::Tmux::topology`] hands out receivers of.
+//! bump a counter that [`super::Tmux::topology`] hands out receivers of;
+//! every notification but pane output, and the client's end, bump the
+//! count behind [`super::Tmux::changes`].
 //!
 //! When the client exits (tmux went away, the hidden session was killed) or
 //! is told to die ([`Control::kill`], or dropping the [`Control`]), the
@@ -27,7 +29,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -73,6 +75,9 @@ struct Shared {
     /// Bumped at every topology notification; shared with the [`super::Tmux`]
     /// that outlives its clients.
     topology: Arc<watch::Sender<u64>>,
+    /// Bumped at every notification but pane output, and when the client
+    /// ends; shared with the [`super::Tmux`] as well.
+    changes: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -98,6 +103,8 @@ impl Shared {
     fn close(&self) {
         let mut pending = self.pending();
         self.alive.store(false, Ordering::SeqCst);
+        // What happens from now on goes unheard.
+        self.changes.fetch_add(1, Ordering::SeqCst);
         for reply in pending.drain(..) {
             let _ = reply.send(Reply::Lost);
         }
@@ -122,6 +129,7 @@ impl Control {
         socket: &str,
         wait: Duration,
         topology: Arc<watch::Sender<u64>>,
+        changes: Arc<AtomicU64>,
     ) -> Result<Control, String> {
         let mut child =
             control_command(bin, socket).spawn().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
@@ -135,6 +143,7 @@ impl Control {
             alive: AtomicBool::new(true),
             kill: Notify::new(),
             topology,
+            changes,
         });
         let (ready_tx, ready_rx) = oneshot::channel();
         tokio::spawn(read_loop(Pipes { stdout, stderr, child }, shared.clone(), ready_tx));
@@ -289,6 +298,11 @@ fn deliver(event: Event, shared: &Shared, ready: &mut Option<oneshot::Sender<Res
         Event::Exit => true,
         Event::Topology => {
             shared.topology.send_modify(|n| *n = n.wrapping_add(1));
+            shared.changes.fetch_add(1, Ordering::SeqCst);
+            true
+        }
+        Event::Change => {
+            shared.changes.fetch_add(1, Ordering::SeqCst);
             true
         }
     }

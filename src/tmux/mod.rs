@@ -208,6 +208,9 @@ pub struct Tmux {
     /// Goes up when a pane may have appeared (see [`Tmux::topology`]);
     /// handed to every control client this handle starts.
     topology: Arc<watch::Sender<u64>>,
+    /// Goes up at every notification but pane output, and whenever a
+    /// control client starts or ends (see [`Tmux::changes`]).
+    changes: Arc<AtomicU64>,
     /// Commands asked of tmux so far, and how many of them listed panes.
     counts: [AtomicU64; 2],
 }
@@ -281,6 +284,7 @@ impl Tmux {
             start_failed: Mutex::new(None),
             scope: false,
             topology: Arc::new(watch::channel(0).0),
+            changes: Arc::default(),
             counts: Default::default(),
         }
     }
@@ -315,6 +319,18 @@ impl Tmux {
     /// client runs, which the first [`Tmux::run`] starts.
     pub fn topology(&self) -> watch::Receiver<u64> {
         self.topology.subscribe()
+    }
+
+    /// A count that goes up whenever tmux tells of a change that may touch
+    /// a pane (a client attached or detached, a session renamed, a window
+    /// made, closed or moved, a pane split, joined or swapped), and when
+    /// the control client starts or ends; `None` while no control client
+    /// listens, when nothing would be heard. Two equal counts mean tmux
+    /// told of no such change in between, not that nothing changed: a
+    /// resize, for one, goes unsaid.
+    pub fn changes(&self) -> Option<u64> {
+        self.live_control()?;
+        Some(self.changes.load(Ordering::SeqCst))
     }
 
     /// How many commands this handle has sent so far.
@@ -400,6 +416,7 @@ impl Tmux {
             self.command_on(control, &["set-hook", "-g", &format!("{hook}[{HOOK_INDEX}]"), &rename]).await;
         }
         self.topology.send_modify(|n| *n = n.wrapping_add(1));
+        self.changes.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Sends `line` over `control` and waits for the answer. `None` means
@@ -459,7 +476,7 @@ impl Tmux {
         if !sessions.lines().any(|name| !is_control_session(name)) {
             return None;
         }
-        let started = Control::start(&self.bin, &self.socket, self.timeout, self.topology.clone()).await;
+        let started = Control::start(&self.bin, &self.socket, self.timeout, self.topology.clone(), self.changes.clone()).await;
         *lock(&self.start_failed) = started.is_err().then(Instant::now);
         started.ok()
     }

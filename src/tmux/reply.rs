@@ -15,9 +15,11 @@
 //! command): only the former are answers to our requests. Outside blocks,
 //! lines starting with `%` are notifications (`%session-changed`,
 //! `%sessions-changed`, `%output`, …), and `%exit` says the client is about
-//! to leave. Of the notifications only those that may mean a new pane in
-//! some session are reported ([`Event::Topology`], see [`is_topology`]);
-//! the rest are skipped. Inside a block every line is output, even one
+//! to leave. Those that may mean a new pane in some session are reported
+//! as [`Event::Topology`] (see [`is_topology`]); every other one but pane
+//! output as [`Event::Change`], since it may mean something about a pane
+//! changed (a client attached or detached, a session renamed, a window
+//! closed). Inside a block every line is output, even one
 //! that starts with `%` (as `list-panes` output does), until the exact
 //! closing line.
 //!
@@ -40,6 +42,8 @@ pub(crate) enum Event {
     Exit,
     /// A notification that a pane may have appeared somewhere.
     Topology,
+    /// Any other notification but pane output: something may have changed.
+    Change,
 }
 
 /// The name our tmux hooks give the hidden session's window whenever a
@@ -114,6 +118,8 @@ impl ReplyParser {
             Some(Event::Exit)
         } else if is_topology(line) {
             Some(Event::Topology)
+        } else if line.starts_with('%') && !line.starts_with("%output ") && !line.starts_with("%extended-output ") {
+            Some(Event::Change)
         } else {
             None
         }
@@ -167,6 +173,7 @@ parse error: unknown command: bogus-cmd
                 block(false, Ok("")),
                 Event::Topology,
                 Event::Topology,
+                Event::Change,
                 block(true, Ok("a\n")),
                 block(true, Err("parse error: unknown command: bogus-cmd")),
                 block(true, Ok("%1\x1f__dtmcp_ctl\n%0\x1freal\n%end 1796205261 999 1\n")),
@@ -178,8 +185,11 @@ parse error: unknown command: bogus-cmd
     }
 
     #[test]
-    fn notifications_between_blocks_are_skipped() {
-        assert_eq!(events("%output %1 hello\n%session-changed $1 x\n%window-close @2\n"), vec![]);
+    fn notifications_between_blocks_are_changes_but_output_is_skipped() {
+        let text = "%output %1 hello\n%session-changed $1 x\n%extended-output %1 0 : hi\n%window-close @2\n";
+        assert_eq!(events(text), vec![Event::Change, Event::Change]);
+        let attach = "%client-session-changed /dev/pts/2 $1 s1\n%client-detached /dev/pts/2\n";
+        assert_eq!(events(attach), vec![Event::Change, Event::Change]);
     }
 
     /// Lines captured from a 3.3a control client while other clients split,
@@ -200,7 +210,11 @@ parse error: unknown command: bogus-cmd
     #[case::output("%output %1 %window-add @2", false)]
     fn topology_notices(#[case] line: &str, #[case] topology: bool) {
         assert_eq!(is_topology(line), topology);
-        let expected = if topology { vec![Event::Topology] } else { vec![] };
+        let expected = match (topology, line.starts_with("%output")) {
+            (true, _) => vec![Event::Topology],
+            (false, true) => vec![],
+            (false, false) => vec![Event::Change],
+        };
         assert_eq!(events(line), expected);
     }
 
