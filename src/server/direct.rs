@@ -70,7 +70,7 @@ pub struct Direct {
 /// What the direct path makes of a request.
 enum Route {
     /// A request it answers.
-    Answer { session: String, id: RequestId, request: ClientRequest, terminal: Terminal },
+    Answer { session: String, id: RequestId, request: Box<ClientRequest>, terminal: Terminal },
     /// The cancellation of one of its own calls.
     Cancel(CancellationToken),
     /// Anything else: rmcp's.
@@ -102,7 +102,7 @@ impl Direct {
         };
         match direct.route(session, terminal, &bytes) {
             Route::Answer { session, id, request, terminal } => {
-                direct.answer(session, id, request, terminal, parts).await
+                direct.answer(session, id, *request, terminal, parts).await
             }
             Route::Cancel(token) => {
                 token.cancel();
@@ -136,7 +136,7 @@ impl Direct {
         let Ok(message) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes) else { return Route::Rmcp };
         match message {
             ClientJsonRpcMessage::Request(call) if direct_kind(&call.request) => {
-                Route::Answer { session, id: call.id, request: call.request, terminal }
+                Route::Answer { session, id: call.id, request: Box::new(call.request), terminal }
             }
             ClientJsonRpcMessage::Notification(n) => match &n.notification {
                 ClientNotification::CancelledNotification(c) => {

@@ -259,10 +259,33 @@ impl Terminal {
             program::open_input(s, logger, before, job, line).await?;
         }
         let actor = self.actor();
-        if call.typing.is_none() {
+        let left = call.deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        // Typed already: whatever stops the wait now, the reply says so.
+        let typed = |e: ToolError| {
+            ToolError::Failed(format!(
+                "`{line}` was typed into {} (it runs there), but its outcome cannot be followed: {e}. Once that is fixed, wait session={} shows how it went",
+                s.name, s.name
+            ))
+        };
+        let follow = Follow { progress: call.progress, from: before.mark.line.next() };
+        let spec = call.opts.spec(before.mark, left.max(1));
+        let pressed = |hold: super::holds::Hold| {
+            self.inner.holds.note_typed(pane, &actor, line, Enter::Pressed, before);
+            drop(hold);
+        };
+        let waited = if call.typing.is_none() {
             // The line and its Enter in one tmux command: no person's key
-            // can fall between them.
-            tmux.send_line(pane, line).await?;
+            // can fall between them. The wait is asked for while tmux
+            // types: with many agents at once tmux answers late, and the
+            // command has often ended by then. (A wait that starts before
+            // the line is typed looks again until the shell answers it.)
+            let send = async {
+                tmux.send_line(pane, line).await?;
+                pressed(hold);
+                Ok(())
+            };
+            let wait = async { self.wait_line(s, logger, spec, follow).await.map_err(typed) };
+            tokio::try_join!(send, wait)?.1
         } else {
             program::type_text(tmux, pane, line, call.typing).await?;
             // Typed slowly, a person attached may have typed at the same
@@ -275,20 +298,10 @@ impl Terminal {
                 return Err(why.reworded(|why| format!("{why} (in {})", s.name)));
             }
             tmux.send_enter(pane).await?;
-        }
-        self.inner.holds.note_typed(pane, &actor, line, Enter::Pressed, before);
-        drop(hold);
-        let left = call.deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-        // Typed already: whatever stops the wait now, the reply says so.
-        let typed = |e: ToolError| {
-            ToolError::Failed(format!(
-                "`{line}` was typed into {} (it runs there), but its outcome cannot be followed: {e}. Once that is fixed, wait session={} shows how it went",
-                s.name, s.name
-            ))
+            pressed(hold);
+            self.wait_line(s, logger, spec, follow).await.map_err(typed)?
         };
-        let follow = Follow { progress: call.progress, from: before.mark.line.next() };
-        let spec = call.opts.spec(before.mark, left.max(1));
-        let (mut reason, mut status, mut region) = self.wait_line(s, logger, spec, follow).await.map_err(typed)?;
+        let (mut reason, mut status, mut region) = waited;
         if reason == WaitReason::FullScreen {
             let spec = WaitSpec {
                 after: before.mark,
