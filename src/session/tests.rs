@@ -177,9 +177,48 @@ async fn a_session_killed_in_tmux_is_gone_at_the_next_call_and_a_renamed_one_sta
     w.meta("k4", k3.pane.pane_id.as_str());
     let err = w.sessions.resolve_quiet("k4").await.expect_err("k4 has no pane").to_string();
     assert!(err.contains("no session named \"k4\""), "{err}");
-    // Nor is a dead pane's id once tmux forgot it.
+    // Nor is a dead pane's id once tmux forgot it (k3 was described just
+    // now: it is forgotten as soon as tmux's notice of the kill is heard).
+    let heard = w.sessions.tmux.changes();
     w.tmux(&["kill-pane", "-t", k3.pane.pane_id.as_str()]);
+    assert!(eventually(Duration::from_secs(5), || w.sessions.tmux.changes() != heard).await, "no notice of the kill");
     assert!(w.sessions.resolve_quiet("k3").await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pane_seen_lately_is_not_asked_for_again_until_tmux_tells_of_a_change_or_time_passes() {
+    let w = World::new();
+    w.session("c1");
+    w.sessions.resolve_quiet("c1").await.expect("the first call starts the control client");
+    // The stray watch looks once when the control client connects; let it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = |since: crate::tmux::Counts| w.sessions.tmux.counts().commands - since.commands;
+    let before = w.sessions.tmux.counts();
+    w.sessions.resolve_quiet("c1").await.expect("resolves");
+    let again = w.sessions.resolve_quiet("c1").await.expect("resolves");
+    assert_eq!(asked(before), 1, "the second call asked tmux nothing");
+    assert_eq!(again.pane.tmux_session, "c1");
+    // A change tmux tells of: the next call asks again, and sees it.
+    let heard = w.sessions.tmux.changes();
+    assert!(heard.is_some(), "a control client listens");
+    w.tmux(&["rename-session", "-t", "=c1", "renamed"]);
+    assert!(eventually(Duration::from_secs(5), || w.sessions.tmux.changes() != heard).await, "no notice of the rename");
+    assert_eq!(w.sessions.resolve_quiet("c1").await.expect("resolves").pane.tmux_session, "renamed");
+    // What tmux does not tell of (a resize by someone else) is asked for
+    // again once the description is half a second old.
+    w.tmux(&["resize-window", "-t", "=renamed:", "-x", "100", "-y", "30"]);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let before = w.sessions.tmux.counts();
+    let s = w.sessions.resolve_quiet("c1").await.expect("resolves");
+    assert_eq!((asked(before), s.pane.pane_width, s.pane.pane_height), (1, 100, 30));
+    // A pane whose shell ended is asked for at once.
+    w.sessions.resolve_quiet("c1").await.expect("resolves");
+    let pid = s.pane.pane_pid.to_string();
+    let _ = std::process::Command::new("kill").arg(&pid).status();
+    assert!(eventually(Duration::from_secs(5), || !dtmcp_core::procs::alive(s.pane.pane_pid)).await);
+    let before = w.sessions.tmux.counts();
+    let _ = w.sessions.resolve_quiet("c1").await;
+    assert!(asked(before) >= 1, "a pane whose process ended was taken on trust");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

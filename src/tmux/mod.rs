@@ -476,7 +476,8 @@ impl Tmux {
         if !sessions.lines().any(|name| !is_control_session(name)) {
             return None;
         }
-        let started = Control::start(&self.bin, &self.socket, self.timeout, self.topology.clone(), self.changes.clone()).await;
+        let started =
+            Control::start(&self.bin, &self.socket, self.timeout, self.topology.clone(), self.changes.clone()).await;
         *lock(&self.start_failed) = started.is_err().then(Instant::now);
         started.ok()
     }
