@@ -74,7 +74,22 @@ async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Resu
     tokio::time::sleep(Duration::from_secs(2)).await;
     let spent = Duration::from_secs(20);
     let count = |v: Vec<Duration>| v.len();
-    let n = if how == "raw20" {
+    let n = if how == "list" {
+        // session_list over HTTP among `--sessions N`.
+        stdio.stop().await;
+        let serve = Serve::start(world).await?;
+        let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
+        eprintln!("pid {}", serve.pid());
+        let started = Instant::now();
+        let mut n = 0;
+        while started.elapsed() < spent {
+            let r = http.call("session_list", json!({})).await?;
+            ensure!(!r.1, "session_list: {}", r.0);
+            n += 1;
+        }
+        serve.stop();
+        n
+    } else if how == "raw20" {
         // The floor of `agents20`: 20 raw panes at once.
         stdio.stop().await;
         eprintln!("pid 0");

@@ -46,10 +46,24 @@ impl Sweeper {
     /// The facts of every entry of the sessions directory; `live` holds the
     /// names of the sessions whose panes live.
     pub fn gather(&self, live: &HashSet<String>) -> Vec<Facts> {
+        self.gather_where(live, |_| true)
+    }
+
+    /// The facts of the closed sessions only, by name. A live session's
+    /// facts are not gathered at all: they cost a look at every file of
+    /// its directory, and `session_list` shows only the closed ones.
+    pub fn gather_closed(&self, live: &HashSet<String>) -> Vec<Facts> {
+        let mut facts = self.gather_where(live, |name| !live.contains(name));
+        facts.retain(|f| f.closed);
+        facts
+    }
+
+    fn gather_where(&self, live: &HashSet<String>, wanted: impl Fn(&str) -> bool) -> Vec<Facts> {
         let Ok(entries) = std::fs::read_dir(self.sessions_dir()) else { return Vec::new() };
         let mut facts: Vec<Facts> = entries
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| wanted(name))
             .filter_map(|name| self.facts_of(&name, live))
             .collect();
         facts.sort_by(|a, b| a.name.cmp(&b.name));
@@ -198,6 +212,19 @@ mod tests {
         assert!(!dir.exists());
         assert_eq!(std::fs::read_to_string(&outside).expect("outside survives"), "keep me");
         assert!(tombstone::find(&sw.home, "t1").is_some());
+    }
+
+    #[test]
+    fn only_closed_sessions_are_gathered_for_the_list_of_closed_ones() {
+        let (_tmp, sw) = world();
+        session(&sw, "live1", "here");
+        session(&sw, "gone1", "here");
+        session(&sw, "elsewhere1", "another-host");
+        let live: HashSet<String> = ["live1".to_string()].into();
+        let all: Vec<(String, bool)> = sw.gather(&live).into_iter().map(|f| (f.name, f.closed)).collect();
+        assert_eq!(all, [("elsewhere1".into(), false), ("gone1".into(), true), ("live1".into(), false)]);
+        let closed: Vec<String> = sw.gather_closed(&live).into_iter().map(|f| f.name).collect();
+        assert_eq!(closed, ["gone1"]);
     }
 
     #[test]

@@ -82,11 +82,11 @@ const MAX_CLOSED_LINES: usize = 10;
 
 impl Terminal {
     /// Lines for `session_list` saying until when each closed session's logs
-    /// are kept, newest use first; empty when there are none.
-    pub(super) async fn closed_lines(&self) -> String {
-        let Some(live) = self.sessions().live_names().await else { return String::new() };
+    /// are kept, newest use first; empty when there are none. `live`: the
+    /// sessions open now.
+    pub(super) fn closed_lines(&self, live: &std::collections::HashSet<String>) -> String {
         let sweeper = self.sessions().sweeper();
-        let mut closed: Vec<_> = sweeper.gather(&live).into_iter().filter(|f| f.closed).collect();
+        let mut closed = sweeper.gather_closed(live);
         if closed.is_empty() {
             return String::new();
         }

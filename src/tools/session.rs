@@ -277,7 +277,9 @@ impl Terminal {
     /// overlap.
     async fn list_body(&self) -> Result<String, ToolError> {
         let panes = self.sessions().panes().await?;
-        let closed = self.closed_lines().await;
+        // The sessions just listed are the live ones: no second listing.
+        let live = panes.iter().map(|p| p.session_name.clone()).collect();
+        let closed = self.closed_lines(&live);
         if panes.is_empty() {
             return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
         }
