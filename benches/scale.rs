@@ -139,6 +139,9 @@ struct Table {
     floor_pane: Vec<Duration>,
     floor_ping: Vec<Duration>,
     floor_20: Vec<Duration>,
+    /// The same 20 panes on a server of 100 (80 more idle at their
+    /// prompt): tmux in the state the 20 agents at 100 sessions find it.
+    floor_20_of_100: Vec<Duration>,
     /// Per level, each round's median `run true` (stdio) among that many
     /// sessions over its median in a world of one, in turns.
     level_ratio: BTreeMap<usize, Vec<f64>>,
@@ -302,6 +305,9 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
     eprintln!("floor: raw panes…");
     t.floor_pane = raw_panes(&floor_tmp, 1, samples).await?;
     t.floor_20 = raw_panes(&floor_tmp, 20, samples / 4).await?;
+    if levels.contains(&100) {
+        t.floor_20_of_100 = raw_panes_among(&floor_tmp, 20, 80, samples / 4).await?;
+    }
     for &n in levels {
         let among = if n <= 1 { t.floor_pane.clone() } else { raw_panes_among(&floor_tmp, 1, n - 1, samples).await? };
         t.floor_among.insert(n, among);
@@ -379,6 +385,7 @@ impl Table {
         println!("  trivial MCP call (ping over stdio)                        {:>9.3} ms", med(&self.floor_ping));
         println!("  ping through the connect bridge (the hop alone)           {:>9.3} ms", med(&self.bridge_ping));
         println!("  raw tmux, 20 panes at once, per call                      {:>9.3} ms", med(&self.floor_20));
+        println!("  the same 20 among 80 idle panes (100 in all), per call    {:>9.3} ms", med(&self.floor_20_of_100));
         println!(
             "\n{:<34} {}",
             "median (p90) per call",
@@ -473,13 +480,24 @@ impl Table {
             20.0,
             "×",
         );
+        // Judged against the floor on a tmux server of as many panes: tmux
+        // visits every pane on each turn of its loop, ours and the floor's.
         let floor20 = Some(med(&self.floor_20)).filter(|f| *f > 0.0);
+        let floor20_of_100 = Some(med(&self.floor_20_of_100)).filter(|f| *f > 0.0);
         verdict(
-            "20 agents at once at 100, per call / raw tmux 20 panes",
-            ratio(at(&self.agents20, 100), floor20),
+            "20 agents at once at 100, per call / raw 20 of 100 panes",
+            ratio(at(&self.agents20, 100), floor20_of_100),
             2.0,
             "×",
         );
+        if let Some(r) = ratio(at(&self.agents20, 100), floor20) {
+            println!(
+                "{:<58} {:>10} {:>8}",
+                "  (the same / raw 20 panes on a server of 20, no target)",
+                format!("{r:.2}×"),
+                "—"
+            );
+        }
         let stdio1 = at(&self.stdio, 1);
         // Judged on the rows measured in turns, when they were.
         let p = &self.paired;
