@@ -65,72 +65,83 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `run true` for 20 s over `how` (`stdio` or `http`) in the first of
-/// `sessions` sessions, or (`agents20`) by 20 agents at once over HTTP,
-/// for a profiler.
+/// For a profiler, 20 s of `how`: `run true` over `stdio` or `http` in
+/// the first of `sessions` sessions, `session_list` over HTTP (`list`),
+/// 20 agents at once over HTTP (`agents20`), or the raw floor of those
+/// (`raw20`).
 async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Result<()> {
     let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
     stdio.grow(0, sessions.max(1)).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let spent = Duration::from_secs(20);
-    let count = |v: Vec<Duration>| v.len();
-    let n = if how == "list" {
-        // session_list over HTTP among `--sessions N`.
-        stdio.stop().await;
-        let serve = Serve::start(world).await?;
-        let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
-        eprintln!("pid {}", serve.pid());
-        let started = Instant::now();
-        let mut n = 0;
-        while started.elapsed() < spent {
-            let r = http.call("session_list", json!({})).await?;
-            ensure!(!r.1, "session_list: {}", r.0);
-            n += 1;
+    let n = match how {
+        "raw20" => {
+            // The floor of `agents20`: 20 raw panes at once.
+            stdio.stop().await;
+            eprintln!("pid 0");
+            raw_panes(&world.root, 20, 4000).await?.len()
         }
-        serve.stop();
-        n
-    } else if how == "raw20" {
-        // The floor of `agents20`: 20 raw panes at once.
-        stdio.stop().await;
-        eprintln!("pid 0");
-        raw_panes(&world.root, 20, 4000).await?.len()
-    } else if how == "agents20" {
-        // 20 agents at once, each in its own of the first 20 sessions.
-        stdio.grow(sessions.max(1), sessions.max(20)).await?;
-        stdio.stop().await;
-        let serve = Serve::start(world).await?;
-        eprintln!("pid {}", serve.pid());
-        let started = Instant::now();
-        let mut n = 0;
-        while started.elapsed() < spent {
-            n += twenty_agents(world, 200).await?.len();
+        "agents20" => {
+            // 20 agents at once, each in its own of the first 20 sessions.
+            stdio.grow(sessions.max(1), sessions.max(20)).await?;
+            stdio.stop().await;
+            let serve = Serve::start(world).await?;
+            eprintln!("pid {}", serve.pid());
+            let started = Instant::now();
+            let mut n = 0;
+            while started.elapsed() < spent {
+                n += twenty_agents(world, 200).await?.len();
+            }
+            serve.stop();
+            n
         }
-        serve.stop();
-        n
-    } else if how == "stdio" {
-        eprintln!("pid {}", stdio.child.id().unwrap_or(0));
-        let started = Instant::now();
-        let mut n = 0;
-        while started.elapsed() < spent {
-            n += count(run_true(&mut stdio, 100).await?);
+        "stdio" => {
+            eprintln!("pid {}", stdio.child.id().unwrap_or(0));
+            let started = Instant::now();
+            let mut n = 0;
+            while started.elapsed() < spent {
+                n += run_true(&mut stdio, 100).await?.len();
+            }
+            stdio.stop().await;
+            n
         }
-        stdio.stop().await;
-        n
-    } else {
-        stdio.stop().await;
-        let serve = Serve::start(world).await?;
-        let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
-        eprintln!("pid {}", serve.pid());
-        let started = Instant::now();
-        let mut n = 0;
-        while started.elapsed() < spent {
-            n += count(run_true(&mut http, 100).await?);
+        "list" => {
+            // session_list over HTTP among `--sessions N`.
+            stdio.stop().await;
+            http_for(world, spent, async |http| {
+                let r = http.call("session_list", json!({})).await?;
+                ensure!(!r.1, "session_list: {}", r.0);
+                Ok(1)
+            })
+            .await?
         }
-        serve.stop();
-        n
+        _ => {
+            stdio.stop().await;
+            http_for(world, spent, async |http| Ok(run_true(http, 100).await?.len())).await?
+        }
     };
     eprintln!("{n} calls");
     Ok(())
+}
+
+/// A fresh `serve` and one HTTP client of it, its pid printed: `one` is
+/// called (it says how many calls it made) until `spent` has passed; the
+/// number of calls.
+async fn http_for(
+    world: &World,
+    spent: Duration,
+    mut one: impl AsyncFnMut(&mut HttpClient) -> anyhow::Result<usize>,
+) -> anyhow::Result<usize> {
+    let serve = Serve::start(world).await?;
+    let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
+    eprintln!("pid {}", serve.pid());
+    let started = Instant::now();
+    let mut n = 0;
+    while started.elapsed() < spent {
+        n += one(&mut http).await?;
+    }
+    serve.stop();
+    Ok(n)
 }
 
 /// Everything measured, by row and level.
