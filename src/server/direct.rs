@@ -21,7 +21,7 @@
 //! not heard of for five minutes; a session busy on the direct path is
 //! touched once a minute so that it does not.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -217,7 +217,9 @@ impl Direct {
     }
 
     /// Shows rmcp's worker of `session` that it is in use, at most once
-    /// per [`TOUCH_EVERY`], without delaying the call.
+    /// per [`TOUCH_EVERY`], without delaying the call; and forgets the
+    /// sessions rmcp no longer holds (a client that went away without a
+    /// DELETE sends nothing more that would show it).
     fn touch(self: &Arc<Self>, session: &str) {
         {
             let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
@@ -229,10 +231,16 @@ impl Direct {
         let direct = Arc::clone(self);
         let session = session.to_string();
         tokio::spawn(async move {
-            let handle = direct.manager.sessions.read().await.get(session.as_str()).cloned();
+            let (handle, live) = {
+                let sessions = direct.manager.sessions.read().await;
+                let live: HashSet<String> = sessions.keys().map(|id| id.to_string()).collect();
+                (sessions.get(session.as_str()).cloned(), live)
+            };
             if let Some(handle) = handle {
                 let _ = handle.close_request_wise_channel(NO_STREAM).await;
             }
+            direct.terminal.keep_http_sessions(|id| live.contains(id));
+            direct.touched.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| live.contains(id));
         });
     }
 }

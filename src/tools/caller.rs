@@ -167,6 +167,11 @@ impl HttpSessions {
     pub fn forget(&self, id: &str) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
+
+    /// Keeps only the sessions `live` says still are.
+    pub fn retain(&self, live: impl Fn(&str) -> bool) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| live(id));
+    }
 }
 
 /// The names handed out so far, server-wide, to make client names unique.
@@ -210,6 +215,38 @@ pub fn key_of(meta: Option<&rmcp::model::RequestMetaObject>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The extensions rmcp gives a handler for an HTTP request with `headers`.
+    fn http_request(headers: &[(&'static str, &str)]) -> Extensions {
+        let mut request = axum::http::Request::builder();
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let (parts, ()) = request.body(()).expect("request").into_parts();
+        let mut extensions = Extensions::new();
+        extensions.insert(parts);
+        extensions
+    }
+
+    #[test]
+    fn http_sessions_are_learned_from_their_requests_and_forgotten_when_gone() {
+        let known = HttpSessions::default();
+        let (a, b) = (Arc::new(Connection::default()), Arc::new(Connection::default()));
+        known.learn(&http_request(&[("mcp-session-id", "s-a")]), &a);
+        known.learn(&http_request(&[("mcp-session-id", "s-b")]), &b);
+        known.learn(&http_request(&[]), &b);
+        known.learn(&Extensions::new(), &b);
+        assert!(known.get("s-a").is_some_and(|c| Arc::ptr_eq(&c, &a)));
+        assert!(known.get("s-b").is_some_and(|c| Arc::ptr_eq(&c, &b)));
+        // A restored session is a new connection under the same id.
+        let restored = Arc::new(Connection::default());
+        known.learn(&http_request(&[("mcp-session-id", "s-a")]), &restored);
+        assert!(known.get("s-a").is_some_and(|c| Arc::ptr_eq(&c, &restored)));
+        known.retain(|id| id == "s-a");
+        assert!(known.get("s-b").is_none());
+        known.forget("s-a");
+        assert!(known.get("s-a").is_none());
+    }
 
     #[test]
     fn client_names_are_made_unique_per_connection() {

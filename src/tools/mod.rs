@@ -153,6 +153,11 @@ impl Terminal {
         self.inner.http.forget(id);
     }
 
+    /// Forgets the HTTP MCP sessions `live` does not name.
+    pub fn keep_http_sessions(&self, live: impl Fn(&str) -> bool) {
+        self.inner.http.retain(live);
+    }
+
     /// The client's side of this connection, once it has initialized.
     pub fn peer(&self) -> Option<rmcp::Peer<RoleServer>> {
         self.conn.peer()
