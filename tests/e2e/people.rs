@@ -483,8 +483,11 @@ async fn watch_redraws_on_a_change_quits_with_q_and_gives_the_terminal_back() {
     assert!(redrawn < dtmcp::people::watch::TICK / 3, "redrawn after {redrawn:?}, as the tick would");
     screen.types("q");
     assert_eq!(screen.exit_code(Duration::from_secs(5)), 0, "{}", screen.text());
+    // The pty's last bytes may reach the reader thread after the exit.
+    screen.wait_for("\x1b[?1049l", 0, Duration::from_secs(5));
     let text = screen.text();
-    assert!(text.contains("\x1b[?1049h") && text.ends_with("\x1b[?1049l"), "the alternate screen is left");
+    let tail: String = text.chars().rev().take(80).collect::<Vec<_>>().into_iter().rev().collect();
+    assert!(text.contains("\x1b[?1049h") && text.ends_with("\x1b[?1049l"), "the alternate screen is left: {tail:?}");
     let after = nix::sys::termios::tcgetattr(screen.slave.as_fd()).expect("mode");
     assert!(after.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "the terminal's mode is back");
 
