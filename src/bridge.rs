@@ -47,12 +47,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc, watch};
 
-use crate::tools::caller::{ACTOR_HEADER, KEY_META};
+use crate::tools::caller::{ACTOR_HEADER, KEY_META, SESSION_HEADER};
 
 /// How long the bridge waits for a server to come back.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
-/// The session header of streamable HTTP.
-const SESSION_HEADER: &str = "mcp-session-id";
 /// The protocol version header of streamable HTTP.
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The first pause before opening the event stream again.

@@ -33,16 +33,15 @@ use rmcp::model::{
     ClientJsonRpcMessage, ClientNotification, ClientRequest, Extensions, GetMeta, ProtocolVersion, RequestId,
     ServerJsonRpcMessage,
 };
-use rmcp::service::{RequestContext, Service};
+use rmcp::service::{Peer, RequestContext, RoleServer, Service};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::Terminal;
+use crate::tools::caller::SESSION_HEADER;
 
-/// The header naming an MCP session.
-const SESSION_HEADER: &str = "mcp-session-id";
 /// The header naming the protocol version of a request.
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The largest request body read (rmcp's own limit).
@@ -67,10 +66,17 @@ pub struct Direct {
     touched: Mutex<HashMap<String, Instant>>,
 }
 
+/// The connection a direct call is answered on: the server as that
+/// connection sees it, and the client's side of it.
+struct Caller {
+    terminal: Terminal,
+    peer: Peer<RoleServer>,
+}
+
 /// What the direct path makes of a request.
 enum Route {
     /// A request it answers.
-    Answer { session: String, id: RequestId, request: Box<ClientRequest>, terminal: Terminal },
+    Answer { session: String, id: RequestId, request: Box<ClientRequest>, to: Caller },
     /// The cancellation of one of its own calls.
     Cancel(CancellationToken),
     /// Anything else: rmcp's.
@@ -89,7 +95,7 @@ impl Direct {
 
     /// Serves one request of `/mcp`.
     pub async fn serve(State(direct): State<Arc<Direct>>, request: Request) -> Response {
-        let Some((session, terminal)) = direct.candidate(request.method(), request.headers()).await else {
+        let Some((session, to)) = direct.candidate(request.method(), request.headers()).await else {
             return direct.to_rmcp(request).await;
         };
         let (parts, body) = request.into_parts();
@@ -100,10 +106,8 @@ impl Direct {
                 return (StatusCode::PAYLOAD_TOO_LARGE, why).into_response();
             }
         };
-        match direct.route(session, terminal, &bytes) {
-            Route::Answer { session, id, request, terminal } => {
-                direct.answer(session, id, *request, terminal, parts).await
-            }
+        match direct.route(session, to, &bytes) {
+            Route::Answer { session, id, request, to } => direct.answer(session, id, *request, to, parts).await,
             Route::Cancel(token) => {
                 token.cancel();
                 StatusCode::ACCEPTED.into_response()
@@ -112,31 +116,32 @@ impl Direct {
         }
     }
 
-    /// The session of a request the direct path may take, with the server
-    /// as its connection sees it: a POST of JSON, in a session rmcp holds
-    /// and this server has served, by a client of a protocol version
-    /// without per-request metadata.
-    async fn candidate(&self, method: &Method, headers: &HeaderMap) -> Option<(String, Terminal)> {
+    /// The session of a request the direct path may take, with its
+    /// connection: a POST of JSON, in a session rmcp holds and this server
+    /// has served (so it has initialized), by a client of a protocol
+    /// version without per-request metadata.
+    async fn candidate(&self, method: &Method, headers: &HeaderMap) -> Option<(String, Caller)> {
         if method != Method::POST || !plain_headers(headers) {
             return None;
         }
         let session = headers.get(SESSION_HEADER)?.to_str().ok()?.to_string();
         let terminal = self.terminal.for_http_session(&session)?;
+        let peer = terminal.peer()?;
         if !self.manager.has_session(&session.clone().into()).await.unwrap_or(false) {
             // Closed by the client or ended idle: rmcp restores or refuses it.
             self.terminal.forget_http_session(&session);
             self.touched.lock().unwrap_or_else(|e| e.into_inner()).remove(&session);
             return None;
         }
-        Some((session, terminal))
+        Some((session, Caller { terminal, peer }))
     }
 
     /// Where the body of a candidate goes.
-    fn route(&self, session: String, terminal: Terminal, bytes: &Bytes) -> Route {
+    fn route(&self, session: String, to: Caller, bytes: &Bytes) -> Route {
         let Ok(message) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes) else { return Route::Rmcp };
         match message {
             ClientJsonRpcMessage::Request(call) if direct_kind(&call.request) => {
-                Route::Answer { session, id: call.id, request: Box::new(call.request), terminal }
+                Route::Answer { session, id: call.id, request: Box::new(call.request), to }
             }
             ClientJsonRpcMessage::Notification(n) => match &n.notification {
                 ClientNotification::CancelledNotification(c) => {
@@ -159,12 +164,10 @@ impl Direct {
         session: String,
         id: RequestId,
         mut request: ClientRequest,
-        terminal: Terminal,
+        to: Caller,
         parts: axum::http::request::Parts,
     ) -> Response {
-        let Some(peer) = terminal.peer() else {
-            return self.to_rmcp_again(parts, &id, request).await;
-        };
+        let Caller { terminal, peer } = to;
         let ct = CancellationToken::new();
         let mut context = RequestContext::new(id.clone(), peer);
         context.ct = ct.clone();
@@ -196,19 +199,6 @@ impl Direct {
             Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
             Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the answer: {e}")).into_response(),
         }
-    }
-
-    /// A request the direct path parsed but cannot take after all, handed
-    /// to rmcp as it came (re-encoded: the body was consumed).
-    async fn to_rmcp_again(
-        &self,
-        parts: axum::http::request::Parts,
-        id: &RequestId,
-        request: ClientRequest,
-    ) -> Response {
-        let message = ClientJsonRpcMessage::request(request, id.clone());
-        let body = serde_json::to_vec(&message).unwrap_or_default();
-        self.to_rmcp(Request::from_parts(parts, Body::from(body))).await
     }
 
     /// Hands `request` to rmcp.

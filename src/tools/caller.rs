@@ -20,7 +20,7 @@ use rmcp::model::Extensions;
 /// The header that names an agent.
 pub const ACTOR_HEADER: &str = "x-terminal-actor";
 /// The header naming an HTTP MCP session.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub const SESSION_HEADER: &str = "mcp-session-id";
 /// The `_meta` key under which the bridge sends a `run`'s idempotency key.
 pub const KEY_META: &str = "docent-terminal-mcp/idempotency-key";
 /// The longest actor name kept.
