@@ -332,10 +332,22 @@ impl RegionLog {
 
     /// Appends one record, as one write so a reader never sees half.
     pub fn append(&mut self, region: &Region) -> Result<(), StoreError> {
-        let mut line =
-            serde_json::to_vec(region).map_err(|source| StoreError::Json { path: self.path.clone(), source })?;
-        line.push(b'\n');
-        self.file.write_all(&line).map_err(io_err(&self.path))
+        self.append_all([region])
+    }
+
+    /// Appends records, all in one write (one system call for a chunk's
+    /// worth of regions).
+    pub fn append_all<'a>(&mut self, regions: impl IntoIterator<Item = &'a Region>) -> Result<(), StoreError> {
+        let mut lines = Vec::new();
+        for region in regions {
+            serde_json::to_writer(&mut lines, region)
+                .map_err(|source| StoreError::Json { path: self.path.clone(), source })?;
+            lines.push(b'\n');
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        self.file.write_all(&lines).map_err(io_err(&self.path))
     }
 }
 
@@ -695,13 +707,16 @@ pub fn read_marker_floors(dir: &Path) -> std::collections::HashMap<u32, u64> {
     values.next().and_then(Result::ok).unwrap_or_default()
 }
 
-/// Keeps `markers.state` up to date in place: one positioned write and a
-/// truncate per change, cheap enough to run at every prompt. A process
-/// killed between the two leaves at worst trailing bytes after valid JSON,
-/// which the reader ignores.
+/// Keeps `markers.state` up to date in place: one positioned write per
+/// change, cheap enough to run at every prompt. A shorter text than the
+/// file holds is padded with spaces to the file's length rather than
+/// truncated (a truncate cost as much as the write); the reader reads the
+/// first JSON value and ignores what follows it.
 pub struct MarkerFloors {
     file: File,
     path: PathBuf,
+    /// The file's length: what a shorter text is padded to.
+    len: usize,
 }
 
 impl MarkerFloors {
@@ -716,14 +731,26 @@ impl MarkerFloors {
             .mode(0o600)
             .open(&path)
             .map_err(io_err(&path))?;
-        Ok(MarkerFloors { file, path })
+        let len = file.metadata().map_err(io_err(&path))?.len();
+        Ok(MarkerFloors { file, path, len: usize::try_from(len).unwrap_or(usize::MAX) })
     }
 
     /// Replaces the saved floors with `floors`.
     pub fn save(&mut self, floors: &std::collections::HashMap<u32, u64>) -> Result<(), StoreError> {
-        let body = serde_json::to_vec(floors).map_err(|source| StoreError::Json { path: self.path.clone(), source })?;
+        let mut body =
+            serde_json::to_vec(floors).map_err(|source| StoreError::Json { path: self.path.clone(), source })?;
+        // A file much longer than the text (floors of many shells gone
+        // since) is cut once rather than padded at every prompt.
+        let cut = self.len > body.len() + 512;
+        if !cut && body.len() < self.len {
+            body.resize(self.len, b' ');
+        }
         self.file.write_all_at(&body, 0).map_err(io_err(&self.path))?;
-        self.file.set_len(body.len() as u64).map_err(io_err(&self.path))
+        if cut {
+            self.file.set_len(body.len() as u64).map_err(io_err(&self.path))?;
+        }
+        self.len = body.len();
+        Ok(())
     }
 }
 
@@ -744,6 +771,28 @@ mod tests {
         assert_eq!(r.read(LineNo(1), 2).expect("read"), vec!["line 1", "line 2"]);
         assert_eq!(r.read(LineNo(99), 10).expect("read"), vec!["line 99", "line 100"]);
         assert!(r.read(LineNo(101), 10).expect("read").is_empty());
+    }
+
+    #[test]
+    fn marker_floors_read_back_after_a_shorter_save() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut floors = MarkerFloors::open(dir.path()).expect("open");
+        let many: std::collections::HashMap<u32, u64> = (1..=5).map(|p| (p, 1_000_000 + u64::from(p))).collect();
+        floors.save(&many).expect("save");
+        let few: std::collections::HashMap<u32, u64> = [(7, 42)].into();
+        floors.save(&few).expect("save");
+        assert_eq!(read_marker_floors(dir.path()), few);
+        // Reopened over the padded file, a save still reads back whole.
+        let mut floors = MarkerFloors::open(dir.path()).expect("reopen");
+        floors.save(&many).expect("save");
+        assert_eq!(read_marker_floors(dir.path()), many);
+        // Far shorter than the file: cut, not padded.
+        let lots: std::collections::HashMap<u32, u64> = (1..=200).map(|p| (p, u64::from(p))).collect();
+        floors.save(&lots).expect("save");
+        floors.save(&few).expect("save");
+        assert_eq!(read_marker_floors(dir.path()), few);
+        let len = std::fs::metadata(dir.path().join(files::MARKERS)).expect("stat").len();
+        assert!(len < 600, "a long file is cut, not padded: {len} bytes");
     }
 
     #[test]

@@ -490,18 +490,14 @@ impl Pump {
             return Ok(());
         }
         let live = shared.lock();
-        let fresh: Vec<&Region> = self
-            .changes
-            .iter()
-            .filter_map(|change| match change {
-                RegionChange::Opened(r) => (!live.stored(r, false)).then_some(r),
-                RegionChange::Closed(r) => (!live.stored(r, true)).then_some(r),
-            })
-            .collect();
-        for r in fresh {
-            self.regions.append(r)?;
-        }
-        Ok(())
+        // A region opened and closed in the same chunk needs only its
+        // closing record (the reader keeps each region's last record).
+        let closed_here = |id: u64| self.changes.iter().any(|c| matches!(c, RegionChange::Closed(r) if r.id.0 == id));
+        let fresh = self.changes.iter().filter_map(|change| match change {
+            RegionChange::Opened(r) => (!live.stored(r, false) && !closed_here(r.id.0)).then_some(r),
+            RegionChange::Closed(r) => (!live.stored(r, true)).then_some(r),
+        });
+        self.regions.append_all(fresh)
     }
 
     /// Takes a checkpoint at the end of `raw.log`.

@@ -245,6 +245,11 @@ impl Conn {
                 Ok(n) => {
                     self.inbuf.extend_from_slice(&buf[..n]);
                     taken += n;
+                    // Short of the buffer: the socket is empty for now, and
+                    // poll (level triggered) says when it is not.
+                    if n < buf.len() {
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

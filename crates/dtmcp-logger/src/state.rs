@@ -220,8 +220,10 @@ impl Shared {
 
     /// Empties the wake-up pipe.
     pub fn drain_wake(&self) {
+        // A read short of the buffer emptied the pipe (poll is level
+        // triggered: a later byte wakes it again), so no read to see EAGAIN.
         let mut buf = [0u8; 64];
-        while nix::unistd::read(&self.wake_rx, &mut buf).is_ok_and(|n| n > 0) {}
+        while nix::unistd::read(&self.wake_rx, &mut buf).is_ok_and(|n| n == buf.len()) {}
     }
 
     /// Marks the end of output.
