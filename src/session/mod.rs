@@ -15,7 +15,7 @@ mod repair;
 mod tests;
 
 use std::collections::{BTreeMap, HashSet};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -193,10 +193,24 @@ pub struct Sessions {
 #[derive(Clone)]
 struct Seen {
     pane: PaneInfo,
+    /// The session's `meta.json` (written when the session is made, so
+    /// it changes only with its pane) and its directory's inode.
+    meta: Meta,
+    instance: Option<u64>,
     /// The control client's count of changes before tmux was asked.
     changes: u64,
     /// When tmux was asked.
     at: std::time::Instant,
+}
+
+/// Whether process `pid` is there: a signal 0 asks the kernel without a
+/// `/proc` read (a zombie passes, for the moment before tmux reaps it).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) | Err(nix::errno::Errno::EPERM) => pid > 0,
+        Err(_) => false,
+    }
 }
 
 /// How long a pane's description is taken as still true when tmux told of
@@ -309,32 +323,46 @@ impl Sessions {
     /// what they queue for, and this spares it one command a call.
     async fn by_meta(&self, name: &str) -> Result<Option<Session>, SessionError> {
         let dir = self.cfg.session_dir(name);
+        let changes = self.tmux.changes();
+        if let Some(seen) = self.seen_lately(name, changes) {
+            return Ok(Some(Session { name: name.to_string(), dir, pane: seen.pane, meta: seen.meta }));
+        }
         let Ok(meta) = store::read_meta(&dir) else { return Ok(None) };
         let Ok(id) = crate::tmux::PaneId::parse(&meta.pane_id) else { return Ok(None) };
-        let changes = self.tmux.changes();
-        if let Some(pane) = self.seen_lately(name, &id, changes) {
-            return Ok(Some(Session { name: name.to_string(), dir, pane, meta }));
-        }
         let Some(mut pane) = self.tmux.pane(&id).await?.filter(|p| is_session(p, name)) else {
             self.seen().remove(name);
             return Ok(None);
         };
         pane.session_name = name.to_string();
         if let Some(changes) = changes {
-            let seen = Seen { pane: pane.clone(), changes, at: std::time::Instant::now() };
+            let instance = std::fs::metadata(&dir).ok().map(|m| m.ino());
+            let seen =
+                Seen { pane: pane.clone(), meta: meta.clone(), instance, changes, at: std::time::Instant::now() };
             self.seen().insert(name.to_string(), seen);
         }
         Ok(Some(Session { name: name.to_string(), dir, pane, meta }))
     }
 
-    /// The pane `id` of session `name` as tmux described it lately, if that
-    /// still holds: described under the same count of changes (`changes`,
-    /// `None` when no notification is heard), within [`SEEN_FOR`], its
-    /// shell still running.
-    fn seen_lately(&self, name: &str, id: &crate::tmux::PaneId, changes: Option<u64>) -> Option<PaneInfo> {
+    /// Session `name` as tmux described its pane lately, if that still
+    /// holds: described under the same count of changes (`changes`, `None`
+    /// when no notification is heard), within [`SEEN_FOR`], its shell
+    /// still there.
+    fn seen_lately(&self, name: &str, changes: Option<u64>) -> Option<Seen> {
         let seen = self.seen().get(name).cloned()?;
-        let fresh = Some(seen.changes) == changes && seen.at.elapsed() < SEEN_FOR && &seen.pane.pane_id == id;
-        (fresh && !seen.pane.pane_dead && dtmcp_core::procs::alive(seen.pane.pane_pid)).then_some(seen.pane)
+        let fresh = Some(seen.changes) == changes && seen.at.elapsed() < SEEN_FOR;
+        (fresh && !seen.pane.pane_dead && process_exists(seen.pane.pane_pid)).then_some(seen)
+    }
+
+    /// The inode of session `name`'s directory (which tells a session made
+    /// again under its name from the old one): as seen with its pane
+    /// lately, else from the file system.
+    pub fn instance(&self, name: &str) -> Option<u64> {
+        let seen = self
+            .seen()
+            .get(name)
+            .filter(|s| s.at.elapsed() < SEEN_FOR && Some(s.changes) == self.tmux.changes())
+            .and_then(|s| s.instance);
+        seen.or_else(|| std::fs::metadata(self.cfg.session_dir(name)).ok().map(|m| m.ino()))
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Seen>> {

@@ -215,7 +215,7 @@ async fn a_pane_seen_lately_is_not_asked_for_again_until_tmux_tells_of_a_change_
     w.sessions.resolve_quiet("c1").await.expect("resolves");
     let pid = s.pane.pane_pid.to_string();
     let _ = std::process::Command::new("kill").arg(&pid).status();
-    assert!(eventually(Duration::from_secs(5), || !dtmcp_core::procs::alive(s.pane.pane_pid)).await);
+    assert!(eventually(Duration::from_secs(5), || !super::process_exists(s.pane.pane_pid)).await);
     let before = w.sessions.tmux.counts();
     let _ = w.sessions.resolve_quiet("c1").await;
     assert!(asked(before) >= 1, "a pane whose process ended was taken on trust");

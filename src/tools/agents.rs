@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -83,7 +82,7 @@ impl Terminal {
     fn agent_key(&self, name: &str) -> Option<(Key, PathBuf)> {
         crate::session::validate_name(name).ok()?;
         let dir = self.sessions().cfg.session_dir(name);
-        let instance = std::fs::metadata(&dir).ok()?.ino();
+        let instance = self.sessions().instance(name)?;
         Some((Key { session: name.to_string(), instance, actor: self.actor() }, dir))
     }
 
