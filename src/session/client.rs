@@ -324,7 +324,7 @@ impl Drop for InFlight<'_> {
 
 /// Reads answers and hands each to its exchange until the connection
 /// closes; then drops the connection from the pool and says so.
-async fn read_answers(mut rx: OwnedReadHalf, conn: Arc<Conn>) {
+async fn read_answers(rx: OwnedReadHalf, conn: Arc<Conn>) {
     /// Closes the connection however the task ends (even when its runtime
     /// shuts down).
     struct OnEnd(Arc<Conn>);
@@ -334,6 +334,9 @@ async fn read_answers(mut rx: OwnedReadHalf, conn: Arc<Conn>) {
         }
     }
     let _end = OnEnd(Arc::clone(&conn));
+    // Buffered: a frame's length and body (and often the next frame) come
+    // in one read.
+    let mut rx = tokio::io::BufReader::with_capacity(16 << 10, rx);
     loop {
         let frame = async {
             let mut prefix = [0u8; 4];
@@ -487,13 +490,15 @@ impl LoggerClient {
         }
     }
 
-    /// Notes that the call with idempotency key `key` is about to type at
-    /// `mark` (kept in the logger's memory, which outlives this router).
-    pub async fn note_typing(&mut self, key: &str, mark: Mark) -> Result<(), ClientError> {
-        match self.exchange(Request::Typing { key: key.to_string(), mark }, EXCHANGE_TIMEOUT).await? {
-            Response::Stored => Ok(()),
-            _ => Err(ClientError::Unexpected),
-        }
+    /// Sends that the call with idempotency key `key` is about to type at
+    /// `mark`, without waiting for the logger's answer: once the frame is
+    /// on the socket the logger reads it even if this router dies, which
+    /// is all the note is for. `false` when the connection is closed.
+    pub fn send_typing_note(&self, key: &str, mark: Mark) -> bool {
+        let id = self.conn.next_id.fetch_add(1, Ordering::Relaxed);
+        let req = Request::Typing { key: key.to_string(), mark };
+        // The answer, under an id nobody waits for, is dropped on arrival.
+        protocol::encode(&Tagged { id, msg: req }).is_ok_and(|frame| self.conn.outbox.send(frame))
     }
 
     /// The mark the call with idempotency key `key` typed at, if one did.

@@ -81,18 +81,14 @@ pub fn record_typed(home: &Path, session: &str, actor: Option<&str>, tool: &str,
 /// the session's logger, before anything is typed: a server that dies
 /// after typing leaves it for the key sent again to follow). Done by
 /// `run` itself, which has the mark from the status it takes anyway.
-pub async fn before_typing(
-    home: &Path,
-    session: &str,
-    caller: &super::caller::Caller,
-    logger: &mut LoggerClient,
-    mark: Mark,
-) {
+pub fn before_typing(home: &Path, session: &str, caller: &super::caller::Caller, logger: &LoggerClient, mark: Mark) {
     record_typed(home, session, caller.actor.as_deref(), "run", mark.regions);
     if let Some(key) = &caller.key {
         // Best effort, as the typing record: a logger that cannot take it
-        // costs only the following of this key after a crash.
-        let _ = logger.note_typing(key, mark).await;
+        // costs only the following of this key after a crash. Not waited
+        // for: the note is on the logger's socket before the keys go to
+        // tmux, and the logger reads its socket in order.
+        let _ = logger.send_typing_note(key, mark);
     }
 }
 
@@ -112,6 +108,40 @@ fn remember_answer(key: &str, result: &CallToolResult) {
 fn answered(key: &str) -> Option<CallToolResult> {
     let answers = ANSWERS.lock().unwrap_or_else(|e| e.into_inner());
     answers.iter().rev().find(|(k, _)| k == key).map(|(_, r)| r.clone())
+}
+
+/// The highest count this server saw per prefix of keys made as the
+/// `connect` bridge makes them (`PREFIX-COUNT`, the count growing).
+static COUNTS: LazyLock<Mutex<HashMap<String, u64>>> = LazyLock::new(Default::default);
+/// How many prefixes [`COUNTS`] holds before it starts afresh (which
+/// only costs a few calls a look at their loggers).
+const KEPT_PREFIXES: usize = 1024;
+
+/// Whether `key` is one no call sent before, for sure, so that its
+/// logger need not be asked whether it typed: a `PREFIX-COUNT` key whose
+/// count is above every count seen under its prefix since this server
+/// started. A key sent again after a restart is either the first of its
+/// prefix this server sees, or lower than a key the bridge made after it
+/// (its counter only grows); either way it is asked about. Notes the
+/// count.
+fn surely_new(key: &str) -> bool {
+    let Some((prefix, count)) = key.rsplit_once('-') else { return false };
+    let Ok(count) = count.parse::<u64>() else { return false };
+    let mut counts = COUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    match counts.get_mut(prefix) {
+        Some(max) if count > *max => {
+            *max = count;
+            true
+        }
+        Some(_) => false,
+        None => {
+            if counts.len() >= KEPT_PREFIXES {
+                counts.clear();
+            }
+            counts.insert(prefix.to_string(), count);
+            false
+        }
+    }
 }
 
 /// The file of agent typing records of `session`.
@@ -365,6 +395,9 @@ impl Terminal {
         if let Some(result) = answered(key) {
             return Some(Ok(CallToolResponse::Complete(result)));
         }
+        if surely_new(key) {
+            return None;
+        }
         let mark = self.typed_at(session, key).await?;
         let (s, status) = match self.session_status(session).await {
             Ok(found) => found,
@@ -472,4 +505,25 @@ async fn finished_reply(
     let reason = dtmcp_core::protocol::WaitReason::RegionEnded(region);
     let waited = Waited { status: &status, reason: &reason, region: Some(&r), typed_on: mark.line };
     Some(describe(s, &mut logger, &waited, &shape, None).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::surely_new;
+
+    #[test]
+    fn only_a_count_above_all_seen_under_its_prefix_is_surely_new() {
+        // The first key of a prefix may be one sent again after a restart.
+        assert!(!surely_new("3f9a-once-test-7"));
+        assert!(surely_new("3f9a-once-test-8"));
+        assert!(surely_new("3f9a-once-test-12"));
+        // Sent again, or sent late (made before a later one): asked about.
+        assert!(!surely_new("3f9a-once-test-12"));
+        assert!(!surely_new("3f9a-once-test-10"));
+        assert!(surely_new("3f9a-once-test-13"));
+        // Keys of another form are always asked about.
+        assert!(!surely_new("no-count-here"));
+        assert!(!surely_new("nodash"));
+        assert!(!surely_new("no-count-here"));
+    }
 }

@@ -228,7 +228,7 @@ impl Terminal {
             if i == 0 {
                 // Who typed, and the call's key, before typing.
                 let home = &self.sessions().cfg.home;
-                super::once::before_typing(home, &s.name, &caller, &mut logger, status.mark).await;
+                super::once::before_typing(home, &s.name, &caller, &logger, status.mark);
             }
             let typed = Line { text: line, before: &status, target, hold };
             let part = self.run_line(&s, &mut logger, typed, &call).await?;
