@@ -172,10 +172,11 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
     });
     let writer = tokio::spawn(async move {
         let mut stdout = crate::stdio::output();
-        while let Some(msg) = outgoing.recv().await {
-            let ok = stdout.write_all(msg.as_bytes()).await.is_ok()
-                && stdout.write_all(b"\n").await.is_ok()
-                && stdout.flush().await.is_ok();
+        while let Some(mut msg) = outgoing.recv().await {
+            // The line and its end in one write: a reader woken by the
+            // first part would only wait again for the rest.
+            msg.push('\n');
+            let ok = stdout.write_all(msg.as_bytes()).await.is_ok() && stdout.flush().await.is_ok();
             if !ok {
                 break;
             }
