@@ -13,7 +13,9 @@
 //!
 //! `-- --loop stdio|http [--sessions N]` only runs `run true` for 20 s in
 //! one of N sessions and prints the server's pid first, for a profiler
-//! (`perf record -p PID`) or a look at its CPU time.
+//! (`perf record -p PID`) or a look at its CPU time; `agents20` runs 20
+//! agents at once, `list` session_list, `raw` one raw pane among N and
+//! `raw20` 20 raw panes at once (the floors).
 //!
 //! Every client here is a few lines of raw JSON-RPC in Rust (stdio lines, or
 //! HTTP/1.1 kept alive over the server's Unix socket), so the client's own
@@ -67,8 +69,8 @@ fn main() -> anyhow::Result<()> {
 
 /// For a profiler, 20 s of `how`: `run true` over `stdio` or `http` in
 /// the first of `sessions` sessions, `session_list` over HTTP (`list`),
-/// 20 agents at once over HTTP (`agents20`), or the raw floor of those
-/// (`raw20`).
+/// 20 agents at once over HTTP (`agents20`), or the raw floor of those:
+/// one raw pane among `sessions` (`raw`), 20 alone (`raw20`).
 async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Result<()> {
     let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
     stdio.grow(0, sessions.max(1)).await?;
@@ -80,6 +82,12 @@ async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Resu
             stdio.stop().await;
             eprintln!("pid 0");
             raw_panes(&world.root, 20, 4000).await?.len()
+        }
+        "raw" => {
+            // The floor of `stdio`: one raw pane among `sessions` - 1 idle.
+            stdio.stop().await;
+            eprintln!("pid 0");
+            raw_panes_among(&world.root, 1, sessions.max(1) - 1, 20000).await?.len()
         }
         "agents20" => {
             // 20 agents at once, each in its own of the first 20 sessions.
@@ -166,6 +174,9 @@ struct Table {
     bridge: BTreeMap<usize, Vec<Duration>>,
     list: BTreeMap<usize, Vec<Duration>>,
     agents20: BTreeMap<usize, Vec<Duration>>,
+    /// At 100 sessions, 20 agents and the raw floor of 20 of 100 panes in
+    /// turns: each round's ratio, and every call of each.
+    agents_turns: (Vec<f64>, Vec<Duration>, Vec<Duration>),
     idle: BTreeMap<usize, Idle>,
     pss_kb: BTreeMap<usize, (u64, u64)>,
     paired: Paired,
@@ -377,6 +388,10 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         if n >= 20 {
             t.agents20.insert(n, twenty_agents(world, samples / 4).await?);
         }
+        if n == 100 {
+            eprintln!("level 100: 20 agents and the raw floor of 20 among 100 panes in turns…");
+            t.agents_turns = agents_beside_floor(world, &floor_tmp, n, 8, (samples / 20).max(5)).await?;
+        }
         eprintln!("level {n}: idle for 10 s…");
         tokio::time::sleep(Duration::from_secs(3)).await;
         t.idle.insert(n, idle(world, serve.pid(), Duration::from_secs(10)).await?);
@@ -501,6 +516,16 @@ impl Table {
             2.0,
             "×",
         );
+        let (turn_ratios, turn_ours, turn_floor) = &self.agents_turns;
+        verdict("  the same in turns with that floor, median of rounds", median(turn_ratios), 2.0, "×");
+        if !turn_ours.is_empty() {
+            println!(
+                "{:<58} {:>10} {:>8}",
+                "    (pooled: ours / floor, ms)",
+                format!("{:.2}/{:.2}", med(turn_ours), med(turn_floor)),
+                "—"
+            );
+        }
         if let Some(r) = ratio(at(&self.agents20, 100), floor20) {
             println!(
                 "{:<58} {:>10} {:>8}",
@@ -912,17 +937,46 @@ async fn raw_panes(tmp: &Path, n: usize, samples: usize) -> anyhow::Result<Vec<D
 /// As [`raw_panes`], with `idle` more panes on the server that only sit at
 /// their prompt (the floor of one call on a server of many panes).
 async fn raw_panes_among(tmp: &Path, n: usize, idle: usize, samples: usize) -> anyhow::Result<Vec<Duration>> {
-    let socket = format!("dtmcp-bench-scale-floor-{}-{n}-{idle}", std::process::id());
-    let shell = dtmcp::shell::install(&tmp.join(format!("home{n}-{idle}")))?;
-    let home = tmp.join("userhome");
-    std::fs::create_dir_all(&home)?;
-    let tmux = Arc::new(Tmux::new(&socket));
-    let result = async {
+    let raw = RawServer::start(tmp, n, idle).await?;
+    let result = raw.round(10, samples).await;
+    raw.stop();
+    result
+}
+
+/// A raw tmux server of `n` integrated bash panes piping into FIFOs read
+/// here, and `idle` more sitting at their prompt: the floor, kept for
+/// several rounds.
+struct RawServer {
+    socket: String,
+    tmux: Arc<Tmux>,
+    /// Each measured pane's target and the FIFO its output comes through.
+    panes: std::sync::Mutex<Vec<(String, std::fs::File)>>,
+}
+
+impl RawServer {
+    async fn start(tmp: &Path, n: usize, idle: usize) -> anyhow::Result<RawServer> {
+        static SERVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let k = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("dtmcp-bench-scale-floor-{}-{k}", std::process::id());
+        let raw = RawServer { tmux: Arc::new(Tmux::new(&socket)), socket, panes: Default::default() };
+        match raw.make(&tmp.join(format!("raw{k}")), n, idle).await {
+            Ok(()) => Ok(raw),
+            Err(e) => {
+                raw.stop();
+                Err(e)
+            }
+        }
+    }
+
+    async fn make(&self, dir: &Path, n: usize, idle: usize) -> anyhow::Result<()> {
+        let shell = dtmcp::shell::install(&dir.join("shell"))?;
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home)?;
         let mut fifos = Vec::new();
         for i in 0..n + idle {
             let name = format!("f{i}");
             let started = std::process::Command::new("tmux")
-                .args(["-L", &socket, "new-session", "-d", "-s", &name, "-x", "120", "-y", "40"])
+                .args(["-L", &self.socket, "new-session", "-d", "-s", &name, "-x", "120", "-y", "40"])
                 .args(["-e", "__DTMCP_NONCE=11.22.33.44", "--"])
                 .args(dtmcp::shell::bash_argv(&shell))
                 .env("HOME", &home)
@@ -931,41 +985,122 @@ async fn raw_panes_among(tmp: &Path, n: usize, idle: usize, samples: usize) -> a
             if i >= n {
                 continue;
             }
-            let fifo = tmp.join(format!("pipe-{n}-{idle}-{i}"));
+            let fifo = dir.join(format!("pipe-{i}"));
             nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
             let target = format!("={name}:");
-            tmux.run(&["pipe-pane", "-O", "-t", &target, &format!("cat > {}", fifo.display())]).await?;
+            self.tmux.run(&["pipe-pane", "-O", "-t", &target, &format!("cat > {}", fifo.display())]).await?;
             fifos.push((target, fifo));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let start = Arc::new(std::sync::Barrier::new(n));
-        let mut tasks = Vec::new();
+        let mut panes = Vec::new();
         for (target, fifo) in fifos {
-            let (tmux, start) = (Arc::clone(&tmux), Arc::clone(&start));
+            // Opened in a thread: a FIFO's open waits for its writer.
+            let file = tokio::task::spawn_blocking(move || std::fs::File::open(&fifo)).await??;
+            panes.push((target, file));
+        }
+        *self.panes.lock().map_err(|_| anyhow::anyhow!("poisoned"))? = panes;
+        Ok(())
+    }
+
+    /// Every pane runs `true` `samples` times at once (after `warm`
+    /// untimed ones); the time of each.
+    async fn round(&self, warm: usize, samples: usize) -> anyhow::Result<Vec<Duration>> {
+        let panes = std::mem::take(&mut *self.panes.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
+        let start = Arc::new(std::sync::Barrier::new(panes.len()));
+        let mut tasks = Vec::new();
+        for (target, mut pipe) in panes {
+            let (tmux, start) = (Arc::clone(&self.tmux), Arc::clone(&start));
             let rt = tokio::runtime::Handle::current();
-            tasks.push(tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Duration>> {
-                let mut pipe = std::fs::File::open(&fifo)?;
+            tasks.push(tokio::task::spawn_blocking(move || {
                 start.wait();
                 let mut out = Vec::with_capacity(samples);
-                for i in 0..samples + 10 {
-                    let t = Instant::now();
-                    rt.block_on(tmux.run(&["send-keys", "-H", "-t", &target, "74", "72", "75", "65", "0d"]))?;
-                    wait_marker(&mut pipe)?;
-                    if i >= 10 {
-                        out.push(t.elapsed());
+                let mut timed = || -> anyhow::Result<()> {
+                    for i in 0..samples + warm {
+                        let t = Instant::now();
+                        rt.block_on(tmux.run(&["send-keys", "-H", "-t", &target, "74", "72", "75", "65", "0d"]))?;
+                        wait_marker(&mut pipe)?;
+                        if i >= warm {
+                            out.push(t.elapsed());
+                        }
                     }
-                }
-                Ok(out)
+                    Ok(())
+                };
+                let result = timed();
+                (target, pipe, result.map(|()| out))
             }));
         }
         let mut all = Vec::new();
+        let mut back = Vec::new();
+        let mut failed = None;
         for t in tasks {
-            all.extend(t.await??);
+            let (target, pipe, result) = t.await?;
+            back.push((target, pipe));
+            match result {
+                Ok(out) => all.extend(out),
+                Err(e) => failed = Some(e),
+            }
         }
-        Ok(all)
+        *self.panes.lock().map_err(|_| anyhow::anyhow!("poisoned"))? = back;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(all),
+        }
+    }
+
+    fn stop(&self) {
+        dtmcp::tmux::kill_server_now(&self.socket);
+    }
+}
+
+/// 20 agents at once in the world (at `n` sessions) and the raw floor of
+/// 20 panes among `n` - 20 idle, in turns: a round of each, `rounds`
+/// times, so that the machine's drift weighs on both alike. Each round's
+/// median over the floor's round beside it, and every call's time of
+/// each.
+async fn agents_beside_floor(
+    world: &World,
+    tmp: &Path,
+    n: usize,
+    rounds: usize,
+    per_round: usize,
+) -> anyhow::Result<(Vec<f64>, Vec<Duration>, Vec<Duration>)> {
+    let raw = RawServer::start(tmp, 20, n.saturating_sub(20)).await?;
+    let result = async {
+        let mut clients = Vec::new();
+        for i in 0..20 {
+            clients.push(HttpClient::connect(&world.server_socket(), &format!("agent{i}")).await?);
+        }
+        let (mut ratios, mut ours, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..rounds + 1 {
+            let f = raw.round(0, per_round).await?;
+            let mut tasks = Vec::new();
+            let start = Arc::new(tokio::sync::Barrier::new(clients.len()));
+            for (i, mut h) in std::mem::take(&mut clients).into_iter().enumerate() {
+                let start = Arc::clone(&start);
+                tasks.push(tokio::spawn(async move {
+                    start.wait().await;
+                    let out = run_true_rounds(&mut h, &format!("s{i}"), Samples::warmed(per_round, 0)).await;
+                    (h, out)
+                }));
+            }
+            let mut o = Vec::new();
+            for t in tasks {
+                let (h, out) = t.await?;
+                clients.push(h);
+                o.extend(out?);
+            }
+            // The first round only warms both up.
+            if r == 0 {
+                continue;
+            }
+            ratios.push(pct(&o, 50).as_secs_f64() / pct(&f, 50).as_secs_f64().max(1e-9));
+            ours.extend(o);
+            floor.extend(f);
+        }
+        Ok((ratios, ours, floor))
     }
     .await;
-    dtmcp::tmux::kill_server_now(&socket);
+    raw.stop();
     result
 }
 
