@@ -259,6 +259,8 @@ async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: u
     let result = async {
         let mut single = StdioClient::start(&exe(), &[], &one.env()).await?;
         single.grow(0, 1).await?;
+        // Its shell's start settles first, as the big world's did.
+        tokio::time::sleep(Duration::from_secs(1)).await;
         run_true_rounds(&mut single, "s0", Samples::warmed(0, TURN)).await?;
         let mut ratios = Vec::new();
         for _ in 0..samples.div_ceil(TURN) {
@@ -349,8 +351,12 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
             t.floor_ping = ping.out;
         }
         // What starting the sessions set going (shells' start files, the
-        // loggers' first output) settles before anything is timed.
+        // loggers' first output) settles before anything is timed, and
+        // the files it wrote are flushed now rather than by the kernel's
+        // writeback in the middle of a timing.
         tokio::time::sleep(Duration::from_secs(2)).await;
+        nix::unistd::sync();
+        tokio::time::sleep(Duration::from_secs(1)).await;
         t.stdio.insert(n, run_true(&mut stdio, samples).await?);
         if n > 1 {
             t.level_ratio.insert(n, beside_one(world, &mut stdio, n, samples).await?);
