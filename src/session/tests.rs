@@ -214,8 +214,16 @@ async fn a_pane_seen_lately_is_not_asked_for_again_until_tmux_tells_of_a_change_
     // A pane whose shell ended is asked for at once.
     w.sessions.resolve_quiet("c1").await.expect("resolves");
     let pid = s.pane.pane_pid.to_string();
+    let heard = w.sessions.tmux.changes();
     let _ = std::process::Command::new("kill").arg(&pid).status();
-    assert!(eventually(Duration::from_secs(5), || !super::process_exists(s.pane.pane_pid)).await);
+    // The cache stands while the process is there and tmux told of no
+    // change: a zombie passes its cheap check until tmux reaps it (and a
+    // zombie left to an init that does not reap stays, but then tmux
+    // itself is gone, which ends the control client: a change).
+    let ended = || !super::process_exists(s.pane.pane_pid) || w.sessions.tmux.changes() != heard;
+    let ended = eventually(Duration::from_secs(20), ended).await;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(ended, "the pane's process {pid} is still there and tmux told of nothing: {stat}");
     let before = w.sessions.tmux.counts();
     let _ = w.sessions.resolve_quiet("c1").await;
     assert!(asked(before) >= 1, "a pane whose process ended was taken on trust");
