@@ -203,6 +203,15 @@ struct Seen {
     at: std::time::Instant,
 }
 
+impl Seen {
+    /// Whether this description still holds as far as tmux tells: taken
+    /// under the same count of changes (`changes`, `None` when no
+    /// notification is heard) and within [`SEEN_FOR`].
+    fn fresh(&self, changes: Option<u64>) -> bool {
+        Some(self.changes) == changes && self.at.elapsed() < SEEN_FOR
+    }
+}
+
 /// Whether process `pid` is there: a signal 0 asks the kernel without a
 /// `/proc` read (a zombie passes, for the moment before tmux reaps it).
 fn process_exists(pid: u32) -> bool {
@@ -349,19 +358,15 @@ impl Sessions {
     /// still there.
     fn seen_lately(&self, name: &str, changes: Option<u64>) -> Option<Seen> {
         let seen = self.seen().get(name).cloned()?;
-        let fresh = Some(seen.changes) == changes && seen.at.elapsed() < SEEN_FOR;
-        (fresh && !seen.pane.pane_dead && process_exists(seen.pane.pane_pid)).then_some(seen)
+        (seen.fresh(changes) && !seen.pane.pane_dead && process_exists(seen.pane.pane_pid)).then_some(seen)
     }
 
     /// The inode of session `name`'s directory (which tells a session made
     /// again under its name from the old one): as seen with its pane
     /// lately, else from the file system.
     pub fn instance(&self, name: &str) -> Option<u64> {
-        let seen = self
-            .seen()
-            .get(name)
-            .filter(|s| s.at.elapsed() < SEEN_FOR && Some(s.changes) == self.tmux.changes())
-            .and_then(|s| s.instance);
+        let changes = self.tmux.changes();
+        let seen = self.seen().get(name).filter(|s| s.fresh(changes)).and_then(|s| s.instance);
         seen.or_else(|| std::fs::metadata(self.cfg.session_dir(name)).ok().map(|m| m.ino()))
     }
 

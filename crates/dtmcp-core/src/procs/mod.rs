@@ -136,11 +136,6 @@ pub fn foreground(pane_pid: u32) -> Result<Foreground, String> {
     Ok(Foreground::Job { pgid: stat.tpgid, comm: comm(stat.tpgid) })
 }
 
-/// Whether process `pid` is there and has not exited (a zombie has).
-pub fn alive(pid: u32) -> bool {
-    read_stat(&format!("/proc/{pid}/stat")).is_ok_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
-}
-
 /// A process's command name from `/proc/PID/comm`, or `?` when it is gone.
 pub fn comm(pid: i32) -> String {
     fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| "?".to_string(), |c| c.trim_end().to_string())
