@@ -134,15 +134,7 @@ struct Conn {
     dir: PathBuf,
     /// The socket's path.
     path: PathBuf,
-    /// The status a call left at its end, for the next call to take
-    /// instead of asking (see [`LoggerClient::settle`]); forgotten at any
-    /// exchange.
-    settled: Mutex<Option<(Status, std::time::Instant)>>,
 }
-
-/// How long a kept status may stand in for asking (when nothing was
-/// logged since): a bound on what no byte tells, such as the pipe's end.
-const SETTLED_FOR: Duration = Duration::from_secs(5);
 
 /// A receiver of the session directories whose logger connection closed,
 /// from now on. The repair listens to replace dead loggers.
@@ -167,7 +159,6 @@ impl Conn {
     /// Sends `req` and waits for its answer, at most `limit`, and not at
     /// all once the logger is seen stopped.
     async fn exchange(&self, req: Request, limit: Duration) -> Result<Response, ClientError> {
-        lock(&self.settled).take();
         let (id, answer) = self.start()?;
         let mut flight = InFlight { conn: self, id, wait: matches!(req, Request::Wait(_)), answered: false };
         let frame = protocol::encode(&Tagged { id, msg: req })?;
@@ -443,29 +434,6 @@ impl LoggerClient {
         }
     }
 
-    /// Keeps `status`, read by a call at the end of its command with the
-    /// shell back at an empty prompt, for the next call on this logger to
-    /// take instead of asking (see [`LoggerClient::settled`]).
-    pub fn settle(&self, status: &Status) {
-        let at_rest = status.shell.integrated && status.shell.at_prompt && !status.eof && status.typed.is_empty();
-        *lock(&self.conn.settled) = at_rest.then(|| (status.clone(), std::time::Instant::now()));
-    }
-
-    /// The status kept by [`LoggerClient::settle`], taken, if it still
-    /// holds: nothing was asked of this logger since, it is under
-    /// [`SETTLED_FOR`] old, and nothing was logged since (`raw.log` is as
-    /// long as the status says; the logger writes it before it makes
-    /// anything of new bytes). Bytes not yet logged are missed here as a
-    /// `status` asked now would miss them.
-    pub fn settled(&self) -> Option<Status> {
-        let (status, at) = lock(&self.conn.settled).take()?;
-        if at.elapsed() > SETTLED_FOR {
-            return None;
-        }
-        let logged = std::fs::metadata(self.conn.dir.join(dtmcp_core::store::files::RAW)).ok()?.len();
-        (logged == status.mark.raw.0).then_some(status)
-    }
-
     /// The logger's state now.
     pub async fn status(&mut self) -> Result<Status, ClientError> {
         match self.exchange(Request::Status, EXCHANGE_TIMEOUT).await? {
@@ -624,7 +592,6 @@ async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
         probe,
         dir,
         path: path.to_path_buf(),
-        settled: Mutex::new(None),
     });
     tokio::spawn(write_frames(outbox, Arc::downgrade(&conn)));
     tokio::spawn(read_answers(rx, Arc::clone(&conn)));
@@ -775,46 +742,5 @@ mod tests {
         assert!(announced.await.unwrap_or(false), "the closed connection was not announced");
         assert!(!connected(dir.path()));
         assert!(matches!(client.status().await, Err(ClientError::Closed | ClientError::Connect { .. })));
-    }
-
-    #[tokio::test]
-    async fn a_settled_status_stands_only_while_nothing_is_logged_or_asked() {
-        let (dir, path) = peer(|mut conn| {
-            // Answers every status with an empty one until the end.
-            while let Ok(Some(req)) = protocol::read_frame::<Tagged<Request>>(&mut conn) {
-                send(&mut conn, req.id, Response::Status(Status::default()));
-            }
-        });
-        let raw = dir.path().join(dtmcp_core::store::files::RAW);
-        std::fs::write(&raw, b"prompt$ ").expect("raw.log");
-        let mut at_rest = Status::default();
-        at_rest.shell.integrated = true;
-        at_rest.shell.at_prompt = true;
-        at_rest.mark.raw = dtmcp_core::types::ByteOffset(8);
-        let mut client = LoggerClient::connect(&path).await.expect("connect");
-        // Kept, and taken once.
-        client.settle(&at_rest);
-        assert!(client.settled().is_some_and(|s| s.mark == at_rest.mark));
-        assert!(client.settled().is_none(), "a kept status is taken once");
-        // A byte logged since voids it.
-        client.settle(&at_rest);
-        std::fs::write(&raw, b"prompt$ x").expect("raw.log");
-        assert!(client.settled().is_none(), "a byte logged since was missed");
-        at_rest.mark.raw = dtmcp_core::types::ByteOffset(9);
-        // So does any exchange with the logger meanwhile.
-        client.settle(&at_rest);
-        client.status().await.expect("status");
-        assert!(client.settled().is_none(), "an exchange since was missed");
-        // Only a shell at an empty prompt is kept at all.
-        let mut busy = at_rest.clone();
-        busy.shell.at_prompt = false;
-        client.settle(&busy);
-        assert!(client.settled().is_none());
-        let mut typed = at_rest.clone();
-        typed.typed = "ls".into();
-        client.settle(&typed);
-        assert!(client.settled().is_none());
-        client.settle(&at_rest);
-        assert!(client.settled().is_some());
     }
 }

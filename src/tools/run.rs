@@ -329,11 +329,7 @@ impl Terminal {
             };
         }
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: before.mark.line };
-        let reply = describe(s, logger, &waited, &call.opts.shape, None).await;
-        // The next call here starts from this status if nothing happens
-        // meanwhile.
-        logger.settle(&status);
-        reply
+        describe(s, logger, &waited, &call.opts.shape, None).await
     }
 
     /// The reply when a full-screen program took the screen: what it shows.
@@ -552,15 +548,7 @@ impl Terminal {
 /// just finished leaves a moment between its end and the next prompt, and a
 /// mark taken in it would take that prompt for the end of the next command.
 pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, ToolError> {
-    // Left by the last call at rest, with nothing logged or asked since:
-    // as good as asking, one round trip less. Not while a person is
-    // attached: a key they just pressed is on their screen a moment
-    // before it is logged, and their line must never be typed over.
-    let settled = if s.pane.session_attached == 0 { logger.settled() } else { None };
-    let status = match settled {
-        Some(status) => status,
-        None => logger.status().await?,
-    };
+    let status = logger.status().await?;
     if !between_commands(s, &status) || status.eof {
         return Ok(status);
     }

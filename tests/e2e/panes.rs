@@ -146,38 +146,6 @@ async fn a_persons_unsubmitted_line_is_never_typed_over() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn text_typed_right_after_a_run_is_seen_by_the_next() {
-    // A run may leave the logger's status for the next call to reuse
-    // while nothing is logged: a person's keys echoed since are seen all
-    // the same (the reuse itself is tested in session::client).
-    let world = World::new();
-    let server = world.server().await;
-    server.create("p2").await;
-    let mut person = Person::attach(&world, "p2", 100, 30);
-    std::thread::sleep(Duration::from_millis(1100));
-    // Two runs: the first one's agent bookkeeping talks to the logger
-    // after its reply; the second leaves its status standing.
-    let ran = server.run("p2", "echo first-$((2+3))").await;
-    assert_has!(ran, "first-5");
-    let ran = server.run("p2", "echo again-$((2+4))").await;
-    assert_has!(ran, "again-6");
-    person.types("echo half-typed");
-    until(Duration::from_secs(5), "the person's text on the screen", || {
-        screen(&world, "=p2:").contains("echo half-typed").then_some(())
-    });
-    let refused = server.err("run", json!({"session": "p2", "command": "echo second"})).await;
-    assert_has!(refused, "`echo half-typed`");
-    assert_has!(refused, "Nothing was typed over it");
-    // Submitted by the person, the prompt takes the next run.
-    person.types("\r");
-    until(Duration::from_secs(5), "the person's command to run", || {
-        screen(&world, "=p2:").lines().any(|l| l.trim() == "half-typed").then_some(())
-    });
-    let ran = server.run("p2", "echo third-$((3+4))").await;
-    assert_has!(ran, "third-7");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_agents_half_typed_text_is_left_alone() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
