@@ -16,6 +16,7 @@ mod checkpoint;
 mod gap;
 mod input;
 mod keys;
+mod main_loop;
 mod pump;
 mod server;
 mod state;
@@ -78,19 +79,13 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     let pump = pump::Pump::open(&shared)?;
     let socket_path = dir.join(files::SOCKET);
     let listener = server::bind(&socket_path)?;
-    let server = {
-        let shared = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name("logger-socket".into())
-            .spawn(move || server::serve(listener, shared))
-            .map_err(|source| LoggerError::Socket { path: socket_path.clone(), source })?
-    };
+    let mut server = server::Server::new(listener, Arc::clone(&shared), true);
     let mut pump = pump;
-    let result = pump.run_polled(std::io::stdin().lock(), &shared);
+    let result = main_loop::run(&mut pump, &mut server, std::io::stdin().lock(), &shared);
     shared.finish();
     shared.agents.flush();
     // The waits held learn that the output ended before the socket goes.
-    shared.answered_all(std::time::Duration::from_millis(500));
+    server.answer_all(std::time::Duration::from_millis(500));
     // The socket goes with the logger: a reader then uses the files.
     let _ = std::fs::remove_file(&socket_path);
     drop(server);

@@ -17,9 +17,10 @@
 //! logger a wake-up, a poll, a read, three writes and a publication per
 //! 4 KiB, and as much CPU in that as in cooking. So after a piece of
 //! [`BURST_BYTES`] or more (more is likely on its way) the pump naps
-//! [`BURST_NAP`] before it reads again, and then takes all that came at
-//! once. A small piece, such as a prompt with its markers, is never
-//! delayed: the nap only follows a big one.
+//! [`BURST_NAP`] before it reads again (the loop serves the socket
+//! meanwhile), and then takes all that came at once. A small piece, such
+//! as a prompt with its markers, is never delayed: the nap only follows a
+//! big one.
 //!
 //! tmux's `pipe-pane` hands over a socket, not a pipe, so [`PIPE_BYTES`]
 //! is not granted and the socket holds only 100–200 KiB (less when tmux
@@ -46,18 +47,15 @@
 //! checked a second after it, so that the last burst before a quiet spell
 //! is covered too); when it has none the pump stops and the logger exits
 //! (see `logger::run_in`), and the router attaches a new one that starts
-//! fresh files and marks the gap. A quiet pane costs nothing: the pump
+//! fresh files and marks the gap. A quiet pane costs nothing: the loop
 //! sleeps until output or a request comes (or an input region's time is
 //! up), and a deletion while it is quiet is noticed with the next output,
 //! before a byte of it is written.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::LoggerError;
 use super::checkpoint::{self, Checkpoint};
@@ -72,7 +70,7 @@ use dtmcp_core::store::{self, LineWriter, RegionLog, StoreError, files};
 use dtmcp_core::types::{CookEvent, LineNo, RegionId};
 
 /// The most bytes read from the pane at once.
-const READ_BYTES: usize = 1 << 18;
+pub const READ_BYTES: usize = 1 << 18;
 /// The pipe size asked of the kernel, so that tmux can hand over a burst
 /// without waiting for the logger.
 const PIPE_BYTES: i32 = 1 << 20;
@@ -83,12 +81,25 @@ const BURST_BYTES: usize = 2048;
 /// on at once (see the module documentation).
 const FULL_BYTES: usize = 32 << 10;
 /// How long the pump lets a burst gather in the pipe before reading on.
-const BURST_NAP: std::time::Duration = std::time::Duration::from_millis(2);
+pub const BURST_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 /// How often a pump that cannot store output tries again.
 pub const RETRY_MS: u64 = 500;
 /// How often, at most, output coming makes the pump check that `raw.log`
 /// was not deleted (one `fstat`).
 const DELETED_CHECK_MS: u64 = 1000;
+
+/// How the loop goes on after the pump's part of a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Read on as output comes.
+    More,
+    /// A burst is coming: let it gather [`BURST_NAP`] before reading on.
+    Nap,
+    /// The output ended.
+    Ended,
+    /// `raw.log` was deleted: the pump stops.
+    Deleted,
+}
 
 /// The pump's own state: the writers and the pure cores.
 pub struct Pump {
@@ -205,74 +216,58 @@ impl Pump {
         Ok(())
     }
 
-    /// Reads `input` until it ends, logging and publishing as it goes; also
-    /// opens the input regions asked for through the shared inbox, and ends
-    /// them when their time is up even while no output comes.
-    pub fn run_polled(&mut self, mut input: impl Read + AsFd, shared: &Shared) -> Result<(), LoggerError> {
-        let mut buf = vec![0u8; READ_BYTES];
-        let io_err = |source| StoreError::Io { path: "stdin".into(), source };
-        let mailbox = shared.inbox.connect().map_err(io_err)?;
-        loop {
-            // Sleeps until output or a request comes, or an input region's
-            // time is up.
-            let check = self.unchecked.then_some(self.checked_ms + DELETED_CHECK_MS);
-            let timeout = match [self.pipe.tracker.next_tick_ms(), check].into_iter().flatten().min() {
-                Some(due) => PollTimeout::try_from(due.saturating_sub(now_ms())).unwrap_or(PollTimeout::MAX),
-                None => PollTimeout::NONE,
-            };
-            let mut fds =
-                [PollFd::new(input.as_fd(), PollFlags::POLLIN), PollFd::new(mailbox.wake.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, timeout) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(io_err(e.into()).into()),
-                Ok(_) => {}
+    /// When the pump must act though no output comes (ms since the
+    /// epoch): an input region's time is up, or `raw.log` is due to be
+    /// checked for deletion after output (see the module documentation).
+    pub fn due_ms(&self) -> Option<u64> {
+        let check = self.unchecked.then_some(self.checked_ms + DELETED_CHECK_MS);
+        [self.pipe.tracker.next_tick_ms(), check].into_iter().flatten().min()
+    }
+
+    /// Reads and logs what the pane wrote; how the loop goes on.
+    pub fn take_output(&mut self, input: &mut impl Read, buf: &mut [u8], shared: &Shared) -> Result<Step, LoggerError> {
+        match input.read(buf) {
+            Ok(0) => Ok(Step::Ended),
+            Ok(n) => {
+                self.chunk(&buf[..n], shared);
+                Ok(match n {
+                    _ if self.deleted.is_some() => Step::Deleted,
+                    n if (BURST_BYTES..FULL_BYTES).contains(&n) => Step::Nap,
+                    _ => Step::More,
+                })
             }
-            let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-            let (output, mail) = (ready(&fds[0]), ready(&fds[1]));
-            if mail {
-                self.serve(&mailbox, shared);
-            }
-            if output {
-                match input.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        self.chunk(&buf[..n], shared);
-                        if self.deleted.is_some() {
-                            return Ok(());
-                        }
-                        if (BURST_BYTES..FULL_BYTES).contains(&n) {
-                            std::thread::sleep(BURST_NAP);
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(io_err(e).into()),
-                }
-            } else if !mail {
-                if self.unchecked && now_ms() >= self.checked_ms + DELETED_CHECK_MS {
-                    self.unchecked = false;
-                    self.checked_ms = now_ms();
-                    if self.raw_deleted() {
-                        self.deleted = Some(self.raw_len);
-                        return Ok(());
-                    }
-                }
-                self.tick(shared)?;
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(Step::More),
+            Err(source) => Err(StoreError::Io { path: "stdin".into(), source }.into()),
+        }
+    }
+
+    /// Does what is due at [`Pump::due_ms`] when no output came.
+    pub fn on_time(&mut self, shared: &Shared) -> Result<Step, LoggerError> {
+        let now = now_ms();
+        if self.unchecked && now >= self.checked_ms + DELETED_CHECK_MS {
+            self.unchecked = false;
+            self.checked_ms = now;
+            if self.raw_deleted() {
+                self.deleted = Some(self.raw_len);
+                return Ok(Step::Deleted);
             }
         }
-        self.ended();
-        Ok(())
+        if self.pipe.tracker.next_tick_ms().is_some_and(|due| due <= now) {
+            self.tick(shared)?;
+        }
+        Ok(Step::More)
     }
 
     /// Output ended cleanly: a checkpoint spares the next logger (if the
     /// pane is ever piped again) any replay.
-    fn ended(&mut self) {
+    pub fn ended(&mut self) {
         if self.dropping.is_none() && self.pipe.cooker.at_rest() {
             let _ = self.lines.flush().and_then(|()| self.checkpoint(now_ms()));
         }
     }
 
     /// Serves the requests waiting in the mailbox.
-    fn serve(&mut self, mailbox: &Mailbox, shared: &Shared) {
+    pub fn take_mail(&mut self, mailbox: &Mailbox, shared: &Shared) {
         let mut drain = [0u8; 64];
         while nix::unistd::read(&mailbox.wake, &mut drain).is_ok_and(|n| n > 0) {}
         let mut answered = false;
@@ -668,7 +663,11 @@ mod tests {
                 }
             }
         });
-        pump.run_polled(File::from(rx), &shared).expect("run");
+        // The logger's own loop, with its socket.
+        let shared = std::sync::Arc::new(shared);
+        let listener = crate::server::bind(&dir.path().join(files::SOCKET)).expect("bind");
+        let mut server = crate::server::Server::new(listener, std::sync::Arc::clone(&shared), true);
+        crate::main_loop::run(&mut pump, &mut server, File::from(rx), &shared).expect("run");
         writer.join().expect("writer");
         let got = LineReader::open(dir.path()).expect("reader").read(LineNo(1), 30_000).expect("read");
         assert_eq!(got, want);

@@ -1,12 +1,15 @@
-//! The logger's socket: one thread serves every connection with an event
-//! loop, answering requests from the shared state and the files (see
+//! The logger's socket: an event loop serving every connection, answering
+//! requests from the shared state and the files (see
 //! [`dtmcp_core::protocol`] for the wire).
 //!
-//! The loop sleeps in `poll` on the listener, the connections and the
-//! wake-up pipe the pump writes on when it publishes while waits are held
-//! (see [`super::state`]). A wait is kept as a [`Watch`] with a deadline
-//! and looked at again after each publication and when its time comes; an
-//! input region is asked of the pump and answered when the pump rings.
+//! The logger runs the loop in the pump's thread (see
+//! [`super::main_loop`]): one `poll` sleeps on the pane's output, the
+//! listener and the connections, and the waits held are looked at again
+//! right after each chunk of output is published, and when their time
+//! comes. The tests run it on a thread of its own ([`serve`]), which a
+//! publication wakes through the wake-up pipe (see [`super::state`]). A
+//! wait is kept as a [`Watch`] with a deadline; an input region is asked
+//! of the pump and answered once the pump has opened it.
 //!
 //! Nothing blocks the loop on a client: sockets are non-blocking, answers
 //! go to a connection's out buffer and are written as the client reads. A
@@ -65,21 +68,28 @@ pub fn bind(path: &Path) -> Result<UnixListener, LoggerError> {
     Ok(listener)
 }
 
-/// Serves connections until the process ends.
+/// Serves connections on a thread of its own until the process ends,
+/// woken through the wake-up pipe by publications made on other threads:
+/// how the tests run the socket (they publish in the pump's place). The
+/// logger runs the same loop in the pump's thread (see [`super::main_loop`]).
+#[cfg(test)]
 pub fn serve(listener: UnixListener, shared: Arc<Shared>) {
-    let mut server = Server { listener, shared, conns: Vec::new(), again: false };
+    let mut server = Server::new(listener, shared, false);
     loop {
-        server.turn();
+        server.turn(None);
     }
 }
 
 /// The loop's state.
-struct Server {
+pub struct Server {
     listener: UnixListener,
     shared: Arc<Shared>,
     conns: Vec<Conn>,
     /// The pump published during the last look: look again at once.
     again: bool,
+    /// Served in the pump's thread, which looks at the waits itself after
+    /// each chunk: publications never ring the wake-up pipe.
+    inline: bool,
 }
 
 /// One client.
@@ -106,44 +116,65 @@ struct Open {
 }
 
 impl Server {
-    /// One turn: sleep until something happens, then serve it.
-    fn turn(&mut self) {
-        let now = Instant::now();
-        let timeout = match self.next_due() {
-            _ if self.again => PollTimeout::ZERO,
-            Some(due) => {
-                // Rounded up: waking before the moment would only spin.
-                let ms = due.saturating_duration_since(now).as_micros().div_ceil(1000).min(60_000);
-                PollTimeout::try_from(ms as u64).unwrap_or(PollTimeout::MAX)
-            }
-            None => PollTimeout::NONE,
-        };
-        let (woken, accept, ready) = {
+    /// The socket's loop over `listener`; `inline` when the pump's thread
+    /// runs it (publications then never ring the wake-up pipe).
+    pub fn new(listener: UnixListener, shared: Arc<Shared>, inline: bool) -> Server {
+        Server { listener, shared, conns: Vec::new(), again: false, inline }
+    }
+
+    /// One turn on its own: sleep until something happens (at most until
+    /// `cap`), then serve it.
+    fn turn(&mut self, cap: Option<Instant>) {
+        let due = [self.due(), cap].into_iter().flatten().min();
+        let ready = {
             let mut fds = Vec::with_capacity(2 + self.conns.len());
-            fds.push(PollFd::new(self.shared.wake_fd(), PollFlags::POLLIN));
-            fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
-            for c in &self.conns {
-                let mut flags = PollFlags::empty();
-                if c.unsent() < OUT_PAUSE {
-                    flags |= PollFlags::POLLIN;
-                }
-                if c.unsent() > 0 {
-                    flags |= PollFlags::POLLOUT;
-                }
-                fds.push(PollFd::new(c.stream.as_fd(), flags));
-            }
-            match poll(&mut fds, timeout) {
+            self.fds(&mut fds);
+            match poll(&mut fds, timeout_until(due)) {
                 Ok(_) => {}
                 Err(_) => return, // EINTR; nothing else is expected of poll
             }
-            let revents = |fd: &PollFd| fd.revents().unwrap_or(PollFlags::empty());
-            let ready: Vec<PollFlags> = fds[2..].iter().map(revents).collect();
-            (!revents(&fds[0]).is_empty(), !revents(&fds[1]).is_empty(), ready)
+            ready(&fds)
         };
-        if woken {
+        self.serve_ready(&ready);
+        self.finish_turn();
+    }
+
+    /// When the loop must look again though nothing happens: at once after
+    /// a publication it may have missed, else when the first held wait or
+    /// input region is due.
+    pub fn due(&self) -> Option<Instant> {
+        if self.again {
+            return Some(Instant::now());
+        }
+        self.next_due()
+    }
+
+    /// Adds what the loop polls: the wake-up pipe, the listener and the
+    /// connections, in the order [`Server::serve_ready`] takes their events.
+    pub fn fds<'a>(&'a self, fds: &mut Vec<PollFd<'a>>) {
+        fds.push(PollFd::new(self.shared.wake_fd(), PollFlags::POLLIN));
+        fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
+        for c in &self.conns {
+            let mut flags = PollFlags::empty();
+            if c.unsent() < OUT_PAUSE {
+                flags |= PollFlags::POLLIN;
+            }
+            if c.unsent() > 0 {
+                flags |= PollFlags::POLLOUT;
+            }
+            fds.push(PollFd::new(c.stream.as_fd(), flags));
+        }
+    }
+
+    /// Serves what `poll` found on the descriptors [`Server::fds`] added
+    /// (their events, in the same order): requests, answers to write, new
+    /// connections.
+    pub fn serve_ready(&mut self, ready: &[PollFlags]) {
+        let [woken, accept, conns @ ..] = ready else { return };
+        if !woken.is_empty() {
             self.shared.drain_wake();
         }
-        for (conn, flags) in self.conns.iter_mut().zip(ready) {
+        for (conn, flags) in self.conns.iter_mut().zip(conns) {
             if flags.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
                 conn.read_requests(&self.shared);
             }
@@ -155,11 +186,35 @@ impl Server {
                 }
             }
         }
-        if accept {
+        if !accept.is_empty() {
             self.accept();
         }
+    }
+
+    /// Ends a turn: answers the held waits and input regions that are done,
+    /// and drops the connections that went away.
+    pub fn finish_turn(&mut self) {
         self.look_again();
         self.conns.retain(|c| !c.dead);
+    }
+
+    /// Whether an input region asked of the pump awaits its answer.
+    pub fn asked_pump(&self) -> bool {
+        self.conns.iter().any(|c| !c.opens.is_empty())
+    }
+
+    /// After the output ended: serves until every held wait and input
+    /// region is answered (they learn of the end), or `limit` has passed.
+    pub fn answer_all(&mut self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            self.finish_turn();
+            let held = self.conns.iter().any(|c| !c.waits.is_empty() || !c.opens.is_empty());
+            if !held || Instant::now() >= deadline {
+                return;
+            }
+            self.turn(Some(deadline));
+        }
     }
 
     /// Takes the connections waiting on the listener; past
@@ -212,7 +267,7 @@ impl Server {
             held += conn.waits.len() + conn.opens.len();
         }
         let mut live = self.shared.lock();
-        live.watching = held;
+        live.watching = if self.inline { 0 } else { held };
         // Published meanwhile, before the pump knew to ring: look again
         // after a poll that does not sleep (so that a flood of output does
         // not keep the loop from reading requests).
@@ -388,6 +443,19 @@ impl Conn {
             self.out_at = 0;
         }
     }
+}
+
+/// A poll timeout that ends at `due` (never, without one).
+pub fn timeout_until(due: Option<Instant>) -> PollTimeout {
+    let Some(due) = due else { return PollTimeout::NONE };
+    // Rounded up: waking before the moment would only spin.
+    let ms = due.saturating_duration_since(Instant::now()).as_micros().div_ceil(1000).min(60_000);
+    PollTimeout::try_from(ms as u64).unwrap_or(PollTimeout::MAX)
+}
+
+/// The events `poll` found, one per descriptor.
+pub fn ready(fds: &[PollFd<'_>]) -> Vec<PollFlags> {
+    fds.iter().map(|fd| fd.revents().unwrap_or(PollFlags::empty())).collect()
 }
 
 /// The answer to a wait that ended for `reason` with the state `status`.

@@ -11,10 +11,12 @@
 //!
 //! # Waking the socket
 //!
-//! The socket's loop (see [`super::server`]) sleeps in `poll`. When it holds
-//! waits, it says how many in [`Live::watching`], and every publication
-//! then writes a byte on a wake-up pipe it polls. With no wait held the
-//! pump publishes without a system call.
+//! The logger runs the socket's loop in the pump's thread (see
+//! [`super::main_loop`]), which looks at the waits after each publication
+//! itself. A loop on a thread of its own (the tests run one) sleeps in
+//! `poll`: while it holds waits it says how many in [`Live::watching`],
+//! and every publication then writes a byte on a wake-up pipe it polls.
+//! With no such wait held a publication makes no system call.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -229,14 +231,6 @@ impl Shared {
     /// Marks the end of output.
     pub fn finish(&self) {
         self.publish(|l| l.eof = true);
-    }
-
-    /// Returns once the socket's loop holds no wait, or after `limit`.
-    pub fn answered_all(&self, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while self.lock().watching > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
     }
 
     /// Region `id`: from the table, or for an older one from
