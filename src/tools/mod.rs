@@ -205,18 +205,30 @@ impl Terminal {
     /// Runs one tool body, records it in `calls.log`, and turns its outcome
     /// into a tool result. A body that has no facts to tell gives its text
     /// alone.
-    async fn call<F, R>(&self, tool: &str, session: Option<&str>, body: F) -> CallToolResult
+    fn call<'a, F, R>(
+        &'a self,
+        tool: &'a str,
+        session: Option<&'a str>,
+        body: F,
+    ) -> impl Future<Output = CallToolResult> + 'a
     where
-        F: Future<Output = Result<R, ToolError>>,
+        F: Future<Output = Result<R, ToolError>> + 'a,
         R: Into<Reply>,
     {
-        let started = Instant::now();
-        let finished = self.finished_before(tool, session).await;
-        let (outcome, early) = secrets::counting_early(body).await;
-        if let Some(name) = session.filter(|_| matches!(tool, "read" | "search" | "regions")) {
-            self.note_reply(name).await;
+        // Boxed before anything awaits: a body's state (kilobytes for the
+        // tools that wait) is moved once, to the heap, rather than copied
+        // again into every future wrapped around it (the task-local scope,
+        // rmcp's handler, the task the call runs in).
+        let body = Box::pin(body);
+        async move {
+            let started = Instant::now();
+            let finished = self.finished_before(tool, session).await;
+            let (outcome, early) = secrets::counting_early(body).await;
+            if let Some(name) = session.filter(|_| matches!(tool, "read" | "search" | "regions")) {
+                self.note_reply(name).await;
+            }
+            self.finish_call(tool, session, started, outcome.map(Into::into), early, finished)
         }
-        self.finish_call(tool, session, started, outcome.map(Into::into), early, finished)
     }
 
     /// "Finished since your last call", for the tools that work in a live
@@ -349,7 +361,9 @@ impl ServerHandler for Terminal {
             }
             self.tool_router.call(ToolCallContext::new(self, request, context)).await
         };
-        who.clone().scope_since(arrived, body).await
+        // Boxed: the body's state is moved once, not copied again into the
+        // task-local scope, rmcp's request future and the task around it.
+        who.clone().scope_since(arrived, Box::pin(body)).await
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {

@@ -27,26 +27,30 @@ impl Terminal {
     /// Like [`Terminal::call`], for the tools that drive a session: a reply
     /// that succeeded ends with the notes that apply and were not yet given
     /// to this agent in this session. `command` is the line the call typed.
-    pub(super) async fn call_noted<F>(
-        &self,
-        tool: &str,
-        session: &str,
-        command: Option<&str>,
+    pub(super) fn call_noted<'a, F>(
+        &'a self,
+        tool: &'a str,
+        session: &'a str,
+        command: Option<&'a str>,
         body: F,
-    ) -> CallToolResult
+    ) -> impl Future<Output = CallToolResult> + 'a
     where
-        F: Future<Output = Result<Reply, ToolError>>,
+        F: Future<Output = Result<Reply, ToolError>> + 'a,
     {
-        let started = Instant::now();
-        let finished = self.finished_before(tool, Some(session)).await;
-        let (mut outcome, early) = super::secrets::counting_early(body).await;
-        if let Ok(reply) = &mut outcome {
-            for note in self.notes_for(tool, session, command, reply).await {
-                reply.push_str(&note);
-                reply.push_str("\n");
+        // Boxed before anything awaits (see [`Terminal::call`]).
+        let body = Box::pin(body);
+        async move {
+            let started = Instant::now();
+            let finished = self.finished_before(tool, Some(session)).await;
+            let (mut outcome, early) = super::secrets::counting_early(body).await;
+            if let Ok(reply) = &mut outcome {
+                for note in self.notes_for(tool, session, command, reply).await {
+                    reply.push_str(&note);
+                    reply.push_str("\n");
+                }
             }
+            self.finish_call(tool, Some(session), started, outcome, early, finished)
         }
-        self.finish_call(tool, Some(session), started, outcome, early, finished)
     }
 
     /// The fresh notes for a reply `reply` of `tool` in session `name`.
