@@ -181,6 +181,54 @@ impl Conn {
         }
     }
 
+    /// Sends a [`Request::StatusWait`]: the status now, and a wait from
+    /// its mark that the logger holds from the same look on. Returns the
+    /// status, and the wait to take its answer from.
+    async fn status_wait(self: &Arc<Self>, spec: WaitSpec) -> Result<(Status, HeldWait), ClientError> {
+        let limit = Duration::from_millis(spec.timeout_ms) + EXCHANGE_TIMEOUT;
+        // Two ids at once: the wait's answer comes under the second.
+        let id = self.next_id.fetch_add(2, Ordering::Relaxed);
+        let (tx, answer) = oneshot::channel();
+        let (wait_tx, wait_answer) = oneshot::channel();
+        {
+            let mut pending = lock(&self.pending);
+            let pending = pending.as_mut().ok_or(ClientError::Closed)?;
+            pending.insert(id, tx);
+            pending.insert(id + 1, wait_tx);
+        }
+        let mut flight = InFlight { conn: self, id, wait: false, answered: false };
+        let mut held = HeldWait {
+            conn: Arc::clone(self),
+            id: id + 1,
+            answer: Some(wait_answer),
+            after: spec.after,
+            limit,
+            answered: false,
+        };
+        let frame = protocol::encode(&Tagged { id, msg: Request::StatusWait(spec) })?;
+        if !self.outbox.send(frame) {
+            self.end();
+            return Err(ClientError::Closed);
+        }
+        let response = tokio::select! {
+            r = tokio::time::timeout(EXCHANGE_TIMEOUT, answer) => match r {
+                Err(_) => return Err(ClientError::Timeout(EXCHANGE_TIMEOUT)),
+                Ok(Err(_)) => return Err(ClientError::Closed),
+                Ok(Ok(response)) => response,
+            },
+            pid = stall(&self.dir) => return Err(ClientError::Stalled { pid }),
+        };
+        flight.answered = true;
+        match response {
+            Response::Status(status) => {
+                held.after = status.mark;
+                Ok((status, held))
+            }
+            Response::Error { message } => Err(ClientError::Remote(message)),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+
     /// Registers an exchange: its id and where its answer will come.
     fn start(&self) -> Result<(u64, oneshot::Receiver<Response>), ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -322,6 +370,53 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// A wait the logger holds since a [`LoggerClient::status_wait`]: its
+/// answer is taken with [`HeldWait::answer`]; dropped unanswered, it is
+/// cancelled at the logger.
+pub struct HeldWait {
+    conn: Arc<Conn>,
+    id: u64,
+    answer: Option<oneshot::Receiver<Response>>,
+    /// The mark it waits from: the status answered with it.
+    after: Mark,
+    /// How long its answer may take.
+    limit: Duration,
+    answered: bool,
+}
+
+impl HeldWait {
+    /// The mark the wait waits from.
+    pub fn after(&self) -> Mark {
+        self.after
+    }
+
+    /// The wait's answer, as [`LoggerClient::wait_region`] gives it.
+    pub async fn answer(mut self) -> Result<(WaitReason, Status, Option<Region>), ClientError> {
+        let answer = self.answer.take().ok_or(ClientError::Unexpected)?;
+        let response = tokio::select! {
+            r = tokio::time::timeout(self.limit, answer) => match r {
+                Err(_) => return Err(ClientError::Timeout(self.limit)),
+                Ok(Err(_)) => return Err(ClientError::Closed),
+                Ok(Ok(response)) => response,
+            },
+            pid = stall(&self.conn.dir) => return Err(ClientError::Stalled { pid }),
+        };
+        self.answered = true;
+        match response {
+            Response::Waited { reason, status, region } => Ok((reason, status, region)),
+            Response::Error { message } => Err(ClientError::Remote(message)),
+            _ => Err(ClientError::Unexpected),
+        }
+    }
+}
+
+impl Drop for HeldWait {
+    fn drop(&mut self) {
+        // As an exchange in flight is forgotten (see [`InFlight`]).
+        let _ = InFlight { conn: &self.conn, id: self.id, wait: true, answered: self.answered };
+    }
+}
+
 /// Reads answers and hands each to its exchange until the connection
 /// closes; then drops the connection from the pool and says so.
 async fn read_answers(rx: OwnedReadHalf, conn: Arc<Conn>) {
@@ -439,6 +534,23 @@ impl LoggerClient {
         match self.exchange(Request::Status, EXCHANGE_TIMEOUT).await? {
             Response::Status(s) => Ok(s),
             _ => Err(ClientError::Unexpected),
+        }
+    }
+
+    /// The logger's state now, and a wait from its mark for `spec` (whose
+    /// `after` is not used) held by the logger from the same look on: one
+    /// round trip where [`LoggerClient::status`] and then
+    /// [`LoggerClient::wait_region`] take two. The wait is `None` when the
+    /// connection had to be made again (the status then comes from the new
+    /// logger, asked the usual way).
+    pub async fn status_wait(&mut self, spec: WaitSpec) -> Result<(Status, Option<HeldWait>), ClientError> {
+        match self.conn.status_wait(spec).await {
+            Ok((status, held)) => Ok((status, Some(held))),
+            Err(ClientError::Closed) if !lock(&POOL.listeners).is_empty() => {
+                self.conn = reconnect(&self.conn.path).await?;
+                Ok((self.status().await?, None))
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -742,5 +854,41 @@ mod tests {
         assert!(announced.await.unwrap_or(false), "the closed connection was not announced");
         assert!(!connected(dir.path()));
         assert!(matches!(client.status().await, Err(ClientError::Closed | ClientError::Connect { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_held_wait_is_answered_under_the_next_id_and_cancelled_when_dropped() {
+        let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();
+        let (_dir, path) = peer(move |mut conn| {
+            let asked = recv(&mut conn);
+            assert!(matches!(asked.msg, Request::StatusWait(_)), "{asked:?}");
+            let mark = Mark { regions: 4, ..Mark::default() };
+            let status = Status { mark, current_text: "$ ".into(), ..Status::default() };
+            send(&mut conn, asked.id, Response::Status(status.clone()));
+            let region = Some(Region { id: RegionId(5), ..Region::default() });
+            send(
+                &mut conn,
+                asked.id + 1,
+                Response::Waited { reason: WaitReason::RegionEnded(RegionId(5)), status, region },
+            );
+            // A second pair whose wait the client drops unanswered.
+            let again = recv(&mut conn);
+            send(&mut conn, again.id, Response::Status(Status::default()));
+            let next = recv(&mut conn);
+            let _ = cancelled_tx.send(matches!(next.msg, Request::Cancel { id } if id == again.id + 1));
+            let _ = protocol::read_frame::<Tagged<Request>>(&mut conn);
+        });
+        let mut client = LoggerClient::connect(&path).await.expect("connect");
+        let spec = WaitSpec { command_done: true, timeout_ms: 5_000, ..WaitSpec::default() };
+        let (status, held) = client.status_wait(spec.clone()).await.expect("status");
+        let held = held.expect("a held wait");
+        assert_eq!(held.after(), status.mark, "the wait's mark is not the status's");
+        let (reason, _, region) = held.answer().await.expect("waited");
+        assert_eq!(reason, WaitReason::RegionEnded(RegionId(5)));
+        assert_eq!(region.map(|r| r.id), Some(RegionId(5)));
+        let (_, held) = client.status_wait(spec).await.expect("status");
+        drop(held);
+        let cancelled = tokio::task::spawn_blocking(move || cancelled_rx.recv_timeout(Duration::from_secs(5)));
+        assert_eq!(cancelled.await.expect("join").ok(), Some(true), "the held wait was not cancelled at the logger");
     }
 }

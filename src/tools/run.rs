@@ -16,6 +16,7 @@ use super::reply::{Facts, Outcome, Reply, ToolError};
 use super::report::{Waited, describe};
 use super::shape::{Shape, ShapeParams};
 use crate::keys::typing::{Typing, TypingParams};
+use crate::session::client::HeldWait;
 use crate::session::{LoggerClient, Session};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
 use dtmcp_core::region::{Region, RegionKind};
@@ -202,7 +203,18 @@ impl Terminal {
             // Held from the look at the prompt to the Enter: nobody else's
             // characters get into this line.
             let hold = self.inner.holds.take(&s.name, &actor, "run").map_err(ToolError::Refused)?;
-            let status = ready_status(&s, &mut logger).await?;
+            // A line typed at once: the look at the prompt also starts the
+            // wait for the line (one round trip to the logger, not two). The
+            // wait serves only if nothing below takes a new look.
+            let (status, held) = match call.typing {
+                None => {
+                    let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+                    let spec = opts.spec(Mark::default(), slice_ms(left.max(1)));
+                    logger.status_wait(spec).await?
+                }
+                Some(_) => (logger.status().await?, None),
+            };
+            let status = settled(&s, &mut logger, status).await?;
             let mut status = program::plain_shell_ready(&s, &mut logger, status).await?;
             let target = match program::target(&s, &status).await {
                 Ok(target) => target,
@@ -230,7 +242,8 @@ impl Terminal {
                 let home = &self.sessions().cfg.home;
                 super::once::before_typing(home, &s.name, &caller, &logger, status.mark);
             }
-            let typed = Line { text: line, before: &status, target, hold };
+            let held = held.filter(|h| h.after() == status.mark);
+            let typed = Line { text: line, before: &status, target, hold, held };
             let part = self.run_line(&s, &mut logger, typed, &call).await?;
             if lines.len() > 1 {
                 let _ = writeln!(out, "$ {line}");
@@ -252,7 +265,7 @@ impl Terminal {
         line: Line<'_>,
         call: &Call<'_>,
     ) -> Result<Reply, ToolError> {
-        let Line { text: line, before, target, hold } = line;
+        let Line { text: line, before, target, hold, held } = line;
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         if let Target::Program(job) = &target {
@@ -284,7 +297,7 @@ impl Terminal {
                 pressed(hold);
                 Ok(())
             };
-            let wait = async { self.wait_line(s, logger, spec, follow).await.map_err(typed) };
+            let wait = async { self.wait_line(s, logger, spec, follow, held).await.map_err(typed) };
             tokio::try_join!(send, wait)?.1
         } else {
             program::type_text(tmux, pane, line, call.typing).await?;
@@ -299,7 +312,7 @@ impl Terminal {
             }
             tmux.send_enter(pane).await?;
             pressed(hold);
-            self.wait_line(s, logger, spec, follow).await.map_err(typed)?
+            self.wait_line(s, logger, spec, follow, held).await.map_err(typed)?
         };
         let (mut reason, mut status, mut region) = waited;
         if reason == WaitReason::FullScreen {
@@ -358,7 +371,7 @@ impl Terminal {
         after.regions = open.0 - 1;
         let follow = Follow { progress, from: after.line };
         // The wait's answer carries region `after.regions + 1`: `open`.
-        let (reason, status, region) = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow).await?;
+        let (reason, status, region) = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow, None).await?;
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line };
         describe(&s, &mut logger, &waited, &opts.shape, None).await
     }
@@ -374,6 +387,9 @@ struct Line<'a> {
     target: Target,
     /// The session, held for this call until the line's Enter.
     hold: Hold<'a>,
+    /// The wait for the line the logger holds already, from `before`'s mark
+    /// (see [`LoggerClient::status_wait`]).
+    held: Option<HeldWait>,
 }
 
 /// What holds for every line of one `run` call.
@@ -508,16 +524,20 @@ impl Terminal {
         logger: &mut LoggerClient,
         mut spec: WaitSpec,
         follow: Follow<'_>,
+        mut held: Option<HeldWait>,
     ) -> Result<(WaitReason, Status, Option<Region>), ToolError> {
         let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
         let typed_at = spec.after.raw;
         loop {
             let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-            spec.timeout_ms = Progress::slice(left).min(RECHECK_MS.max(QUIET_MS * 2));
+            spec.timeout_ms = slice_ms(left);
             // Every slice asks from the same mark (only `raw` moves, for
             // the quiet): an end or a match between two slices is found by
-            // the next.
-            let (reason, status, region) = logger.wait_region(spec.clone()).await?;
+            // the next. The first may be held by the logger already.
+            let (reason, status, region) = match held.take() {
+                Some(first) => first.answer().await?,
+                None => logger.wait_region(spec.clone()).await?,
+            };
             let last = left <= spec.timeout_ms;
             match reason {
                 WaitReason::Settled | WaitReason::Timeout => {
@@ -544,11 +564,23 @@ impl Terminal {
     }
 }
 
+/// How long one slice of a wait with `left_ms` to go lasts (see
+/// [`Terminal::wait_line`]).
+fn slice_ms(left_ms: u64) -> u64 {
+    Progress::slice(left_ms).min(RECHECK_MS.max(QUIET_MS * 2))
+}
+
 /// The logger's status once the shell shows its prompt: a command that has
 /// just finished leaves a moment between its end and the next prompt, and a
 /// mark taken in it would take that prompt for the end of the next command.
 pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, ToolError> {
     let status = logger.status().await?;
+    settled(s, logger, status).await
+}
+
+/// `status`, or the status once the shell shows its prompt if `status` was
+/// taken between a command's end and that prompt (see [`ready_status`]).
+async fn settled(s: &Session, logger: &mut LoggerClient, status: Status) -> Result<Status, ToolError> {
     if !between_commands(s, &status) || status.eof {
         return Ok(status);
     }

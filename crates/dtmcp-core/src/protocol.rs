@@ -49,6 +49,8 @@
 //!   was about.
 //! - 7: idempotency keys noted before typing ([`Request::Typing`],
 //!   [`Request::Typed`], [`Response::Typed`]).
+//! - 8: [`Request::StatusWait`], the status and a wait from it in one
+//!   round trip.
 //!
 //! # Waiting
 //! [`Request::Wait`] is answered when its condition is met or its timeout
@@ -56,7 +58,11 @@
 //! never an error. Meanwhile the connection carries other exchanges, which
 //! are answered at once. The answer holds the status at that moment and
 //! the first region opened after the wait's mark, so that a caller needs no
-//! further round trip for it. A logger keeps a bounded number of waits per
+//! further round trip for it. [`Request::StatusWait`] asks for the status
+//! and for a wait from its mark together, for a caller that looks at the
+//! state before it types and then waits for what it typed: the wait is
+//! held before the answer with the state leaves, so nothing that follows
+//! the look can slip in between. A logger keeps a bounded number of waits per
 //! connection ([`MAX_WAITS`]); one more is answered with an error.
 //!
 //! # Agent state
@@ -82,7 +88,7 @@ use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.
@@ -174,6 +180,12 @@ pub enum Request {
         /// The key.
         key: String,
     },
+    /// The logger's state now and a wait from it, taken in one look: the
+    /// state is answered at once ([`Response::Status`], under this
+    /// request's id), and the wait, whose `after` becomes that state's
+    /// mark, is held and answered as a [`Request::Wait`] is, under id + 1
+    /// (the caller keeps both ids for this request).
+    StatusWait(WaitSpec),
 }
 
 /// What the logger answers.

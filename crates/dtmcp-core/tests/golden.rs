@@ -35,7 +35,7 @@ const BLESS: &str = "DTMCP_BLESS=1 cargo test -p dtmcp-core --test golden";
 
 /// How many kinds of request and of response there are; [`request_kind`]
 /// and [`response_kind`] number them.
-const REQUEST_KINDS: usize = 12;
+const REQUEST_KINDS: usize = 13;
 const RESPONSE_KINDS: usize = 9;
 
 /// Numbers each kind of request. No arm may be a catch-all: a new kind
@@ -54,6 +54,7 @@ fn request_kind(r: &Request) -> usize {
         Request::Cancel { .. } => 9,
         Request::Typing { .. } => 10,
         Request::Typed { .. } => 11,
+        Request::StatusWait(_) => 12,
     }
 }
 
@@ -181,13 +182,14 @@ fn requests() -> Vec<(String, Request)> {
         ("read", Request::Read { from: LineNo(9_000), count: 250 }),
         ("regions", Request::Regions { last: 3 }),
         ("region", Request::Region { id: RegionId(41) }),
-        ("wait", Request::Wait(wait)),
+        ("wait", Request::Wait(wait.clone())),
         ("open-input", Request::OpenInput(input)),
         ("agent", Request::Agent { actor: "claude-code#2".into() }),
         ("set-agent", Request::SetAgent { actor: "claude-code#2".into(), state: agent_state() }),
         ("cancel", Request::Cancel { id: 1 << 40 }),
         ("typing", Request::Typing { key: "0f1e2d3c4b5a69788796a5b4-17".into(), mark: status().mark }),
         ("typed", Request::Typed { key: "0f1e2d3c4b5a69788796a5b4-17".into() }),
+        ("status-wait", Request::StatusWait(wait)),
     ];
     all.into_iter().map(|(name, r)| (format!("request/{name}"), r)).collect()
 }

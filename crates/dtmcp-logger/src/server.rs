@@ -346,6 +346,14 @@ impl Conn {
                 self.waits.retain(|(w, _)| *w != wait);
                 return;
             }
+            Request::StatusWait(mut spec) => {
+                // The wait is held from the look the status answers: the
+                // output read after it is the wait's to see.
+                let status = shared.lock().status();
+                spec.after = status.mark;
+                self.send(id, &Response::Status(status));
+                return self.serve(Tagged { id: id.wrapping_add(1), msg: Request::Wait(spec) }, shared);
+            }
             Request::Wait(_) | Request::OpenInput(_) if held >= MAX_WAITS => Response::Error {
                 message: format!(
                     "this connection already holds {MAX_WAITS} waits; wait for some to end or cancel them"
@@ -485,7 +493,7 @@ fn answer(request: Request, shared: &Shared) -> Response {
         },
         Request::Typed { key } => Response::Typed(shared.keys.typed(&key)),
         // Served by the loop itself.
-        Request::Wait(_) | Request::OpenInput(_) | Request::Cancel { .. } => {
+        Request::Wait(_) | Request::OpenInput(_) | Request::Cancel { .. } | Request::StatusWait(_) => {
             Response::Error { message: "internal: a held request was answered at once".into() }
         }
     }
@@ -502,9 +510,9 @@ fn read(shared: &Shared, from: dtmcp_core::types::LineNo, count: u64) -> Respons
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dtmcp_core::protocol::{Status, WaitSpec};
+    use dtmcp_core::protocol::{Mark, Status, WaitSpec};
     use dtmcp_core::region::LinePos;
-    use dtmcp_core::types::{LineNo, RegionId};
+    use dtmcp_core::types::{ByteOffset, LineNo, RegionId};
 
     /// A logger's socket served from `dir`, with no pump: the test
     /// publishes instead. The loop's thread lives on with the test process.
@@ -583,6 +591,43 @@ mod tests {
         c.send(6, Request::Status);
         assert_eq!(c.recv().expect("status").id, 6, "the cancelled wait was answered");
         assert_eq!(shared.lock().watching, 0, "the loop still holds waits");
+    }
+
+    #[test]
+    fn a_status_and_a_wait_from_it_come_in_one_exchange() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (shared, path) = start(dir.path());
+        shared.publish(|live| {
+            live.raw_len = 40;
+            live.shell.regions = 1;
+            live.upsert(region(1, true));
+        });
+        let mut c = Client::connect(&path);
+        // `after` is the logger's to fill in: from the caller's (before
+        // region 1) the wait would end at once.
+        let stale = Mark::default();
+        let spec = WaitSpec { after: stale, command_done: true, timeout_ms: 10_000, ..WaitSpec::default() };
+        c.send(10, Request::StatusWait(spec));
+        let first = c.recv().expect("status");
+        assert_eq!(first.id, 10);
+        let Response::Status(status) = first.msg else { panic!("{first:?}") };
+        assert_eq!((status.mark.raw, status.mark.regions), (ByteOffset(40), 1));
+        // Held: a status asked after it is answered first.
+        c.send(12, Request::Status);
+        assert_eq!(c.recv().expect("status").id, 12, "the wait ended from the caller's mark");
+        // A region that opened after the look and ends: the wait's, under
+        // the next id, with the region it was about.
+        let next = status.mark.regions + 1;
+        shared.publish(|live| {
+            live.raw_len = 90;
+            live.shell.regions = next;
+            live.upsert(region(next, true));
+        });
+        let second = c.recv().expect("waited");
+        assert_eq!(second.id, 11);
+        let Response::Waited { reason, region, .. } = second.msg else { panic!("{second:?}") };
+        assert_eq!(reason, WaitReason::RegionEnded(RegionId(next)));
+        assert_eq!(region.map(|r| r.id), Some(RegionId(next)));
     }
 
     #[test]
