@@ -531,6 +531,10 @@ impl Table {
                 format!("{:.2}/{:.2}", med(turn_ours), med(turn_floor)),
                 "—"
             );
+            // How far the rounds spread: on a shared machine one burst of
+            // someone else's load can carry a round.
+            let each: Vec<String> = turn_ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!("    (each round: {})", each.join(" "));
         }
         if let Some(r) = ratio(at(&self.agents20, 100), floor20) {
             println!(
