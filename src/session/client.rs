@@ -161,19 +161,8 @@ impl Conn {
     async fn exchange(&self, req: Request, limit: Duration) -> Result<Response, ClientError> {
         let (id, answer) = self.start()?;
         let mut flight = InFlight { conn: self, id, wait: matches!(req, Request::Wait(_)), answered: false };
-        let frame = protocol::encode(&Tagged { id, msg: req })?;
-        if !self.outbox.send(frame) {
-            self.end();
-            return Err(ClientError::Closed);
-        }
-        let response = tokio::select! {
-            r = tokio::time::timeout(limit, answer) => match r {
-                Err(_) => return Err(ClientError::Timeout(limit)),
-                Ok(Err(_)) => return Err(ClientError::Closed),
-                Ok(Ok(response)) => response,
-            },
-            pid = stall(&self.dir) => return Err(ClientError::Stalled { pid }),
-        };
+        self.send(&Tagged { id, msg: req })?;
+        let response = receive(&self.dir, answer, limit).await?;
         flight.answered = true;
         match response {
             Response::Error { message } => Err(ClientError::Remote(message)),
@@ -205,19 +194,8 @@ impl Conn {
             limit,
             answered: false,
         };
-        let frame = protocol::encode(&Tagged { id, msg: Request::StatusWait(spec) })?;
-        if !self.outbox.send(frame) {
-            self.end();
-            return Err(ClientError::Closed);
-        }
-        let response = tokio::select! {
-            r = tokio::time::timeout(EXCHANGE_TIMEOUT, answer) => match r {
-                Err(_) => return Err(ClientError::Timeout(EXCHANGE_TIMEOUT)),
-                Ok(Err(_)) => return Err(ClientError::Closed),
-                Ok(Ok(response)) => response,
-            },
-            pid = stall(&self.dir) => return Err(ClientError::Stalled { pid }),
-        };
+        self.send(&Tagged { id, msg: Request::StatusWait(spec) })?;
+        let response = receive(&self.dir, answer, EXCHANGE_TIMEOUT).await?;
         flight.answered = true;
         match response {
             Response::Status(status) => {
@@ -227,6 +205,16 @@ impl Conn {
             Response::Error { message } => Err(ClientError::Remote(message)),
             _ => Err(ClientError::Unexpected),
         }
+    }
+
+    /// Sends one request; a connection that takes nothing more is ended.
+    fn send(&self, req: &Tagged<Request>) -> Result<(), ClientError> {
+        let frame = protocol::encode(req)?;
+        if !self.outbox.send(frame) {
+            self.end();
+            return Err(ClientError::Closed);
+        }
+        Ok(())
     }
 
     /// Registers an exchange: its id and where its answer will come.
@@ -393,14 +381,7 @@ impl HeldWait {
     /// The wait's answer, as [`LoggerClient::wait_region`] gives it.
     pub async fn answer(mut self) -> Result<(WaitReason, Status, Option<Region>), ClientError> {
         let answer = self.answer.take().ok_or(ClientError::Unexpected)?;
-        let response = tokio::select! {
-            r = tokio::time::timeout(self.limit, answer) => match r {
-                Err(_) => return Err(ClientError::Timeout(self.limit)),
-                Ok(Err(_)) => return Err(ClientError::Closed),
-                Ok(Ok(response)) => response,
-            },
-            pid = stall(&self.conn.dir) => return Err(ClientError::Stalled { pid }),
-        };
+        let response = receive(&self.conn.dir, answer, self.limit).await?;
         self.answered = true;
         match response {
             Response::Waited { reason, status, region } => Ok((reason, status, region)),
@@ -414,6 +395,20 @@ impl Drop for HeldWait {
     fn drop(&mut self) {
         // As an exchange in flight is forgotten (see [`InFlight`]).
         let _ = InFlight { conn: &self.conn, id: self.id, wait: true, answered: self.answered };
+    }
+}
+
+/// The answer coming on `answer`: an error once `limit` has passed, the
+/// connection closed, or the logger of the session in `dir` is seen
+/// stopped.
+async fn receive(dir: &Path, answer: oneshot::Receiver<Response>, limit: Duration) -> Result<Response, ClientError> {
+    tokio::select! {
+        r = tokio::time::timeout(limit, answer) => match r {
+            Err(_) => Err(ClientError::Timeout(limit)),
+            Ok(Err(_)) => Err(ClientError::Closed),
+            Ok(Ok(response)) => Ok(response),
+        },
+        pid = stall(dir) => Err(ClientError::Stalled { pid }),
     }
 }
 
