@@ -177,14 +177,7 @@ impl Conn {
         let limit = Duration::from_millis(spec.timeout_ms) + EXCHANGE_TIMEOUT;
         // Two ids at once: the wait's answer comes under the second.
         let id = self.next_id.fetch_add(2, Ordering::Relaxed);
-        let (tx, answer) = oneshot::channel();
-        let (wait_tx, wait_answer) = oneshot::channel();
-        {
-            let mut pending = lock(&self.pending);
-            let pending = pending.as_mut().ok_or(ClientError::Closed)?;
-            pending.insert(id, tx);
-            pending.insert(id + 1, wait_tx);
-        }
+        let (answer, wait_answer) = (self.expect(id)?, self.expect(id + 1)?);
         let mut flight = InFlight { conn: self, id, wait: false, answered: false };
         let mut held = HeldWait {
             conn: Arc::clone(self),
@@ -220,9 +213,28 @@ impl Conn {
     /// Registers an exchange: its id and where its answer will come.
     fn start(&self) -> Result<(u64, oneshot::Receiver<Response>), ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        Ok((id, self.expect(id)?))
+    }
+
+    /// Where the answer under `id` will come.
+    fn expect(&self, id: u64) -> Result<oneshot::Receiver<Response>, ClientError> {
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).as_mut().ok_or(ClientError::Closed)?.insert(id, tx);
-        Ok((id, rx))
+        Ok(rx)
+    }
+
+    /// Forgets the exchange `id` (its caller stopped waiting for it);
+    /// `cancel` a wait the logger still holds.
+    fn forget(&self, id: u64, cancel: bool) {
+        if let Some(p) = lock(&self.pending).as_mut() {
+            p.remove(&id);
+        }
+        if cancel {
+            let cancel = Tagged { id: self.next_id.fetch_add(1, Ordering::Relaxed), msg: Request::Cancel { id } };
+            if let Ok(frame) = protocol::encode(&cancel) {
+                let _ = self.outbox.send(frame);
+            }
+        }
     }
 
     /// Marks the connection closed and fails the exchanges in flight.
@@ -345,16 +357,7 @@ struct InFlight<'a> {
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if let Some(p) = lock(&self.conn.pending).as_mut() {
-            p.remove(&self.id);
-        }
-        if self.wait && !self.answered {
-            let cancel =
-                Tagged { id: self.conn.next_id.fetch_add(1, Ordering::Relaxed), msg: Request::Cancel { id: self.id } };
-            if let Ok(frame) = protocol::encode(&cancel) {
-                let _ = self.conn.outbox.send(frame);
-            }
-        }
+        self.conn.forget(self.id, self.wait && !self.answered);
     }
 }
 
@@ -393,8 +396,7 @@ impl HeldWait {
 
 impl Drop for HeldWait {
     fn drop(&mut self) {
-        // As an exchange in flight is forgotten (see [`InFlight`]).
-        let _ = InFlight { conn: &self.conn, id: self.id, wait: true, answered: self.answered };
+        self.conn.forget(self.id, !self.answered);
     }
 }
 

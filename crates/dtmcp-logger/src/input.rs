@@ -43,8 +43,8 @@ impl Inbox {
     }
 
     /// Asks the pump to open an input region; the answer comes on the
-    /// receiver, and the pump rings the socket's wake-up pipe when it has
-    /// sent it.
+    /// receiver, within the same turn of the logger's loop (see
+    /// `main_loop`).
     pub fn open_input(&self, spec: InputSpec) -> Result<Receiver<Result<Region, String>>, String> {
         let (reply, answer) = mpsc::channel();
         let sent = match self.way.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {

@@ -270,14 +270,9 @@ impl Pump {
     pub fn take_mail(&mut self, mailbox: &Mailbox, shared: &Shared) {
         let mut drain = [0u8; 64];
         while nix::unistd::read(&mailbox.wake, &mut drain).is_ok_and(|n| n > 0) {}
-        let mut answered = false;
+        // The loop looks for the answers before its turn ends.
         while let Ok(ToPump::OpenInput(spec, reply)) = mailbox.rx.try_recv() {
             let _ = reply.send(self.open_input(&spec, shared));
-            answered = true;
-        }
-        // The socket's loop looks for the answers when woken.
-        if answered {
-            shared.ring();
         }
     }
 

@@ -210,7 +210,7 @@ impl Shared {
     }
 
     /// Wakes the socket's loop (a full pipe already holds a wake-up).
-    pub fn ring(&self) {
+    fn ring(&self) {
         let _ = (&self.wake_tx).write(&[1]);
     }
 
