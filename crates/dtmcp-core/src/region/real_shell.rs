@@ -237,3 +237,70 @@ fn prompt_hook_is_cheap() {
     let micros: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("a number");
     assert!(micros < 1000, "{micros} µs per prompt");
 }
+
+/// Where the end marker goes: with the next prompt (in the prompt string,
+/// so one write carries both) when nothing can come between, else out at
+/// once from the hook, ahead of what the user's prompt commands print or
+/// of a prompt that runs commands as it is drawn.
+#[rstest::rstest]
+#[case::plain_prompt("", r"\u\$ ", true)]
+#[case::user_prompt_command("PROMPT_COMMAND='echo pc >&2'", r"\u\$ ", false)]
+#[case::prompt_runs_a_command("", r"$(echo x)\$ ", false)]
+#[case::prompt_with_backquotes("", r"`echo x`\$ ", false)]
+#[case::prompt_with_arithmetic("", r"$((1+1))\$ ", true)]
+fn the_end_marker_rides_with_the_prompt_when_nothing_comes_between(
+    #[case] before: &str,
+    #[case] ps1: &str,
+    #[case] in_prompt: bool,
+) {
+    needs!("bash");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hook_out = dir.path().join("hook-out");
+    // The hook's stderr is the session's terminal (a file here); the
+    // prompt as readline would draw it goes to stdout.
+    let script = format!(
+        r#"{before}
+        . {}/integration.bash
+        __DTMCP_TTY={out} PS1='{ps1}'
+        __dtmcp_hook 2>>{out}; : >{out}; __DTMCP_RAN=1; (exit 3); __dtmcp_hook 2>>{out}
+        printf %s "${{PS1@P}}""#,
+        shell_dir().display(),
+        out = hook_out.display(),
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &script])
+        .env("__DTMCP_NONCE", SECRET_NONCE)
+        .output()
+        .expect("bash runs");
+    let prompt = out.stdout;
+    let hooked = std::fs::read(&hook_out).unwrap_or_default();
+    let end = b"\x1b]133;D;3;";
+    let (a, d) = (find(&prompt, b"\x1b]133;A;"), find(&prompt, end));
+    assert!(a.is_some(), "the prompt is marked: {:?}", String::from_utf8_lossy(&prompt));
+    if in_prompt {
+        assert!(hooked.is_empty(), "the hook printed: {:?}", String::from_utf8_lossy(&hooked));
+        // The end, then at once the prompt's own marker.
+        assert_eq!(d.map(|d| d + prompt[d..].iter().position(|&b| b == 0x07).unwrap_or(0) + 1), a);
+    } else {
+        assert_eq!(d, None, "the prompt repeats the end: {:?}", String::from_utf8_lossy(&prompt));
+        assert!(hooked.starts_with(end), "the hook printed: {:?}", String::from_utf8_lossy(&hooked));
+        if !before.is_empty() {
+            assert!(hooked.ends_with(b"\x07pc\n"), "the user's output follows the end");
+        }
+    }
+    // The next prompt with no command before it carries no end: one end
+    // in all, from the hook or in the first prompt.
+    let again = format!("{script}\n__dtmcp_hook 2>>{out}; printf %s \"${{PS1@P}}\"", out = hook_out.display());
+    std::fs::write(&hook_out, b"").expect("truncate");
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &again])
+        .env("__DTMCP_NONCE", SECRET_NONCE)
+        .output()
+        .expect("bash runs");
+    let hooked = std::fs::read(&hook_out).unwrap_or_default();
+    assert_eq!(count(&out.stdout, end) + count(&hooked, end), 1, "{:?}", String::from_utf8_lossy(&out.stdout));
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
