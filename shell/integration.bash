@@ -23,8 +23,7 @@
 # Per process, not exported (a child starts its own sequence):
 #   __DTMCP_PID, __DTMCP_SEQ, __DTMCP_KIND, __DTMCP_RAN, __DTMCP_PF,
 #   __DTMCP_HOST, __DTMCP_USER, __DTMCP_ON, __DTMCP_NONCE_SEEN,
-#   __DTMCP_USER_PC, __DTMCP_WRAPPED, __DTMCP_PS1, __DTMCP_PS2, __DTMCP_PS0,
-#   __DTMCP_DM
+#   __DTMCP_USER_PC, __DTMCP_WRAPPED, __DTMCP_PS1, __DTMCP_PS2, __DTMCP_PS0
 
 # Returns its argument as a status, so the user's prompt commands see the
 # `$?` they would have seen without us.
@@ -87,23 +86,14 @@ __dtmcp_start() {
     __dtmcp_pct __DTMCP_USER "${u@P}"
 }
 
-# Builds the end-of-command marker into __DTMCP_DM: $1 the exit status,
-# the rest the statuses of the pipeline's stages.  The hook prints it, or
-# leaves it for the prompt to print (see __dtmcp_hook).
+# Prints the end-of-command marker: $1 the exit status, the rest the
+# statuses of the pipeline's stages.
 __dtmcp_done() {
     local s=$1 seq IFS=,
     shift
     __DTMCP_KIND=4
     seq=$((++__DTMCP_SEQ))
-    printf -v __DTMCP_DM '\e]133;D;%s;dtmcp=%s.%s.%s;ps=%s\a' "$s" "$__DTMCP_PID" "$seq" "$((__DTMCP_PF))" "$*"
-}
-
-# Prints the end-of-command marker now, if one is waiting.
-__dtmcp_flush() {
-    if [[ -n ${__DTMCP_DM-} ]]; then
-        printf %s "$__DTMCP_DM" >&2
-        __DTMCP_DM=
-    fi
+    printf '\e]133;D;%s;dtmcp=%s.%s.%s;ps=%s\a' "$s" "$__DTMCP_PID" "$seq" "$((__DTMCP_PF))" "$*" >&2
 }
 
 # Takes over PROMPT_COMMAND: whatever it holds (a string, or the array
@@ -144,7 +134,7 @@ __dtmcp_wrap() {
     local m='dtmcp=${__DTMCP_PID}.$((__DTMCP_KIND='
     # shellcheck disable=SC2016
     local p='++__DTMCP_SEQ)).$((__DTMCP_PF))'
-    local a="\[\${__DTMCP_DM-}\e]133;A;${m}1,$p;host=\${__DTMCP_HOST};user=\${__DTMCP_USER}\a\]"
+    local a="\[\e]133;A;${m}1,$p;host=\${__DTMCP_HOST};user=\${__DTMCP_USER}\a\]"
     local s="\[\e]133;A;k=s;${m}5,$p\a\]"
     local b="\[\e]133;B;${m}2,$p;cols=\${COLUMNS-}\a\]"
     local c="\e]133;C;${m}3,__DTMCP_RAN=1,$p\a"
@@ -162,13 +152,6 @@ __dtmcp_wrap() {
 # prompt commands, then (re)wraps the prompts.  It captures `$?` and
 # PIPESTATUS before anything else can change them, and always returns 0:
 # under `set -e` a failing prompt command would end the shell.
-#
-# The end marker goes out with the prompt, in the same write, when nothing
-# can come between them: the terminal then sees a command end and the next
-# prompt at once, never the moment between (which a caller typing the next
-# line would have to wait out).  It is printed at once instead when the
-# user's prompt commands will run (what they print comes after the end) or
-# when PS1 runs commands as it is drawn (the end is not kept waiting).
 __dtmcp_hook() {
     local __dtmcp_s=$? __dtmcp_ps=("${PIPESTATUS[@]}") - __dtmcp_on=0
     set +eux
@@ -179,13 +162,11 @@ __dtmcp_hook() {
     if [[ $__DTMCP_ON == 1 && -n ${__DTMCP_TTY-} && /dev/stderr -ef $__DTMCP_TTY ]] && shopt -q promptvars; then
         __dtmcp_on=1
     fi
-    __DTMCP_DM=
     if [[ $__DTMCP_RAN == 1 ]]; then
         __DTMCP_RAN=0
         if [[ $__dtmcp_on == 1 ]]; then __dtmcp_done "$__dtmcp_s" "${__dtmcp_ps[@]}"; fi
     fi
     if [[ -n ${__DTMCP_USER_PC-} ]]; then
-        __dtmcp_flush
         __dtmcp_ret "$__dtmcp_s"
         eval "$__DTMCP_USER_PC"
     fi
@@ -193,8 +174,6 @@ __dtmcp_hook() {
     # it holds now as the user's part.
     if [[ ${PROMPT_COMMAND-} != __dtmcp_hook || ${PROMPT_COMMAND@a} == *a* ]]; then __dtmcp_adopt; fi
     __dtmcp_wrap "$__dtmcp_on"
-    # `$(` and not `$((`: our own markers are arithmetic.
-    if [[ ${PS1-} == *\$\([!\(]* || ${PS1-} == *\`* ]]; then __dtmcp_flush; fi
     return 0
 }
 
@@ -223,4 +202,4 @@ if [[ -n ${__DTMCP_BASH_LOADER-} && ${PROMPT_COMMAND@a} != *a* ]]; then
 fi
 __dtmcp_keys
 __dtmcp_adopt
-export -f __dtmcp_ret __dtmcp_keys __dtmcp_pct __dtmcp_start __dtmcp_done __dtmcp_flush __dtmcp_adopt __dtmcp_wrap __dtmcp_hook
+export -f __dtmcp_ret __dtmcp_keys __dtmcp_pct __dtmcp_start __dtmcp_done __dtmcp_adopt __dtmcp_wrap __dtmcp_hook
