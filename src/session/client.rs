@@ -41,7 +41,9 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
 use dtmcp_core::agent_state::AgentState;
-use dtmcp_core::protocol::{self, Mark, PROTOCOL_VERSION, Request, Response, Status, Tagged, WaitReason, WaitSpec};
+use dtmcp_core::protocol::{
+    self, Mark, PROTOCOL_VERSION, Request, Response, Settle, Status, Tagged, WaitReason, WaitSpec,
+};
 use dtmcp_core::region::Region;
 use dtmcp_core::types::{LineNo, RegionId};
 
@@ -170,11 +172,13 @@ impl Conn {
         }
     }
 
-    /// Sends a [`Request::StatusWait`]: the status now, and a wait from
-    /// its mark that the logger holds from the same look on. Returns the
-    /// status, and the wait to take its answer from.
-    async fn status_wait(self: &Arc<Self>, spec: WaitSpec) -> Result<(Status, HeldWait), ClientError> {
+    /// Sends a [`Request::StatusWait`]: the status now (or once the shell's
+    /// next prompt is shown, as `settle` says), and a wait from its mark
+    /// that the logger holds from the same look on. Returns the status, and
+    /// the wait to take its answer from.
+    async fn status_wait(self: &Arc<Self>, spec: WaitSpec, settle: Settle) -> Result<(Status, HeldWait), ClientError> {
         let limit = Duration::from_millis(spec.timeout_ms) + EXCHANGE_TIMEOUT;
+        let settling = Duration::from_millis(settle.grace_ms.min(protocol::MAX_WAIT_MS));
         // Two ids at once: the wait's answer comes under the second.
         let id = self.next_id.fetch_add(2, Ordering::Relaxed);
         let (answer, wait_answer) = (self.expect(id)?, self.expect(id + 1)?);
@@ -187,8 +191,8 @@ impl Conn {
             limit,
             answered: false,
         };
-        self.send(&Tagged { id, msg: Request::StatusWait(spec) })?;
-        let response = receive(&self.dir, answer, EXCHANGE_TIMEOUT).await?;
+        self.send(&Tagged { id, msg: Request::StatusWait(spec, settle) })?;
+        let response = receive(&self.dir, answer, settling + EXCHANGE_TIMEOUT).await?;
         flight.answered = true;
         match response {
             Response::Status(status) => {
@@ -537,11 +541,17 @@ impl LoggerClient {
     /// The logger's state now, and a wait from its mark for `spec` (whose
     /// `after` is not used) held by the logger from the same look on: one
     /// round trip where [`LoggerClient::status`] and then
-    /// [`LoggerClient::wait_region`] take two. The wait is `None` when the
-    /// connection had to be made again (the status then comes from the new
-    /// logger, asked the usual way).
-    pub async fn status_wait(&mut self, spec: WaitSpec) -> Result<(Status, Option<HeldWait>), ClientError> {
-        match self.conn.status_wait(spec).await {
+    /// [`LoggerClient::wait_region`] take two. With a [`Settle`], a shell
+    /// between a command's end and its next prompt is looked at once that
+    /// prompt is shown (see [`Status::between_commands`]). The wait is
+    /// `None` when the connection had to be made again (the status then
+    /// comes from the new logger, asked the usual way, and is not settled).
+    pub async fn status_wait(
+        &mut self,
+        spec: WaitSpec,
+        settle: Settle,
+    ) -> Result<(Status, Option<HeldWait>), ClientError> {
+        match self.conn.status_wait(spec, settle).await {
             Ok((status, held)) => Ok((status, Some(held))),
             Err(ClientError::Closed) if !lock(&POOL.listeners).is_empty() => {
                 self.conn = reconnect(&self.conn.path).await?;
@@ -858,7 +868,7 @@ mod tests {
         let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();
         let (_dir, path) = peer(move |mut conn| {
             let asked = recv(&mut conn);
-            assert!(matches!(asked.msg, Request::StatusWait(_)), "{asked:?}");
+            assert!(matches!(asked.msg, Request::StatusWait(_, s) if s.grace_ms == 700), "{asked:?}");
             let mark = Mark { regions: 4, ..Mark::default() };
             let status = Status { mark, current_text: "$ ".into(), ..Status::default() };
             send(&mut conn, asked.id, Response::Status(status.clone()));
@@ -877,13 +887,14 @@ mod tests {
         });
         let mut client = LoggerClient::connect(&path).await.expect("connect");
         let spec = WaitSpec { command_done: true, timeout_ms: 5_000, ..WaitSpec::default() };
-        let (status, held) = client.status_wait(spec.clone()).await.expect("status");
+        let settle = Settle { own_integrated: true, grace_ms: 700 };
+        let (status, held) = client.status_wait(spec.clone(), settle).await.expect("status");
         let held = held.expect("a held wait");
         assert_eq!(held.after(), status.mark, "the wait's mark is not the status's");
         let (reason, _, region) = held.answer().await.expect("waited");
         assert_eq!(reason, WaitReason::RegionEnded(RegionId(5)));
         assert_eq!(region.map(|r| r.id), Some(RegionId(5)));
-        let (_, held) = client.status_wait(spec).await.expect("status");
+        let (_, held) = client.status_wait(spec, settle).await.expect("status");
         drop(held);
         let cancelled = tokio::task::spawn_blocking(move || cancelled_rx.recv_timeout(Duration::from_secs(5)));
         assert_eq!(cancelled.await.expect("join").ok(), Some(true), "the held wait was not cancelled at the logger");

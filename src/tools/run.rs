@@ -18,8 +18,8 @@ use super::shape::{Shape, ShapeParams};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::session::client::HeldWait;
 use crate::session::{LoggerClient, Session};
-use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
-use dtmcp_core::region::{Region, RegionKind};
+use dtmcp_core::protocol::{Mark, Settle, Status, WaitReason, WaitSpec};
+use dtmcp_core::region::Region;
 use dtmcp_core::types::{LineNo, RegionId};
 
 /// The default wait, well under the 60 s some clients allow one call.
@@ -204,17 +204,22 @@ impl Terminal {
             // characters get into this line.
             let hold = self.inner.holds.take(&s.name, &actor, "run").map_err(ToolError::Refused)?;
             // A line typed at once: the look at the prompt also starts the
-            // wait for the line (one round trip to the logger, not two). The
-            // wait serves only if nothing below takes a new look.
+            // wait for the line (one round trip to the logger, not two), and
+            // the logger takes the look once a prompt follows a command that
+            // has just ended. The wait serves only if nothing below takes a
+            // new look.
             let (status, held) = match call.typing {
                 None => {
                     let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
                     let spec = opts.spec(Mark::default(), slice_ms(left.max(1)));
-                    logger.status_wait(spec).await?
+                    logger.status_wait(spec, settle(&s)).await?
                 }
                 Some(_) => (logger.status().await?, None),
             };
-            let status = settled(&s, &mut logger, status).await?;
+            let status = match held {
+                Some(_) => status,
+                None => settled(&s, &mut logger, status).await?,
+            };
             let mut status = program::plain_shell_ready(&s, &mut logger, status).await?;
             let target = match program::target(&s, &status).await {
                 Ok(target) => target,
@@ -581,30 +586,17 @@ pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Resu
 /// `status`, or the status once the shell shows its prompt if `status` was
 /// taken between a command's end and that prompt (see [`ready_status`]).
 async fn settled(s: &Session, logger: &mut LoggerClient, status: Status) -> Result<Status, ToolError> {
-    if !between_commands(s, &status) || status.eof {
+    if !status.between_commands(s.meta.integrated) || status.eof {
         return Ok(status);
     }
     let spec = WaitSpec { after: status.mark, command_done: true, timeout_ms: PROMPT_GRACE_MS, ..WaitSpec::default() };
     Ok(logger.wait(spec).await?.1)
 }
 
-/// Whether the innermost integrated shell has ended a command and not yet
-/// shown its next prompt: the session's own shell with nothing open, or a
-/// shell inside it (ssh, a sandbox) whose last region ended at its depth
-/// or deeper (a shell started inside it that has just exited: its `exit`
-/// ended with the command that ran it).
-fn between_commands(s: &Session, status: &Status) -> bool {
-    let shell = &status.shell;
-    if !shell.integrated || shell.at_prompt {
-        return false;
-    }
-    let own = s.meta.integrated && shell.open.is_empty();
-    let inner = !shell.open.is_empty()
-        && status
-            .last_region
-            .as_ref()
-            .is_some_and(|r| r.kind == RegionKind::Command && r.end.is_some() && r.depth as usize >= shell.open.len());
-    own || inner
+/// What [`settled`] does, asked of the logger with a look at the prompt:
+/// the look waits out a shell between a command's end and its next prompt.
+fn settle(s: &Session) -> Settle {
+    Settle { own_integrated: s.meta.integrated, grace_ms: PROMPT_GRACE_MS }
 }
 
 pub(super) fn timeout_ms(t: Option<f64>) -> Result<u64, String> {

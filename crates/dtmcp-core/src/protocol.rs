@@ -51,6 +51,9 @@
 //!   [`Request::Typed`], [`Response::Typed`]).
 //! - 8: [`Request::StatusWait`], the status and a wait from it in one
 //!   round trip.
+//! - 9: [`Request::StatusWait`] carries a [`Settle`]: a shell between a
+//!   command's end and its next prompt is given that prompt before the
+//!   look is taken.
 //!
 //! # Waiting
 //! [`Request::Wait`] is answered when its condition is met or its timeout
@@ -88,7 +91,7 @@ use crate::region::{InputSpec, Region, ShellState};
 use crate::types::{ByteOffset, LineNo, RegionId};
 
 /// The version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 16 << 20;
 /// The longest a single wait may last.
@@ -184,8 +187,24 @@ pub enum Request {
     /// state is answered at once ([`Response::Status`], under this
     /// request's id), and the wait, whose `after` becomes that state's
     /// mark, is held and answered as a [`Request::Wait`] is, under id + 1
-    /// (the caller keeps both ids for this request).
-    StatusWait(WaitSpec),
+    /// (the caller keeps both ids for this request). With a [`Settle`],
+    /// a look that finds the shell between a command's end and its next
+    /// prompt is taken again once that prompt is shown (or the grace is
+    /// over), and both answers wait for it; a [`Request::Cancel`] of
+    /// either id drops the request.
+    StatusWait(WaitSpec, Settle),
+}
+
+/// Whether a [`Request::StatusWait`] waits out the moment between a
+/// command's end and the next prompt: a mark taken in it would take that
+/// prompt for the end of whatever is typed next.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settle {
+    /// The session's own shell is integrated, so a prompt follows every
+    /// command's end at its depth (see [`Status::between_commands`]).
+    pub own_integrated: bool,
+    /// How long to wait for that prompt, at most; 0 takes the look at once.
+    pub grace_ms: u64,
 }
 
 /// What the logger answers.
@@ -271,6 +290,27 @@ pub struct Status {
     /// Text typed at the shell's prompt and not yet submitted (after the
     /// prompt's end marker; empty when none or no prompt is shown).
     pub typed: String,
+}
+
+impl Status {
+    /// Whether the innermost integrated shell has ended a command and not
+    /// yet shown its next prompt: the session's own shell (integrated when
+    /// `own_integrated`) with nothing open, or a shell inside it (ssh, a
+    /// sandbox) whose last region ended at its depth or deeper (a shell
+    /// started inside it that has just exited: its `exit` ended with the
+    /// command that ran it).
+    pub fn between_commands(&self, own_integrated: bool) -> bool {
+        let shell = &self.shell;
+        if !shell.integrated || shell.at_prompt {
+            return false;
+        }
+        let own = own_integrated && shell.open.is_empty();
+        let inner = !shell.open.is_empty()
+            && self.last_region.as_ref().is_some_and(|r| {
+                r.kind == crate::region::RegionKind::Command && r.end.is_some() && r.depth as usize >= shell.open.len()
+            });
+        own || inner
+    }
 }
 
 /// What to wait for. The first condition met ends the wait.

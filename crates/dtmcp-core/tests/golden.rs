@@ -26,7 +26,9 @@ use std::path::PathBuf;
 
 use dtmcp_core::agent_state::{AgentState, LeftText, SeenScreen};
 use dtmcp_core::answers::{Answers, Queries};
-use dtmcp_core::protocol::{self, Mark, PROTOCOL_VERSION, Request, Response, Status, Tagged, WaitReason, WaitSpec};
+use dtmcp_core::protocol::{
+    self, Mark, PROTOCOL_VERSION, Request, Response, Settle, Status, Tagged, WaitReason, WaitSpec,
+};
 use dtmcp_core::region::{InputSpec, LinePos, Region, RegionKind, ShellState};
 use dtmcp_core::types::{ByteOffset, LineNo, RegionId};
 
@@ -54,7 +56,7 @@ fn request_kind(r: &Request) -> usize {
         Request::Cancel { .. } => 9,
         Request::Typing { .. } => 10,
         Request::Typed { .. } => 11,
-        Request::StatusWait(_) => 12,
+        Request::StatusWait(..) => 12,
     }
 }
 
@@ -189,7 +191,7 @@ fn requests() -> Vec<(String, Request)> {
         ("cancel", Request::Cancel { id: 1 << 40 }),
         ("typing", Request::Typing { key: "0f1e2d3c4b5a69788796a5b4-17".into(), mark: status().mark }),
         ("typed", Request::Typed { key: "0f1e2d3c4b5a69788796a5b4-17".into() }),
-        ("status-wait", Request::StatusWait(wait)),
+        ("status-wait", Request::StatusWait(wait, Settle { own_integrated: true, grace_ms: 2_000 })),
     ];
     all.into_iter().map(|(name, r)| (format!("request/{name}"), r)).collect()
 }

@@ -33,7 +33,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use super::LoggerError;
 use super::state::{Shared, Watch};
 use dtmcp_core::protocol::{
-    self, MAX_FRAME, MAX_READ_LINES, MAX_WAITS, PROTOCOL_VERSION, Request, Response, Tagged, WaitReason,
+    self, MAX_FRAME, MAX_READ_LINES, MAX_WAITS, PROTOCOL_VERSION, Request, Response, Status, Tagged, WaitReason,
+    WaitSpec,
 };
 use dtmcp_core::region::Region;
 use dtmcp_core::store::LineReader;
@@ -104,8 +105,26 @@ struct Conn {
     waits: Vec<(u64, Watch)>,
     /// Input regions asked of the pump, by request id.
     opens: Vec<Open>,
+    /// Looks at the state that wait for the shell's next prompt.
+    settling: Vec<Settling>,
     /// It went away or broke the protocol: dropped at the end of the turn.
     dead: bool,
+}
+
+/// A [`Request::StatusWait`] that found the shell between a command's end
+/// and its next prompt: answered once that prompt is shown, the output
+/// ends, or `deadline` passes.
+struct Settling {
+    id: u64,
+    spec: WaitSpec,
+    own_integrated: bool,
+    deadline: Instant,
+}
+
+impl Settling {
+    fn done(&self, status: &Status, now: Instant) -> bool {
+        now >= self.deadline || status.eof || !status.between_commands(self.own_integrated)
+    }
 }
 
 /// An input region asked of the pump.
@@ -209,7 +228,7 @@ impl Server {
         let deadline = Instant::now() + limit;
         loop {
             self.finish_turn();
-            let held = self.conns.iter().any(|c| !c.waits.is_empty() || !c.opens.is_empty());
+            let held = self.conns.iter().any(|c| c.held() > 0);
             if !held || Instant::now() >= deadline {
                 return;
             }
@@ -233,6 +252,7 @@ impl Server {
                         out_at: 0,
                         waits: Vec::new(),
                         opens: Vec::new(),
+                        settling: Vec::new(),
                         dead: false,
                     });
                 }
@@ -248,7 +268,7 @@ impl Server {
     /// without sleeping, so that no publication goes unseen.
     fn look_again(&mut self) {
         self.again = false;
-        if self.conns.iter().all(|c| c.waits.is_empty() && c.opens.is_empty()) {
+        if self.conns.iter().all(|c| c.held() == 0) {
             let mut live = self.shared.lock();
             live.watching = 0;
             live.rung = false;
@@ -264,7 +284,7 @@ impl Server {
         let mut held = 0;
         for conn in &mut self.conns {
             conn.look_again(&self.shared, &status, now);
-            held += conn.waits.len() + conn.opens.len();
+            held += conn.held();
         }
         let mut live = self.shared.lock();
         live.watching = if self.inline { 0 } else { held };
@@ -280,13 +300,19 @@ impl Server {
         let now = Instant::now();
         let waits = self.conns.iter().flat_map(|c| c.waits.iter().map(move |(_, w)| w.next_check(now)));
         let opens = self.conns.iter().flat_map(|c| c.opens.iter().map(|o| o.deadline));
-        waits.chain(opens).min()
+        let settling = self.conns.iter().flat_map(|c| c.settling.iter().map(|s| s.deadline));
+        waits.chain(opens).chain(settling).min()
     }
 }
 
 impl Conn {
     fn unsent(&self) -> usize {
         self.out.len() - self.out_at
+    }
+
+    /// The waits, input regions and settling looks held for it.
+    fn held(&self) -> usize {
+        self.waits.len() + self.opens.len() + self.settling.len()
     }
 
     /// Reads what the client sent (at most [`READ_TURN`] bytes) and serves
@@ -340,19 +366,26 @@ impl Conn {
 
     /// Serves one request: answered at once, or held.
     fn serve(&mut self, Tagged { id, msg }: Tagged<Request>, shared: &Shared) {
-        let held = self.waits.len() + self.opens.len();
+        let held = self.held();
         let answer = match msg {
             Request::Cancel { id: wait } => {
                 self.waits.retain(|(w, _)| *w != wait);
+                self.settling.retain(|s| s.id != wait && s.id.wrapping_add(1) != wait);
                 return;
             }
-            Request::StatusWait(mut spec) => {
-                // The wait is held from the look the status answers: the
-                // output read after it is the wait's to see.
+            Request::StatusWait(spec, settle) => {
                 let status = shared.lock().status();
-                spec.after = status.mark;
-                self.send(id, &Response::Status(status));
-                return self.serve(Tagged { id: id.wrapping_add(1), msg: Request::Wait(spec) }, shared);
+                if settle.grace_ms > 0
+                    && held < MAX_WAITS
+                    && !status.eof
+                    && status.between_commands(settle.own_integrated)
+                {
+                    let grace = Duration::from_millis(settle.grace_ms.min(protocol::MAX_WAIT_MS));
+                    let own_integrated = settle.own_integrated;
+                    self.settling.push(Settling { id, spec, own_integrated, deadline: Instant::now() + grace });
+                    return;
+                }
+                return self.status_wait(id, spec, status, shared);
             }
             Request::Wait(_) | Request::OpenInput(_) if held >= MAX_WAITS => Response::Error {
                 message: format!(
@@ -384,8 +417,17 @@ impl Conn {
         self.send(id, &answer);
     }
 
-    /// Answers the held waits and input regions that are done.
-    fn look_again(&mut self, shared: &Shared, status: &dtmcp_core::protocol::Status, now: Instant) {
+    /// Answers a [`Request::StatusWait`] with `status`, and holds its wait
+    /// from that look: the output read after it is the wait's to see.
+    fn status_wait(&mut self, id: u64, mut spec: WaitSpec, status: Status, shared: &Shared) {
+        spec.after = status.mark;
+        self.send(id, &Response::Status(status));
+        self.serve(Tagged { id: id.wrapping_add(1), msg: Request::Wait(spec) }, shared);
+    }
+
+    /// Answers the held waits, input regions and settling looks that are
+    /// done.
+    fn look_again(&mut self, shared: &Shared, status: &Status, now: Instant) {
         let mut done = Vec::new();
         self.waits.retain_mut(|(id, watch)| match watch.check(shared, status, now) {
             Some(reason) => {
@@ -411,6 +453,14 @@ impl Conn {
         });
         for (id, answer) in done {
             self.send(id, &answer);
+        }
+        if self.settling.iter().any(|s| s.done(status, now)) {
+            let (ready, still): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.settling).into_iter().partition(|s| s.done(status, now));
+            self.settling = still;
+            for s in ready {
+                self.status_wait(s.id, s.spec, status.clone(), shared);
+            }
         }
         if self.unsent() > 0 {
             self.flush();
@@ -467,7 +517,7 @@ pub fn ready(fds: &[PollFd<'_>]) -> Vec<PollFlags> {
 }
 
 /// The answer to a wait that ended for `reason` with the state `status`.
-fn waited(shared: &Shared, watch: &Watch, reason: WaitReason, status: dtmcp_core::protocol::Status) -> Response {
+fn waited(shared: &Shared, watch: &Watch, reason: WaitReason, status: Status) -> Response {
     let region = shared.region_after(&watch.spec.after, &status);
     Response::Waited { reason, status, region }
 }
@@ -493,7 +543,7 @@ fn answer(request: Request, shared: &Shared) -> Response {
         },
         Request::Typed { key } => Response::Typed(shared.keys.typed(&key)),
         // Served by the loop itself.
-        Request::Wait(_) | Request::OpenInput(_) | Request::Cancel { .. } | Request::StatusWait(_) => {
+        Request::Wait(_) | Request::OpenInput(_) | Request::Cancel { .. } | Request::StatusWait(..) => {
             Response::Error { message: "internal: a held request was answered at once".into() }
         }
     }
@@ -510,7 +560,7 @@ fn read(shared: &Shared, from: dtmcp_core::types::LineNo, count: u64) -> Respons
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dtmcp_core::protocol::{Mark, Status, WaitSpec};
+    use dtmcp_core::protocol::{Mark, Settle};
     use dtmcp_core::region::LinePos;
     use dtmcp_core::types::{ByteOffset, LineNo, RegionId};
 
@@ -607,7 +657,7 @@ mod tests {
         // region 1) the wait would end at once.
         let stale = Mark::default();
         let spec = WaitSpec { after: stale, command_done: true, timeout_ms: 10_000, ..WaitSpec::default() };
-        c.send(10, Request::StatusWait(spec));
+        c.send(10, Request::StatusWait(spec, Settle::default()));
         let first = c.recv().expect("status");
         assert_eq!(first.id, 10);
         let Response::Status(status) = first.msg else { panic!("{first:?}") };
@@ -628,6 +678,65 @@ mod tests {
         let Response::Waited { reason, region, .. } = second.msg else { panic!("{second:?}") };
         assert_eq!(reason, WaitReason::RegionEnded(RegionId(next)));
         assert_eq!(region.map(|r| r.id), Some(RegionId(next)));
+    }
+
+    #[test]
+    fn a_look_between_a_command_and_its_prompt_waits_for_the_prompt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (shared, path) = start(dir.path());
+        // Command 1 has ended; its prompt is not shown yet.
+        shared.publish(|live| {
+            live.raw_len = 40;
+            live.shell.integrated = true;
+            live.shell.regions = 1;
+            live.upsert(region(1, true));
+        });
+        let mut c = Client::connect(&path);
+        let spec = WaitSpec { command_done: true, timeout_ms: 10_000, ..WaitSpec::default() };
+        let settle = Settle { own_integrated: true, grace_ms: 10_000 };
+        c.send(10, Request::StatusWait(spec.clone(), settle));
+        // Not answered yet: a status asked after it comes first.
+        c.send(12, Request::Status);
+        assert_eq!(c.recv().expect("status").id, 12, "the look was taken between the end and the prompt");
+        // The prompt: now the look, from after it, and the wait held from
+        // there (the prompt is not taken for the end of what comes next).
+        shared.publish(|live| {
+            live.raw_len = 60;
+            live.shell.at_prompt = true;
+            live.shell.prompts += 1;
+        });
+        let first = c.recv().expect("status");
+        assert_eq!(first.id, 10);
+        let Response::Status(status) = first.msg else { panic!("{first:?}") };
+        assert!(status.shell.at_prompt);
+        assert_eq!(status.mark.raw, ByteOffset(60));
+        c.send(13, Request::Status);
+        assert_eq!(c.recv().expect("status").id, 13, "the wait ended at the prompt it waited for");
+        c.send(14, Request::Cancel { id: 11 });
+        // Cancelling the wait's id drops a look still settling.
+        shared.publish(|live| {
+            live.raw_len = 80;
+            live.shell.at_prompt = false;
+            live.shell.regions = 2;
+            live.upsert(region(2, true));
+        });
+        c.send(20, Request::StatusWait(spec.clone(), settle));
+        c.send(22, Request::Cancel { id: 21 });
+        c.send(23, Request::Status);
+        assert_eq!(c.recv().expect("status").id, 23);
+        shared.publish(|live| live.shell.at_prompt = true);
+        c.send(24, Request::Status);
+        assert_eq!(c.recv().expect("status").id, 24, "a cancelled look was answered");
+        // Without a settle (or past the grace) the look is taken at once.
+        shared.publish(|live| live.shell.at_prompt = false);
+        c.send(30, Request::StatusWait(spec.clone(), Settle::default()));
+        assert_eq!(c.recv().expect("status").id, 30);
+        c.send(40, Request::StatusWait(spec, Settle { own_integrated: true, grace_ms: 50 }));
+        let started = Instant::now();
+        let late = c.recv().expect("status");
+        assert_eq!(late.id, 40);
+        assert!(started.elapsed() >= Duration::from_millis(40), "answered before the grace was over");
+        assert!(matches!(late.msg, Response::Status(ref s) if !s.shell.at_prompt));
     }
 
     #[test]
