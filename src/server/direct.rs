@@ -14,21 +14,28 @@
 //! ended sessions (rmcp restores or refuses them) and anything malformed,
 //! so that its error is the one the client gets.
 //!
-//! A direct call runs in a task of its own, as under rmcp: a client that
-//! hangs up mid-call does not cut the command short. A
+//! A direct call runs on the connection's task, with no hop to another
+//! task and thread; should the client hang up mid-call, what is left of the
+//! call goes on in a task of its own ([`Finish`]), so the command is not
+//! cut short, as under rmcp. A
 //! `notifications/cancelled` naming a direct call ends its wait, as rmcp
 //! does for its own. The session's worker in rmcp closes a session it has
 //! not heard of for five minutes; a session busy on the direct path is
 //! touched once a minute so that it does not.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientNotification, ClientRequest, Extensions, GetMeta, ProtocolVersion, RequestId,
     ServerJsonRpcMessage,
@@ -178,8 +185,10 @@ impl Direct {
         let key = (session.clone(), id.clone());
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), ct.clone());
         self.touch(&session);
-        // Its own task: a client hanging up does not drop the call midway.
-        let handled = tokio::spawn(async move { terminal.handle_request(request, context).await }).await;
+        // A client hanging up does not drop the call midway (see `Finish`);
+        // a panic in it is answered as an error, as from a task of its own.
+        let call = AssertUnwindSafe(async move { terminal.handle_request(request, context).await });
+        let handled = Finish::new(call.catch_unwind()).await;
         self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
         if ct.is_cancelled() {
             // A cancelled request gets no answer: an empty stream, as rmcp
@@ -190,8 +199,12 @@ impl Direct {
             Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
             Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
             Err(panic) => {
-                let error =
-                    rmcp::ErrorData::internal_error(format!("the call failed inside the server: {panic}"), None);
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                let error = rmcp::ErrorData::internal_error(format!("the call failed inside the server: {why}"), None);
                 ServerJsonRpcMessage::error(error, Some(id))
             }
         };
@@ -232,6 +245,57 @@ impl Direct {
             direct.terminal.keep_http_sessions(|id| live.contains(id));
             direct.touched.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| live.contains(id));
         });
+    }
+}
+
+/// A future run where it is awaited, and finished in a task of its own if
+/// it is dropped before it ends: hyper drops a connection's futures when
+/// the client hangs up, and a call must not stop halfway through typing or
+/// before its record is written. Awaiting it in place spares a call the
+/// hand-over to another task (a wake-up of the other worker thread, and
+/// back) that spawning it would cost.
+struct Finish<F: Future + Send + 'static>
+where
+    F::Output: Send + 'static,
+{
+    call: Option<Pin<Box<F>>>,
+}
+
+impl<F: Future + Send + 'static> Finish<F>
+where
+    F::Output: Send + 'static,
+{
+    fn new(call: F) -> Finish<F> {
+        Finish { call: Some(Box::pin(call)) }
+    }
+}
+
+impl<F: Future + Send + 'static> Future for Finish<F>
+where
+    F::Output: Send + 'static,
+{
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(call) = self.call.as_mut() else { return Poll::Pending };
+        let out = call.as_mut().poll(cx);
+        if out.is_ready() {
+            self.call = None;
+        }
+        out
+    }
+}
+
+impl<F: Future + Send + 'static> Drop for Finish<F>
+where
+    F::Output: Send + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(call);
+        }
     }
 }
 

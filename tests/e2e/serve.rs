@@ -622,3 +622,44 @@ fn of_two_servers_started_at_once_the_one_that_gives_way_names_the_other() {
         assert!(!said.contains("unknown holder"), "round {round}:\n{said}");
     }
 }
+
+/// A client that hangs up in the middle of a call answered on the direct
+/// path does not cut the command short: the line after the one running
+/// when it left is still typed.
+#[test]
+fn a_client_hanging_up_mid_call_does_not_cut_the_command_short() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let (status, headers, body) =
+        unix_http(&serve.socket, &request("POST", "/mcp", &mcp_headers(&[("host", "x")]), INIT));
+    assert_eq!(status, 200, "{body}");
+    let id = headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.clone()).expect("a session id");
+    let with_id = mcp_headers(&[("host", "x"), ("mcp-session-id", &id), ("mcp-protocol-version", "2025-06-18")]);
+    let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(unix_http(&serve.socket, &request("POST", "/mcp", &with_id, done)).0, 202);
+    let call = |id: u32, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}})
+            .to_string()
+    };
+    let create = call(2, "session_create", json!({"name": "hang1"}));
+    let (status, headers, body) = unix_http(&serve.socket, &request("POST", "/mcp", &with_id, &create));
+    assert_eq!(status, 200, "{body}");
+    let kind = headers.iter().find(|(k, _)| k == "content-type").map(|(_, v)| v.as_str());
+    assert_eq!(kind, Some("application/json"), "not answered on the direct path: {body}");
+    let run = call(3, "run", json!({"session": "hang1", "command": "sleep 1\necho after-the-hang-$((6*7))"}));
+    let mut stream = std::os::unix::net::UnixStream::connect(&serve.socket).expect("connect");
+    stream.write_all(request("POST", "/mcp", &with_id, &run).as_bytes()).expect("send");
+    // Gone while `sleep 1` runs, before the second line is typed.
+    std::thread::sleep(Duration::from_millis(400));
+    drop(stream);
+    let dir = world.session_dir("hang1");
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(dir.join("session.txt")).unwrap_or_default();
+        if text.contains("after-the-hang-42") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the second line was never typed:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
