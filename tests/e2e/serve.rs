@@ -553,17 +553,23 @@ async fn session_close_refuses_while_a_person_is_attached() {
     }
 }
 
-#[test]
-fn an_http_client_keeps_its_mcp_session_across_a_restart() {
-    let world = World::new();
-    let serve = Serve::start(&world, &[]);
-    let (status, headers, body) =
-        unix_http(&serve.socket, &request("POST", "/mcp", &mcp_headers(&[("host", "x")]), INIT));
+/// An MCP session over raw HTTP on `socket`, initialized: its id.
+fn mcp_session(socket: &Path) -> String {
+    let (status, headers, body) = unix_http(socket, &request("POST", "/mcp", &mcp_headers(&[("host", "x")]), INIT));
     assert_eq!(status, 200, "{body}");
     let id = headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.clone()).expect("a session id");
     let with_id = mcp_headers(&[("host", "x"), ("mcp-session-id", &id), ("mcp-protocol-version", "2025-06-18")]);
     let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    assert_eq!(unix_http(&serve.socket, &request("POST", "/mcp", &with_id, done)).0, 202);
+    assert_eq!(unix_http(socket, &request("POST", "/mcp", &with_id, done)).0, 202);
+    id
+}
+
+#[test]
+fn an_http_client_keeps_its_mcp_session_across_a_restart() {
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let id = mcp_session(&serve.socket);
+    let with_id = mcp_headers(&[("host", "x"), ("mcp-session-id", &id), ("mcp-protocol-version", "2025-06-18")]);
     serve.kill();
     let again = Serve::start(&world, &[]);
     let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
@@ -630,13 +636,8 @@ fn of_two_servers_started_at_once_the_one_that_gives_way_names_the_other() {
 fn a_client_hanging_up_mid_call_does_not_cut_the_command_short() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
-    let (status, headers, body) =
-        unix_http(&serve.socket, &request("POST", "/mcp", &mcp_headers(&[("host", "x")]), INIT));
-    assert_eq!(status, 200, "{body}");
-    let id = headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.clone()).expect("a session id");
+    let id = mcp_session(&serve.socket);
     let with_id = mcp_headers(&[("host", "x"), ("mcp-session-id", &id), ("mcp-protocol-version", "2025-06-18")]);
-    let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    assert_eq!(unix_http(&serve.socket, &request("POST", "/mcp", &with_id, done)).0, 202);
     let call = |id: u32, name: &str, args: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}})
             .to_string()

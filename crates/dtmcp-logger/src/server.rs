@@ -713,6 +713,9 @@ mod tests {
         c.send(13, Request::Status);
         assert_eq!(c.recv().expect("status").id, 13, "the wait ended at the prompt it waited for");
         c.send(14, Request::Cancel { id: 11 });
+        // Served in order: once 15 is answered, the cancel is done.
+        c.send(15, Request::Status);
+        assert_eq!(c.recv().expect("status").id, 15);
         // Cancelling the wait's id drops a look still settling.
         shared.publish(|live| {
             live.raw_len = 80;
