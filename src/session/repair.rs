@@ -49,10 +49,17 @@ impl Sessions {
             return Ok(None);
         }
         // A killed logger leaves its socket file behind; a session still
-        // being made has none yet, and gets time to start its logger. One
-        // that found its logs deleted says so.
+        // being made has none yet, and gets time to start its logger (the
+        // caller waits for it, at most as long as a repair would). One that
+        // found its logs deleted says so.
         let young = now_ms().saturating_sub(s.meta.created_ms) < YOUNG_MS;
         if young && !s.dir.join(files::SOCKET).exists() && !s.dir.join(files::GONE).exists() {
+            for _ in 0..500 {
+                if s.dir.join(files::SOCKET).exists() && answers(s).await {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(4)).await;
+            }
             return Ok(None);
         }
         // One repair at a time (the pool and a call may both notice); the
