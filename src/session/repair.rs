@@ -54,12 +54,7 @@ impl Sessions {
         // found its logs deleted says so.
         let young = now_ms().saturating_sub(s.meta.created_ms) < YOUNG_MS;
         if young && !s.dir.join(files::SOCKET).exists() && !s.dir.join(files::GONE).exists() {
-            for _ in 0..500 {
-                if s.dir.join(files::SOCKET).exists() && answers(s).await {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(4)).await;
-            }
+            answers_soon(s).await;
             return Ok(None);
         }
         // One repair at a time (the pool and a call may both notice); the
@@ -77,19 +72,16 @@ impl Sessions {
         // `pipe-pane -o` only toggles; stop whatever pipe is left, then start.
         self.tmux.run(&["pipe-pane", "-t", pane]).await?;
         self.tmux.run(&["pipe-pane", "-O", "-t", pane, PIPE_COMMAND]).await?;
-        for _ in 0..500 {
-            if s.logger().await.is_ok() {
-                let note = match &gone {
-                    Some(g) => format!(
-                        "log gap in {}: {}; logging started again in fresh files, and the log marks the place.\n",
-                        s.name, g.reason
-                    ),
-                    None => gap_note(&s.name, &gap),
-                };
-                self.notes.lock().unwrap_or_else(|e| e.into_inner()).insert(s.name.clone(), note.clone());
-                return Ok(Some(note));
-            }
-            tokio::time::sleep(Duration::from_millis(4)).await;
+        if answers_soon(s).await {
+            let note = match &gone {
+                Some(g) => format!(
+                    "log gap in {}: {}; logging started again in fresh files, and the log marks the place.\n",
+                    s.name, g.reason
+                ),
+                None => gap_note(&s.name, &gap),
+            };
+            self.notes.lock().unwrap_or_else(|e| e.into_inner()).insert(s.name.clone(), note.clone());
+            return Ok(Some(note));
         }
         Err(SessionError::BadInput(format!(
             "the logger of session {} died and a new one did not start; see {}",
@@ -191,6 +183,18 @@ impl Sessions {
 }
 
 /// Whether `s`'s logger answers a status now.
+/// Whether `s`'s logger takes a connection within two seconds (a logger
+/// just started binds its socket after replaying its files).
+async fn answers_soon(s: &Session) -> bool {
+    for _ in 0..500 {
+        if s.logger().await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(4)).await;
+    }
+    false
+}
+
 async fn answers(s: &Session) -> bool {
     match s.logger().await {
         Ok(mut logger) => logger.status().await.is_ok(),

@@ -454,7 +454,7 @@ impl Conn {
         for (id, answer) in done {
             self.send(id, &answer);
         }
-        if self.settling.iter().any(|s| s.done(status, now)) {
+        if !self.settling.is_empty() {
             let (ready, still): (Vec<_>, Vec<_>) =
                 std::mem::take(&mut self.settling).into_iter().partition(|s| s.done(status, now));
             self.settling = still;
