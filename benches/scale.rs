@@ -70,7 +70,8 @@ fn main() -> anyhow::Result<()> {
 /// For a profiler, 20 s of `how`: `run true` over `stdio` or `http` in
 /// the first of `sessions` sessions, `session_list` over HTTP (`list`),
 /// 20 agents at once over HTTP (`agents20`), or the raw floor of those:
-/// one raw pane among `sessions` (`raw`), 20 alone (`raw20`).
+/// one raw pane among `sessions` (`raw`), 20 alone (`raw20`); or `run
+/// true` through the `connect` bridge (`bridge`).
 async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Result<()> {
     let mut stdio = StdioClient::start(&exe(), &[], &world.env()).await?;
     stdio.grow(0, sessions.max(1)).await?;
@@ -124,6 +125,22 @@ async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Resu
                 n += run_true(&mut stdio, 100).await?.len();
             }
             stdio.stop().await;
+            n
+        }
+        "bridge" => {
+            // `run true` through the `connect` bridge to a fresh `serve`;
+            // the bridge's pid printed after the server's.
+            stdio.stop().await;
+            let serve = Serve::start(world).await?;
+            let mut bridge = StdioClient::start(&exe(), &["connect", "--actor", "loop"], &world.env()).await?;
+            eprintln!("pid {} bridge {}", serve.pid(), bridge.child.id().unwrap_or(0));
+            let started = Instant::now();
+            let mut n = 0;
+            while started.elapsed() < spent {
+                n += run_true(&mut bridge, 100).await?.len();
+            }
+            bridge.stop().await;
+            serve.stop();
             n
         }
         "list" => {
