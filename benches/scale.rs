@@ -245,6 +245,7 @@ async fn side_by_side(world: &World, http: &mut HttpClient, serve: u32, samples:
         let mut stdio = StdioClient::start(&exe(), &[], &twin.env()).await?;
         stdio.grow(0, 1).await?;
         let mut bridge = StdioClient::start(&exe(), &["connect", "--actor", "bench-paired"], &world.env()).await?;
+        quiet("the twin world started").await;
         let mut p = Paired::default();
         // One round to warm every path, not kept.
         run_true_rounds(&mut stdio, "s0", Samples::warmed(0, TURN)).await?;
@@ -290,7 +291,7 @@ async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: u
         let mut single = StdioClient::start(&exe(), &[], &one.env()).await?;
         single.grow(0, 1).await?;
         // Its shell's start settles first, as the big world's did.
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        quiet("the world of one started").await;
         run_true_rounds(&mut single, "s0", Samples::warmed(0, TURN)).await?;
         let mut ratios = Vec::new();
         for _ in 0..samples.div_ceil(TURN) {
@@ -384,9 +385,9 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         // loggers' first output) settles before anything is timed, and
         // the files it wrote are flushed now rather than by the kernel's
         // writeback in the middle of a timing.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        nix::unistd::sync();
         tokio::time::sleep(Duration::from_secs(1)).await;
+        nix::unistd::sync();
+        quiet(&format!("{n} sessions grown")).await;
         t.stdio.insert(n, run_true(&mut stdio, samples).await?);
         if n > 1 {
             t.level_ratio.insert(n, beside_one(world, &mut stdio, n, samples).await?);
@@ -396,6 +397,7 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         eprintln!("level {n}: serve over its Unix socket…");
         let serve = Serve::start(world).await?;
         let mut http = HttpClient::connect(&world.server_socket(), "bench").await?;
+        quiet("serve started").await;
         t.http.insert(n, run_true(&mut http, samples).await?);
         t.http_keyed.insert(n, run_true_keyed(&mut http, samples).await?);
         if n == 1 {
@@ -1035,7 +1037,7 @@ impl RawServer {
             self.tmux.run(&["pipe-pane", "-O", "-t", &target, &format!("cat > {}", fifo.display())]).await?;
             fifos.push((target, fifo));
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        quiet(&format!("{} raw panes started", n + idle)).await;
         let mut panes = Vec::new();
         for (target, fifo) in fifos {
             // Opened in a thread: a FIFO's open waits for its writer.
@@ -1190,6 +1192,44 @@ fn cpu_time(pid: u32) -> Duration {
         .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
         .sum();
     Duration::from_nanos(ns)
+}
+
+/// How busy the machine must be at most, as a share of all its CPU time,
+/// before anything is timed; how long one look lasts; and how long the
+/// bench waits for it at most (another tenant may never let it be quiet).
+const QUIET_BUSY: f64 = 0.10;
+const QUIET_LOOK: Duration = Duration::from_millis(500);
+const QUIET_AT_MOST: Duration = Duration::from_secs(20);
+
+/// Waits until the machine is quiet: what the last step set going (shells
+/// reading their start files, loggers opening their logs, a server
+/// reattaching its sessions, the kernel writing back) has settled, and no
+/// timing pays for it. `what` names the moment in the log.
+async fn quiet(what: &str) {
+    let started = Instant::now();
+    let mut busy = f64::NAN;
+    while started.elapsed() < QUIET_AT_MOST {
+        let Some(a) = cpu_totals() else { return };
+        tokio::time::sleep(QUIET_LOOK).await;
+        let Some(b) = cpu_totals() else { return };
+        let total = b.1.saturating_sub(a.1).max(1) as f64;
+        busy = b.0.saturating_sub(a.0) as f64 / total;
+        if busy < QUIET_BUSY {
+            break;
+        }
+    }
+    eprintln!("  ({what}: quiet after {:.1} s, {:.0} % busy)", started.elapsed().as_secs_f64(), busy * 100.0);
+}
+
+/// The machine's busy and total CPU time so far, in clock ticks, from
+/// `/proc/stat` (idle and waiting for I/O count as not busy).
+fn cpu_totals() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let f: Vec<u64> = line.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    let total: u64 = f.iter().take(8).sum();
+    let idle = f.get(3)? + f.get(4)?;
+    Some((total - idle, total))
 }
 
 /// A process's user + system CPU time in clock ticks (0 once gone).
