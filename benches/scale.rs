@@ -15,7 +15,12 @@
 //! one of N sessions and prints the server's pid first, for a profiler
 //! (`perf record -p PID`) or a look at its CPU time; `agents20` runs 20
 //! agents at once, `list` session_list, `raw` one raw pane among N and
-//! `raw20` 20 raw panes at once (the floors).
+//! `raw20` 20 raw panes at once (the floors), `bridge` `run true` through
+//! the `connect` bridge (the bridge's pid printed after the server's).
+//!
+//! Nothing is timed until the machine is quiet (under a tenth of it busy
+//! for half a second) after a world, server or set of raw panes starts;
+//! the log says how long each wait took.
 //!
 //! Every client here is a few lines of raw JSON-RPC in Rust (stdio lines, or
 //! HTTP/1.1 kept alive over the server's Unix socket), so the client's own
