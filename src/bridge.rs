@@ -505,7 +505,7 @@ impl Bridge {
 
     /// A new connection to the server's socket.
     async fn connect(&self) -> Result<Conn, Failure> {
-        let stream = tokio::net::UnixStream::connect(&self.socket)
+        let stream = crate::quiet_socket::QuietSocket::connect(&self.socket)
             .await
             .map_err(|e| Failure::Lost(format!("cannot connect: {e}")))?;
         let (conn, io) = hyper::client::conn::http1::handshake(TokioIo::new(stream))

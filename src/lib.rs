@@ -21,6 +21,7 @@ pub mod keys;
 pub mod lock;
 pub mod mcp_client;
 pub mod people;
+pub mod quiet_socket;
 pub mod remote;
 pub mod retention;
 pub mod server;

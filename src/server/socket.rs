@@ -188,14 +188,19 @@ impl PeerChecked {
 }
 
 impl axum::serve::Listener for PeerChecked {
-    type Io = UnixStream;
+    type Io = crate::quiet_socket::QuietSocket;
     type Addr = tokio::net::unix::SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => match self.admits(&stream) {
-                    Ok(()) => return (stream, addr),
+                    // Watched for reading only: a client reading an answer
+                    // does not wake the server.
+                    Ok(()) => match crate::quiet_socket::QuietSocket::from_tokio(stream) {
+                        Ok(quiet) => return (quiet, addr),
+                        Err(e) => eprintln!("docent-terminal-mcp: cannot watch a connection: {e}"),
+                    },
                     Err(why) => {
                         eprintln!("docent-terminal-mcp: refused a connection: {why}");
                         tokio::spawn(refuse(stream, why));

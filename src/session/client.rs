@@ -37,7 +37,8 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::quiet_socket::{QuietSocket, ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
 use dtmcp_core::agent_state::AgentState;
@@ -695,7 +696,9 @@ async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
         .map_err(|_| ClientError::Timeout(EXCHANGE_TIMEOUT))?
         .map_err(err)?;
     let probe = stream.as_fd().try_clone_to_owned().map_err(err)?;
-    let (rx, tx) = stream.into_split();
+    // Watched for reading only: the logger reading a request does not
+    // wake this side.
+    let (rx, tx) = QuietSocket::from_tokio(stream).map_err(err)?.into_split();
     let outbox = Arc::new(Outbox {
         tx,
         queue: Mutex::new(VecDeque::new()),
