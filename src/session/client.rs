@@ -37,8 +37,6 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
-
-use crate::quiet_socket::{QuietSocket, ReadHalf as OwnedReadHalf, WriteHalf as OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
 use dtmcp_core::agent_state::AgentState;
@@ -47,6 +45,8 @@ use dtmcp_core::protocol::{
 };
 use dtmcp_core::region::Region;
 use dtmcp_core::types::{LineNo, RegionId};
+
+use crate::quiet_socket::{QuietSocket, ReadHalf, WriteHalf};
 
 /// How long an ordinary (non-wait) exchange may take before the logger is
 /// called wedged.
@@ -281,7 +281,7 @@ impl Drop for Conn {
 struct Outbox {
     /// The socket's writing half; written without waiting (`try_write`),
     /// by callers and the writer task alike, only while `queue` is locked.
-    tx: OwnedWriteHalf,
+    tx: WriteHalf,
     /// Bytes the socket did not take yet, oldest first (the front may be
     /// the rest of a frame partly written).
     queue: Mutex<VecDeque<Vec<u8>>>,
@@ -337,7 +337,7 @@ impl Outbox {
 }
 
 /// Writes as much of `bytes` as the socket takes without waiting.
-fn write_now(tx: &OwnedWriteHalf, bytes: &[u8]) -> std::io::Result<usize> {
+fn write_now(tx: &WriteHalf, bytes: &[u8]) -> std::io::Result<usize> {
     let mut done = 0;
     while done < bytes.len() {
         match tx.try_write(&bytes[done..]) {
@@ -421,7 +421,7 @@ async fn receive(dir: &Path, answer: oneshot::Receiver<Response>, limit: Duratio
 
 /// Reads answers and hands each to its exchange until the connection
 /// closes; then drops the connection from the pool and says so.
-async fn read_answers(rx: OwnedReadHalf, conn: Arc<Conn>) {
+async fn read_answers(rx: ReadHalf, conn: Arc<Conn>) {
     /// Closes the connection however the task ends (even when its runtime
     /// shuts down).
     struct OnEnd(Arc<Conn>);
