@@ -66,10 +66,10 @@ impl QuietSocket {
                     return Poll::Ready(done);
                 }
             }
-            if self.write.is_none() {
-                self.write = Some(space_of(self.read.get_ref())?);
-            }
-            let Some(space) = self.write.as_ref() else { continue };
+            let space = match &mut self.write {
+                Some(space) => space,
+                none => none.insert(space_of(self.read.get_ref())?),
+            };
             let mut guard = ready!(space.poll_write_ready(cx))?;
             guard.clear_ready();
         }
