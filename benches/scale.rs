@@ -9,7 +9,10 @@
 //! nothing (the machine is shared: only ratios measured together mean much).
 //! Where two ways are compared in turns, the median of the rounds' own
 //! ratios is printed too: a drift of the machine between rounds weighs on
-//! both sides of each ratio alike.
+//! both sides of each ratio alike. The growth from one session to 100 is
+//! printed beside the raw floor's, measured both ways too: tmux polls
+//! every pane's terminal on each turn of its loop, so its own cost per
+//! call grows with the panes it holds.
 //!
 //! `-- --loop stdio|http [--sessions N]` only runs `run true` for 20 s in
 //! one of N sessions and prints the server's pid first, for a profiler
@@ -199,6 +202,9 @@ struct Table {
     /// Per level, each round's median `run true` (stdio) among that many
     /// sessions over its median in a world of one, in turns.
     level_ratio: BTreeMap<usize, Vec<f64>>,
+    /// The same for the raw floor: one raw pane among that many panes
+    /// over one raw pane alone, both servers up, in turns.
+    floor_level_ratio: BTreeMap<usize, Vec<f64>>,
     /// The raw pane's `true` on a tmux server of that many panes (the
     /// others idle at their prompt).
     floor_among: BTreeMap<usize, Vec<Duration>>,
@@ -312,6 +318,36 @@ async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: u
     result
 }
 
+/// The raw floor of [`beside_one`]: one raw pane on a server of `n`
+/// panes and one on a server of its own, both up, in turns of [`TURN`]
+/// calls; each round's ratio of the medians.
+async fn raw_beside_one(tmp: &Path, n: usize, samples: usize) -> anyhow::Result<Vec<f64>> {
+    let among = RawServer::start(tmp, 1, n - 1).await?;
+    let one = match RawServer::start(tmp, 1, 0).await {
+        Ok(one) => one,
+        Err(e) => {
+            among.stop();
+            return Err(e);
+        }
+    };
+    let result = async {
+        quiet("the raw floor of one beside the raw floor of many").await;
+        one.round(TURN, 0).await?;
+        among.round(TURN, 0).await?;
+        let mut ratios = Vec::new();
+        for _ in 0..samples.div_ceil(TURN) {
+            let alone = one.round(0, TURN).await?;
+            let many = among.round(0, TURN).await?;
+            ratios.push(pct(&many, 50).as_secs_f64() / pct(&alone, 50).as_secs_f64());
+        }
+        Ok(ratios)
+    }
+    .await;
+    one.stop();
+    among.stop();
+    result
+}
+
 /// Idle CPU over a quiet stretch, in % of one core.
 #[derive(Clone, Copy, Default)]
 struct Idle {
@@ -371,6 +407,9 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
     for &n in levels {
         let among = if n <= 1 { t.floor_pane.clone() } else { raw_panes_among(&floor_tmp, 1, n - 1, samples).await? };
         t.floor_among.insert(n, among);
+        if n > 1 {
+            t.floor_level_ratio.insert(n, raw_beside_one(&floor_tmp, n, samples).await?);
+        }
     }
     let mut made = 0;
     for &n in levels {
@@ -538,6 +577,17 @@ impl Table {
             println!(
                 "{:<58} {:>10} {:>8}",
                 "  (the raw tmux floor at 100 panes / at 1, no target)",
+                format!("{r:.2}×"),
+                "—"
+            );
+        }
+        if let Some(r) = self.floor_level_ratio.get(&100).and_then(|r| median(r)) {
+            // tmux's own growth measured as the row above it: its loop
+            // polls every pane's terminal on each turn, ours and the
+            // floor's alike.
+            println!(
+                "{:<58} {:>10} {:>8}",
+                "  (the same floor in turns with a server of 1, no target)",
                 format!("{r:.2}×"),
                 "—"
             );
