@@ -66,13 +66,36 @@ fn main() -> anyhow::Result<()> {
         let n = value("--sessions").and_then(|n| n.parse().ok()).unwrap_or(1);
         let result = rt.block_on(profile_loop(&world, &how, n));
         dtmcp::tmux::kill_server_now(&world.socket);
+        remove_when_let_go(tmp);
         return result;
     }
     let result = rt.block_on(measure(&world, &levels, samples));
     dtmcp::tmux::kill_server_now(&world.socket);
+    remove_when_let_go(tmp);
     let table = result?;
     table.print(&levels);
     Ok(())
+}
+
+/// Removes the bench's directory. A logger or shell still ending after
+/// its tmux server went writes its last files (a checkpoint, the history)
+/// there, and a removal that meets a file made under its feet fails and
+/// leaves megabytes behind; it is tried again until it goes through, for
+/// five seconds at most.
+fn remove_when_let_go(tmp: tempfile::TempDir) {
+    let path = tmp.path().to_path_buf();
+    let mut removed = tmp.close();
+    let started = Instant::now();
+    while removed.is_err() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+        removed = match std::fs::remove_dir_all(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        };
+    }
+    if let Err(e) = removed {
+        eprintln!("could not remove {}: {e}", path.display());
+    }
 }
 
 /// For a profiler, 20 s of `how`: `run true` over `stdio` or `http` in
