@@ -327,18 +327,35 @@ async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: u
         // Its shell's start settles first, as the big world's did.
         quiet("the world of one started").await;
         run_true_rounds(&mut single, "s0", Samples::warmed(0, TURN)).await?;
-        let mut ratios = Vec::new();
-        for _ in 0..samples.div_ceil(TURN) {
-            let alone = run_true_rounds(&mut single, "s0", Samples::warmed(TURN, 0)).await?;
-            let among = run_true_rounds(stdio, "s0", Samples::warmed(TURN, 0)).await?;
-            ratios.push(pct(&among, 50).as_secs_f64() / pct(&alone, 50).as_secs_f64());
-        }
+        let ratios = round_ratios(
+            samples,
+            async || run_true_rounds(&mut single, "s0", Samples::warmed(TURN, 0)).await,
+            async || run_true_rounds(stdio, "s0", Samples::warmed(TURN, 0)).await,
+        )
+        .await?;
         single.stop().await;
         Ok(ratios)
     };
     let result = result.await;
     dtmcp::tmux::kill_server_now(&one.socket);
     result
+}
+
+/// Rounds of `alone` then `among` (each a turn of [`TURN`] calls) until
+/// `samples` calls of each: every round's median of `among` over that of
+/// `alone`.
+async fn round_ratios(
+    samples: usize,
+    mut alone: impl AsyncFnMut() -> anyhow::Result<Vec<Duration>>,
+    mut among: impl AsyncFnMut() -> anyhow::Result<Vec<Duration>>,
+) -> anyhow::Result<Vec<f64>> {
+    let mut ratios = Vec::new();
+    for _ in 0..samples.div_ceil(TURN) {
+        let one = alone().await?;
+        let many = among().await?;
+        ratios.push(pct(&many, 50).as_secs_f64() / pct(&one, 50).as_secs_f64());
+    }
+    Ok(ratios)
 }
 
 /// The raw floor of [`beside_one`]: one raw pane on a server of `n`
@@ -357,13 +374,7 @@ async fn raw_beside_one(tmp: &Path, n: usize, samples: usize) -> anyhow::Result<
         quiet("the raw floor of one beside the raw floor of many").await;
         one.round(TURN, 0).await?;
         among.round(TURN, 0).await?;
-        let mut ratios = Vec::new();
-        for _ in 0..samples.div_ceil(TURN) {
-            let alone = one.round(0, TURN).await?;
-            let many = among.round(0, TURN).await?;
-            ratios.push(pct(&many, 50).as_secs_f64() / pct(&alone, 50).as_secs_f64());
-        }
-        Ok(ratios)
+        round_ratios(samples, async || one.round(0, TURN).await, async || among.round(0, TURN).await).await
     }
     .await;
     one.stop();
