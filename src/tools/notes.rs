@@ -105,7 +105,12 @@ impl Terminal {
         }
         let open = super::agents::running_regions(&status);
         let pane = procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
-        let job = procs::job(pane).ok();
+        // A shell with nothing running may have just drawn its prompt and
+        // not yet blocked reading the terminal: it gets a moment to settle.
+        let job = match status.shell.open.is_empty() {
+            true => super::program::settled_job(pane).await.ok(),
+            false => procs::job(pane).ok(),
+        };
         let shown = self.sessions().tmux.display(s.pane.pane_id.as_str(), "#{alternate_on} #{session_attached}").await;
         let shown = shown.unwrap_or_default();
         let mut fields = shown.split_whitespace();

@@ -34,6 +34,23 @@ pub fn job(s: &Session) -> Result<Job, String> {
     procs::job(procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty })
 }
 
+/// The foreground job of `pane` once a shell holding it has settled: a
+/// shell that has just drawn its prompt may still be on a CPU for a moment
+/// before it blocks reading the terminal (more so on a loaded machine), so
+/// a shell found working is looked at again for up to [`BUSY_GRACE`]. Any
+/// other job is returned as first seen.
+pub async fn settled_job(pane: procs::Pane<'_>) -> Result<Job, String> {
+    let deadline = std::time::Instant::now() + BUSY_GRACE;
+    loop {
+        let job = procs::job(pane)?;
+        let shell = job.is_shell || super::notes::is_shell_name(&job.comm);
+        if !shell || job.activity != Activity::Working || std::time::Instant::now() >= deadline {
+            return Ok(job);
+        }
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+}
+
 /// Decides where a line typed now would go, refusing when a command is
 /// busy rather than reading its input.
 pub async fn target(s: &Session, status: &Status) -> Result<Target, ToolError> {

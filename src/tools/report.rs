@@ -7,6 +7,7 @@
 
 use std::fmt::Write;
 
+use super::notes::is_shell_name;
 use super::output::{self, Plan};
 use super::read::{fetch, region_lines};
 use super::reply::{Facts, Outcome, Reply, ToolError};
@@ -45,8 +46,16 @@ pub(super) async fn describe(
         preface: note.is_some(),
         ..Facts::default()
     };
-    let mut out = note.map_or_else(|| headline(s, waited), |n| format!("{n}\n"));
-    if let Some(line) = foreground_line(s, reason, region) {
+    let job = match shows_job(reason, region) {
+        true => Some(super::program::settled_job(pane(s)).await),
+        false => None,
+    };
+    let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(|j| j.is_shell || is_shell_name(&j.comm)));
+    let back = back_at_shell(s, waited, shell);
+    let mut out = note.map_or_else(|| headline(s, waited, back), |n| format!("{n}\n"));
+    // Back at a shell's prompt, the headline says what the job does.
+    if let Some(job) = job.filter(|_| !back) {
+        let line = job.map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line());
         let _ = writeln!(out, "{line}");
     }
     let (first, last) = match region {
@@ -110,24 +119,31 @@ fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Reg
     out
 }
 
-/// What the foreground job does, while a command still runs or waits.
-fn foreground_line(s: &Session, reason: &WaitReason, region: Option<&Region>) -> Option<String> {
+/// Whether the reply says what the foreground job does: while a command
+/// still runs or waits, and after a line typed into a program.
+fn shows_job(reason: &WaitReason, region: Option<&Region>) -> bool {
     let waits = matches!(reason, WaitReason::Prompt) && region.is_some();
     let input = matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input);
-    if !waits && !input && !matches!(reason, WaitReason::Timeout | WaitReason::Matched(_)) {
-        return None;
-    }
-    let pane = dtmcp_core::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
-    Some(dtmcp_core::procs::job(pane).map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line()))
+    waits || input || matches!(reason, WaitReason::Timeout | WaitReason::Matched(_))
 }
 
-/// Whether the pane's foreground job is a shell (one without markers,
-/// since an integrated one ends its commands with a status).
-fn at_plain_shell(s: &Session) -> bool {
-    super::program::job(s).is_ok_and(|j| j.is_shell || super::notes::is_shell_name(&j.comm))
+fn pane(s: &Session) -> dtmcp_core::procs::Pane<'_> {
+    dtmcp_core::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty }
 }
 
-fn headline(s: &Session, waited: &Waited<'_>) -> String {
+/// Whether a line typed into a program ended back at a shell's prompt: the
+/// program (or the line, in a shell without the integration) ended.
+/// `shell` says the foreground job is a shell.
+fn back_at_shell(s: &Session, waited: &Waited<'_>, shell: bool) -> bool {
+    let Waited { status, reason, region, .. } = *waited;
+    let input = matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input);
+    let integrated = s.meta.integrated && status.shell.at_prompt;
+    input && (integrated || (shell && !status.current_text.trim_end().is_empty()))
+}
+
+/// The reply's first line; `back` says a typed line ended back at a
+/// shell's prompt (see [`back_at_shell`]).
+fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
     let Waited { status, reason, region, .. } = *waited;
     let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
     // A command run by a shell inside the session's own (over ssh, in a
@@ -144,7 +160,7 @@ fn headline(s: &Session, waited: &Waited<'_>) -> String {
                     format!("the program ended; back at the shell's prompt · {}{id}\n", duration(ms))
                 }
                 true => format!("output settled · {}{id}\n", duration(ms)),
-                false if at_plain_shell(s) => format!(
+                false if back => format!(
                     "back at the shell's prompt `{prompt}` · exit status unknown (this shell has no shell integration) · {}{id}\n",
                     duration(ms)
                 ),

@@ -241,6 +241,27 @@ async fn plain_sh_works_by_prompt_matching_and_says_statuses_are_unknown() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_shell_still_busy_after_drawing_its_prompt_is_taken_as_back_at_it() {
+    let w = World::new();
+    let s = w.server().await;
+    // The prompt is drawn, then the shell stays on a CPU for 150 ms before
+    // it reads the terminal, as any shell may for a moment on a busy machine.
+    let busy = r#"e=$(( ${EPOCHREALTIME/./} + 150000 )); while (( ${EPOCHREALTIME/./} < e )); do :; done"#;
+    let args = json!({
+        "name": "p",
+        "command": format!("env PS1= PROMPT_COMMAND='printf \"READY~ \"; {busy}' bash --norc --noprofile"),
+        "prompt_pattern": "READY~ $",
+    });
+    s.ok("session_create", args).await;
+    let r = s.run("p", "echo one").await;
+    assert_has!(r, "back at the shell's prompt `READY~`");
+    assert_has!(r, "exit status unknown");
+    assert!(!r.contains("is working"), "{r}");
+    assert_has!(r, "shell_integrate session=p");
+    assert_has!(s.run("p", "echo two").await, "two");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shell_integrate_rejects_bad_input_whole() {
     let w = World::new();
     let s = w.server().await;
