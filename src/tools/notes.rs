@@ -11,7 +11,7 @@ use std::time::Instant;
 use rmcp::model::CallToolResult;
 
 use super::Terminal;
-use super::reply::{Facts, Reply, ToolError};
+use super::reply::{Facts, Outcome, Reply, ToolError};
 use crate::docent::notes::{self, Situation};
 use dtmcp_core::procs::{self, Activity};
 
@@ -65,7 +65,9 @@ impl Terminal {
             let all = notes::notes(&situation);
             return self.given(name, now_s, all, |running| running.retain(|&id| Some(id) != region)).await;
         }
-        let Some((situation, open)) = self.look(name, before.last_reply_s).await else {
+        // A reply about a command still running needs no settled look.
+        let settle = !matches!(reply.facts.outcome, Outcome::Running | Outcome::Matched);
+        let Some((situation, open)) = self.look(name, before.last_reply_s, settle).await else {
             return Vec::new();
         };
         let all = notes::notes(&situation.as_situation(name, tool, command, &reply.facts));
@@ -96,7 +98,9 @@ impl Terminal {
     /// What the session shows after a reply that did not end with a
     /// finished command: the facts for its notes, and the regions running
     /// now. `last_reply_s` is when the agent last got a reply (0: never).
-    async fn look(&self, name: &str, last_reply_s: u64) -> Option<(Looked, Vec<u64>)> {
+    /// With `settle`, a shell with nothing running that is on a CPU is
+    /// looked at again for a moment (see [`super::program::settled_job`]).
+    async fn look(&self, name: &str, last_reply_s: u64, settle: bool) -> Option<(Looked, Vec<u64>)> {
         let s = self.sessions().resolve_quiet(name).await.ok()?;
         let mut logger = s.logger().await.ok()?;
         let status = logger.status().await.ok()?;
@@ -107,7 +111,7 @@ impl Terminal {
         let pane = procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
         // A shell with nothing running may have just drawn its prompt and
         // not yet blocked reading the terminal: it gets a moment to settle.
-        let job = match status.shell.open.is_empty() {
+        let job = match settle && status.shell.open.is_empty() {
             true => super::program::settled_job(pane).await.ok(),
             false => procs::job(pane).ok(),
         };

@@ -46,8 +46,12 @@ pub(super) async fn describe(
         preface: note.is_some(),
         ..Facts::default()
     };
+    // Where the wait ended at a prompt, a shell that has just drawn it is
+    // given a moment to block reading the terminal; a command still running
+    // is shown as it is.
     let job = match shows_job(reason, region) {
-        true => Some(super::program::settled_job(pane(s)).await),
+        true if at_a_prompt(reason, region) => Some(super::program::settled_job(pane(s)).await),
+        true => Some(dtmcp_core::procs::job(pane(s))),
         false => None,
     };
     let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(|j| j.is_shell || is_shell_name(&j.comm)));
@@ -122,9 +126,20 @@ fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Reg
 /// Whether the reply says what the foreground job does: while a command
 /// still runs or waits, and after a line typed into a program.
 fn shows_job(reason: &WaitReason, region: Option<&Region>) -> bool {
+    at_a_prompt(reason, region) || matches!(reason, WaitReason::Timeout | WaitReason::Matched(_))
+}
+
+/// Whether the wait for a command ended at a prompt: a program's (or a
+/// shell's inside), or the one a line typed into a program came back to.
+fn at_a_prompt(reason: &WaitReason, region: Option<&Region>) -> bool {
     let waits = matches!(reason, WaitReason::Prompt) && region.is_some();
-    let input = matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input);
-    waits || input || matches!(reason, WaitReason::Timeout | WaitReason::Matched(_))
+    waits || typed_line_ended(reason, region)
+}
+
+/// Whether the wait ended with the input region of a line typed into a
+/// program.
+fn typed_line_ended(reason: &WaitReason, region: Option<&Region>) -> bool {
+    matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input)
 }
 
 fn pane(s: &Session) -> dtmcp_core::procs::Pane<'_> {
@@ -136,9 +151,8 @@ fn pane(s: &Session) -> dtmcp_core::procs::Pane<'_> {
 /// `shell` says the foreground job is a shell.
 fn back_at_shell(s: &Session, waited: &Waited<'_>, shell: bool) -> bool {
     let Waited { status, reason, region, .. } = *waited;
-    let input = matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input);
     let integrated = s.meta.integrated && status.shell.at_prompt;
-    input && (integrated || (shell && !status.current_text.trim_end().is_empty()))
+    typed_line_ended(reason, region) && (integrated || (shell && !status.current_text.trim_end().is_empty()))
 }
 
 /// The reply's first line; `back` says a typed line ended back at a
