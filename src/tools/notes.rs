@@ -108,7 +108,7 @@ impl Terminal {
             return None;
         }
         let open = super::agents::running_regions(&status);
-        let pane = procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty };
+        let pane = super::program::pane(&s);
         // A shell with nothing running may have just drawn its prompt and
         // not yet blocked reading the terminal: it gets a moment to settle.
         let job = match settle && status.shell.open.is_empty() {
@@ -122,7 +122,7 @@ impl Terminal {
         let attached = fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
         let person_typed = attached > 0 && last_reply_s > 0 && self.person_typed_since(name, last_reply_s).await;
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
-        let is_shell = job.as_ref().is_some_and(|j| j.is_shell || SHELLS.contains(&j.comm.as_str()));
+        let is_shell = job.as_ref().is_some_and(super::program::is_shell);
         let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
         let place = job.as_ref().map(|j| &j.place);
         // Where the integrated shell itself says it is, when no carrier in

@@ -29,9 +29,19 @@ pub enum Target {
     Program(Job),
 }
 
+/// The session's pane, as [`procs`] looks at it.
+pub fn pane(s: &Session) -> procs::Pane<'_> {
+    procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty }
+}
+
 /// The foreground job of the session's pane, measured now.
 pub fn job(s: &Session) -> Result<Job, String> {
-    procs::job(procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty })
+    procs::job(pane(s))
+}
+
+/// Whether `job` is a shell: the pane's own, or one started inside it.
+pub fn is_shell(job: &Job) -> bool {
+    job.is_shell || super::notes::is_shell_name(&job.comm)
 }
 
 /// The foreground job of `pane` once a shell holding it has settled: a
@@ -43,8 +53,7 @@ pub async fn settled_job(pane: procs::Pane<'_>) -> Result<Job, String> {
     let deadline = std::time::Instant::now() + BUSY_GRACE;
     loop {
         let job = procs::job(pane)?;
-        let shell = job.is_shell || super::notes::is_shell_name(&job.comm);
-        if !shell || job.activity != Activity::Working || std::time::Instant::now() >= deadline {
+        if !is_shell(&job) || job.activity != Activity::Working || std::time::Instant::now() >= deadline {
             return Ok(job);
         }
         tokio::time::sleep(Duration::from_millis(15)).await;

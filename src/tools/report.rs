@@ -7,8 +7,8 @@
 
 use std::fmt::Write;
 
-use super::notes::is_shell_name;
 use super::output::{self, Plan};
+use super::program;
 use super::read::{fetch, region_lines};
 use super::reply::{Facts, Outcome, Reply, ToolError};
 use super::shape::Shape;
@@ -50,11 +50,11 @@ pub(super) async fn describe(
     // given a moment to block reading the terminal; a command still running
     // is shown as it is.
     let job = match shows_job(reason, region) {
-        true if at_a_prompt(reason, region) => Some(super::program::settled_job(pane(s)).await),
-        true => Some(dtmcp_core::procs::job(pane(s))),
+        true if at_a_prompt(reason, region) => Some(program::settled_job(program::pane(s)).await),
+        true => Some(program::job(s)),
         false => None,
     };
-    let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(|j| j.is_shell || is_shell_name(&j.comm)));
+    let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(program::is_shell));
     let back = back_at_shell(s, waited, shell);
     let mut out = note.map_or_else(|| headline(s, waited, back), |n| format!("{n}\n"));
     // Back at a shell's prompt, the headline says what the job does.
@@ -140,10 +140,6 @@ fn at_a_prompt(reason: &WaitReason, region: Option<&Region>) -> bool {
 /// program.
 fn typed_line_ended(reason: &WaitReason, region: Option<&Region>) -> bool {
     matches!(reason, WaitReason::RegionEnded(_)) && region.is_some_and(|r| r.kind == RegionKind::Input)
-}
-
-fn pane(s: &Session) -> dtmcp_core::procs::Pane<'_> {
-    dtmcp_core::procs::Pane { pid: s.pane.pane_pid, tty: &s.pane.pane_tty }
 }
 
 /// Whether a line typed into a program ended back at a shell's prompt: the
