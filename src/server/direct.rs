@@ -56,6 +56,10 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 /// How often a session served here is shown to rmcp's worker as alive
 /// (its idle limit is five minutes).
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
+/// How long the answer to `notifications/initialized` waits for its
+/// session's connection to see it (it takes microseconds; see
+/// [`Direct::to_rmcp_learning`]).
+const LEARN_WITHIN: Duration = Duration::from_secs(1);
 /// A request id rmcp never gives a request-wise stream (its ids count up
 /// from zero), so closing it is a no-op that still counts as activity.
 const NO_STREAM: u64 = u64::MAX;
@@ -103,15 +107,12 @@ impl Direct {
     /// Serves one request of `/mcp`.
     pub async fn serve(State(direct): State<Arc<Direct>>, request: Request) -> Response {
         let Some((session, to)) = direct.candidate(request.method(), request.headers()).await else {
-            return direct.to_rmcp(request).await;
+            return direct.to_rmcp_learning(request).await;
         };
         let (parts, body) = request.into_parts();
-        let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        let bytes = match read_body(body).await {
             Ok(bytes) => bytes,
-            Err(_) => {
-                let why = "Payload Too Large: a request body may be at most 4 MiB";
-                return (StatusCode::PAYLOAD_TOO_LARGE, why).into_response();
-            }
+            Err(refused) => return refused,
         };
         match direct.route(session, to, &bytes) {
             Route::Answer { session, id, request, to } => direct.answer(session, id, *request, to, parts).await,
@@ -214,6 +215,35 @@ impl Direct {
         }
     }
 
+    /// Hands `request`, which the direct path does not take, to rmcp; if
+    /// it is the `notifications/initialized` of a session whose later calls
+    /// the direct path will take, the answer waits (for [`LEARN_WITHIN`] at
+    /// most) until the session's connection has seen it. rmcp accepts the
+    /// notification before its handler runs, so without the wait a client's
+    /// first call could overtake it and go the slow way through rmcp.
+    async fn to_rmcp_learning(&self, request: Request) -> Response {
+        let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let Some(session) = session.filter(|_| request.method() == Method::POST && plain_headers(request.headers()))
+        else {
+            return self.to_rmcp(request).await;
+        };
+        let (parts, body) = request.into_parts();
+        let bytes = match read_body(body).await {
+            Ok(bytes) => bytes,
+            Err(refused) => return refused,
+        };
+        let initialized = matches!(
+            serde_json::from_slice::<ClientJsonRpcMessage>(&bytes),
+            Ok(ClientJsonRpcMessage::Notification(n))
+                if matches!(n.notification, ClientNotification::InitializedNotification(_))
+        );
+        let response = self.to_rmcp(Request::from_parts(parts, Body::from(bytes))).await;
+        if initialized && response.status().is_success() {
+            self.terminal.http_session_learned(&session, LEARN_WITHIN).await;
+        }
+        response
+    }
+
     /// Hands `request` to rmcp.
     async fn to_rmcp(&self, request: Request) -> Response {
         self.rmcp.handle(request).await.map(Body::new)
@@ -297,6 +327,14 @@ where
             runtime.spawn(call);
         }
     }
+}
+
+/// A request's body, or the answer refusing one too large.
+async fn read_body(body: Body) -> Result<Bytes, Response> {
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
+        let why = "Payload Too Large: a request body may be at most 4 MiB";
+        (StatusCode::PAYLOAD_TOO_LARGE, why).into_response()
+    })
 }
 
 /// Whether the direct path answers requests of this kind.

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rmcp::model::Extensions;
 
@@ -144,7 +144,11 @@ impl Connection {
 /// answers their calls without going through rmcp (see
 /// `crate::server::direct`).
 #[derive(Debug, Default)]
-pub struct HttpSessions(Mutex<HashMap<String, Arc<Connection>>>);
+pub struct HttpSessions {
+    known: Mutex<HashMap<String, Arc<Connection>>>,
+    /// Woken each time a session is learned.
+    learned: tokio::sync::Notify,
+}
 
 impl HttpSessions {
     /// Notes that the HTTP request behind `extensions`, if it names a
@@ -152,25 +156,45 @@ impl HttpSessions {
     pub fn learn(&self, extensions: &Extensions, conn: &Arc<Connection>) {
         let Some(parts) = extensions.get::<axum::http::request::Parts>() else { return };
         let Some(id) = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else { return };
-        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         if known.get(id).is_none_or(|c| !Arc::ptr_eq(c, conn)) {
             known.insert(id.to_string(), Arc::clone(conn));
+            drop(known);
+            self.learned.notify_waiters();
         }
     }
 
     /// The connection of session `id`, if known.
     pub fn get(&self, id: &str) -> Option<Arc<Connection>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+
+    /// Waits, for `within` at most, until session `id` is known; whether it is.
+    pub async fn learned(&self, id: &str, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // Registered before looking, so that a learning in between is
+            // not missed.
+            let woken = self.learned.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.get(id).is_some() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return self.get(id).is_some();
+            }
+        }
     }
 
     /// Forgets session `id` (it ended).
     pub fn forget(&self, id: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
 
     /// Keeps only the sessions `live` says still are.
     pub fn retain(&self, live: impl Fn(&str) -> bool) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| live(id));
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| live(id));
     }
 }
 
@@ -246,6 +270,24 @@ mod tests {
         assert!(known.get("s-b").is_none());
         known.forget("s-a");
         assert!(known.get("s-a").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_a_session_ends_when_it_is_learned_or_at_its_limit() {
+        let known = Arc::new(HttpSessions::default());
+        let later = Arc::clone(&known);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            later.learn(&http_request(&[("mcp-session-id", "s-late")]), &Arc::new(Connection::default()));
+        });
+        let started = Instant::now();
+        assert!(known.learned("s-late", Duration::from_secs(10)).await);
+        assert!(started.elapsed() < Duration::from_secs(5), "woken by the learning, not the limit");
+        // A session never learned is waited for until the limit.
+        let started = Instant::now();
+        assert!(!known.learned("s-never", Duration::from_millis(100)).await);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(known.learned("s-late", Duration::ZERO).await, "known already: no wait");
     }
 
     #[test]

@@ -148,6 +148,12 @@ impl Terminal {
         Some(Terminal { conn, ..self.clone() })
     }
 
+    /// Waits, for `within` at most, until HTTP MCP session `id` has been
+    /// seen by its connection; whether it has.
+    pub async fn http_session_learned(&self, id: &str, within: std::time::Duration) -> bool {
+        self.inner.http.learned(id, within).await
+    }
+
     /// Forgets HTTP MCP session `id` (it ended).
     pub fn forget_http_session(&self, id: &str) {
         self.inner.http.forget(id);
