@@ -117,7 +117,8 @@ impl Terminal {
             None => logger.status().await?,
         };
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
-            let target = program::target(&s, &before).await?;
+            let target;
+            (target, before) = program::target(&s, &mut logger, before).await?;
             if matches!(target, Target::Shell) {
                 before = self.clear_stray_answers(&s, &mut logger, before).await?.status;
                 let last = self.last_typed(&s);
@@ -226,7 +227,10 @@ impl Terminal {
         let pane = s.pane.pane_id.as_str();
         match action {
             Action::Stop => return Ok(Some(format!("a stop rule matched: {}", quote(text)))),
-            Action::Line(l) => self.type_line(s, logger, status, program::target(s, status).await.ok(), l).await?,
+            Action::Line(l) => match program::target(s, logger, status.clone()).await {
+                Ok((target, now)) => self.type_line(s, logger, &now, Some(target), l).await?,
+                Err(_) => self.type_line(s, logger, status, None, l).await?,
+            },
             Action::Text(t) => tmux.send_text(pane, t).await?,
             Action::Keys(keys) => {
                 for key in keys {

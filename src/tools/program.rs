@@ -61,21 +61,28 @@ pub async fn settled_job(pane: procs::Pane<'_>) -> Result<Job, String> {
 }
 
 /// Decides where a line typed now would go, refusing when a command is
-/// busy rather than reading its input.
-pub async fn target(s: &Session, status: &Status) -> Result<Target, ToolError> {
+/// busy rather than reading its input; with the status it was decided on.
+/// A look that finds no place yet is repeated, with a fresh status (taken
+/// once the shell shows its prompt, see [`super::run::ready_status`]): a
+/// command that ends meanwhile -- a person's, say -- leaves its shell at
+/// the prompt, and the status it was first judged on would still show it
+/// running, taking the shell for a program reading a line.
+pub async fn target(s: &Session, logger: &mut LoggerClient, mut status: Status) -> Result<(Target, Status), ToolError> {
     let started = std::time::Instant::now();
     loop {
         let waited = started.elapsed();
-        match target_now(s, status) {
-            Ok(target) => return Ok(target),
+        match target_now(s, &status) {
+            Ok(target) => return Ok((target, status)),
             Err(Look::Starting(_)) if waited < STARTING_GRACE => {}
-            Err(Look::Refused(_)) if waited < BUSY_GRACE => {}
+            Err(Look::Refused(_) | Look::Behind(_)) if waited < BUSY_GRACE => {}
             // A plain shell still busy after its grace gets the line all the
-            // same: it reads it once it is ready.
-            Err(Look::Starting(job)) => return Ok(Target::Program(*job)),
+            // same: it reads it once it is ready. So does a shell builtin
+            // reading a line with the line editor (`read -e`).
+            Err(Look::Starting(job) | Look::Behind(job)) => return Ok((Target::Program(*job), status)),
             Err(Look::Refused(why)) => return Err(ToolError::Refused(why)),
         }
         tokio::time::sleep(Duration::from_millis(15)).await;
+        status = super::run::ready_status(s, logger).await?;
     }
 }
 
@@ -133,6 +140,11 @@ enum Look {
     /// A plain shell holds the terminal and is on a CPU (starting up, most
     /// likely), not reading it yet.
     Starting(Box<Job>),
+    /// The session's own integrated shell reads the terminal with its line
+    /// editor, while the logger still has a command open: that command has
+    /// ended and its end is on its way to the logger (or a builtin reads a
+    /// line with the line editor: `read -e`).
+    Behind(Box<Job>),
     /// Nothing takes a line now, for the reason given.
     Refused(String),
 }
@@ -157,6 +169,13 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     // (a logger just restarted knows nothing of the shell yet).
     if s.meta.integrated && job.is_shell && status.shell.open.is_empty() {
         return Ok(Target::Shell);
+    }
+    if integrated
+        && job.is_shell
+        && job.activity == Activity::WaitingForInput
+        && procs::line_editing(&s.pane.pane_tty) == Some(true)
+    {
+        return Err(Look::Behind(Box::new(job)));
     }
     let plain_shell = job.is_shell && !integrated;
     if plain_shell && job.activity == Activity::Working {

@@ -220,9 +220,9 @@ impl Terminal {
                 Some(_) => status,
                 None => settled(&s, &mut logger, status).await?,
             };
-            let mut status = program::plain_shell_ready(&s, &mut logger, status).await?;
-            let target = match program::target(&s, &status).await {
-                Ok(target) => target,
+            let status = program::plain_shell_ready(&s, &mut logger, status).await?;
+            let (target, mut status) = match program::target(&s, &mut logger, status.clone()).await {
+                Ok(decided) => decided,
                 Err(e) => return Err(ToolError::Refused(format!("{e}{}", self.started_by(&s, &status)))),
             };
             // At a continuation prompt the text typed so far is this

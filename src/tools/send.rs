@@ -177,9 +177,9 @@ impl Terminal {
         let state = views::pane_state(tmux, pane).await?;
         // A line entered into a program is an input region, like run's.
         if let (Some(line), None) = (req.line(), req.signal)
-            && let Ok(Target::Program(job)) = program::target(&s, &before).await
+            && let Ok((Target::Program(job), now)) = program::target(&s, &mut logger, before.clone()).await
         {
-            program::open_input(&s, &mut logger, &before, &job, line).await?;
+            program::open_input(&s, &mut logger, &now, &job, line).await?;
         }
         let mut out = Reply::text(match req.signal {
             Some(sig) => deliver(state.pane_pid, sig)?,

@@ -145,6 +145,29 @@ async fn a_persons_unsubmitted_line_is_never_typed_over() {
     assert_has!(list, "agents typed:");
 }
 
+/// A person's command that ends within a moment of an agent's `run` is
+/// waited out, and the agent's line runs as a command after it: it is not
+/// taken as input to the shell, which has just come back to its prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_run_as_a_persons_command_ends_is_a_command_after_it() {
+    let world = World::new();
+    let server = world.server().await;
+    server.create("p2").await;
+    let mut person = Person::attach(&world, "p2", 100, 30);
+    std::thread::sleep(Duration::from_millis(1100));
+    // Still running when the agent's line comes, but for less than the
+    // 300 ms a busy job is given to settle.
+    person.types("echo person-$((40+2)); sleep 0.2\r");
+    until(Duration::from_secs(5), "the person's command to print", || {
+        screen(&world, "=p2:").contains("person-42").then_some(())
+    });
+    let ran = server.run("p2", "echo agent-$((1+1))").await;
+    assert_has!(ran, "agent-2");
+    assert_has!(ran, "exit 0");
+    let regions = server.ok("regions", json!({"session": "p2"})).await;
+    assert_has!(regions, "echo agent-$((1+1))");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_agents_half_typed_text_is_left_alone() {
     let world = World::new();

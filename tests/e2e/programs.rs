@@ -220,6 +220,20 @@ async fn a_password_typed_with_send_is_never_logged() {
     }
 }
 
+/// `read -e` reads its line with the shell's own line editor, as the
+/// shell's prompt does; `run` still types the answer into it as input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_with_the_line_editor_takes_runs_line_as_its_answer() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = line(&s, "read -e -p 'Your name? ' n; echo \"hi $n\"").await;
+    assert_has!(r, "Your name?");
+    let r = s.ok("run", json!({"session": "t1", "command": "Ada Lovelace"})).await;
+    assert_has!(r, "hi Ada Lovelace");
+    assert_has!(regions(&s).await, "`Your name? Ada Lovelace`");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_prompts_are_answered_by_expect() {
     let w = World::new();

@@ -319,13 +319,26 @@ fn fd_is_tty(pid: i32, fd: u64, tty: &str) -> bool {
 }
 
 /// Whether the terminal reads lines with echo off (`ECHO` clear, `ICANON`
-/// set), as password prompts do; a line editor clears both. The terminal
-/// is opened without becoming a controlling terminal and is never read.
+/// set), as password prompts do; a line editor clears both.
 fn echo_off(tty: &str) -> Option<bool> {
+    let flags = local_flags(tty)?;
+    Some(!flags.contains(LocalFlags::ECHO) && flags.contains(LocalFlags::ICANON))
+}
+
+/// Whether the terminal is in a line editor's mode (`ECHO` and `ICANON`
+/// both clear), as readline and zle set it at a shell's prompt; `read`
+/// and most programs reading lines leave the terminal's own line mode on.
+pub fn line_editing(tty: &str) -> Option<bool> {
+    let flags = local_flags(tty)?;
+    Some(!flags.contains(LocalFlags::ECHO) && !flags.contains(LocalFlags::ICANON))
+}
+
+/// The terminal's local mode flags. The terminal is opened without
+/// becoming a controlling terminal and is never read.
+fn local_flags(tty: &str) -> Option<LocalFlags> {
     let file =
         fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY).open(tty).ok()?;
-    let t = tcgetattr(&file).ok()?;
-    Some(!t.local_flags.contains(LocalFlags::ECHO) && t.local_flags.contains(LocalFlags::ICANON))
+    Some(tcgetattr(&file).ok()?.local_flags)
 }
 
 /// The chain from the pane's shell to `job`, with where a carrier in it
