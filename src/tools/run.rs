@@ -166,8 +166,8 @@ impl Terminal {
 impl Terminal {
     /// Who started the command running in `s`, for a refusal: an agent, a
     /// person, or nothing known.
-    fn started_by(&self, s: &Session, status: &Status) -> String {
-        let Some(&open) = status.shell.open.first() else { return String::new() };
+    fn started_by(&self, s: &Session, open: Option<RegionId>) -> String {
+        let Some(open) = open else { return String::new() };
         match super::once::starter_of(&self.sessions().cfg.home, &s.name, open) {
             Some(agent) => format!(" (it was started by agent {agent})"),
             None => " (it was typed by a person)".to_string(),
@@ -221,9 +221,10 @@ impl Terminal {
                 None => settled(&s, &mut logger, status).await?,
             };
             let status = program::plain_shell_ready(&s, &mut logger, status).await?;
-            let (target, mut status) = match program::target(&s, &mut logger, status.clone()).await {
+            let open = status.shell.open.first().copied();
+            let (target, mut status) = match program::target(&s, &mut logger, status).await {
                 Ok(decided) => decided,
-                Err(e) => return Err(ToolError::Refused(format!("{e}{}", self.started_by(&s, &status)))),
+                Err(e) => return Err(ToolError::Refused(format!("{e}{}", self.started_by(&s, open)))),
             };
             // At a continuation prompt the text typed so far is this
             // command's own earlier lines, not someone else's.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::World;
+use crate::harness::{Server, World};
 use crate::serve::{Serve, bridge, unix_get};
 
 /// A person at a terminal: a tmux client attached from a pty of a given
@@ -113,19 +113,27 @@ fn pane_of(world: &World, name: &str) -> Option<String> {
     text.lines().find_map(|l| l.split_once(' ').filter(|(_, n)| *n == name).map(|(id, _)| id.to_string()))
 }
 
+/// Session `name`, made on `server`, with a person attached who has typed
+/// `keys`; back once `shown` is on its screen.
+async fn person_typing(world: &World, server: &Server, name: &str, keys: &str, shown: &str) -> Person {
+    server.create(name).await;
+    let mut person = Person::attach(world, name, 100, 30);
+    // tmux stamps activity in whole seconds: a key in the second the client
+    // attached looks like no key at all.
+    std::thread::sleep(Duration::from_millis(1100));
+    person.types(keys);
+    until(Duration::from_secs(5), "the person's keys on the screen", || {
+        screen(world, &format!("={name}:")).contains(shown).then_some(())
+    });
+    person
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_unsubmitted_line_is_never_typed_over() {
     let world = World::new();
     let server = world.server().await;
-    server.create("p1").await;
-    let mut person = Person::attach(&world, "p1", 100, 30);
-    // tmux stamps activity in whole seconds: a key in the second the client
-    // attached looks like no key at all.
-    std::thread::sleep(Duration::from_millis(1100));
-    person.types("echo from-person-$((40+2))");
-    until(Duration::from_secs(5), "the person's text on the screen", || {
-        screen(&world, "=p1:").contains("echo from-person-$((40+2))").then_some(())
-    });
+    let mut person =
+        person_typing(&world, &server, "p1", "echo from-person-$((40+2))", "echo from-person-$((40+2))").await;
     let refused = server.err("run", json!({"session": "p1", "command": "echo from-agent"})).await;
     assert_has!(refused, "by a person");
     assert_has!(refused, "`echo from-person-$((40+2))`");
@@ -152,15 +160,9 @@ async fn a_persons_unsubmitted_line_is_never_typed_over() {
 async fn a_line_run_as_a_persons_command_ends_is_a_command_after_it() {
     let world = World::new();
     let server = world.server().await;
-    server.create("p2").await;
-    let mut person = Person::attach(&world, "p2", 100, 30);
-    std::thread::sleep(Duration::from_millis(1100));
     // Still running when the agent's line comes, but for less than the
     // 300 ms a busy job is given to settle.
-    person.types("echo person-$((40+2)); sleep 0.2\r");
-    until(Duration::from_secs(5), "the person's command to print", || {
-        screen(&world, "=p2:").contains("person-42").then_some(())
-    });
+    let _person = person_typing(&world, &server, "p2", "echo person-$((40+2)); sleep 0.2\r", "person-42").await;
     let ran = server.run("p2", "echo agent-$((1+1))").await;
     assert_has!(ran, "agent-2");
     assert_has!(ran, "exit 0");
