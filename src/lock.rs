@@ -8,6 +8,8 @@
 //! empty, or still naming a holder that died. [`read_holder`] therefore
 //! waits briefly for a whole name (`pid N on host H`, ended by a line
 //! break) of a process that lives; the socket's lock uses the same pair.
+//! Meanwhile [`take`] tries the lock again: a holder that died can leave
+//! it held for a moment by a child it was starting.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -27,6 +29,27 @@ pub(crate) fn write_holder(file: &File) -> std::io::Result<()> {
     let me = format!("pid {} on host {}\n", std::process::id(), crate::config::hostname());
     file.set_len(0)?;
     file.write_all_at(me.as_bytes(), 0)
+}
+
+/// Takes the exclusive lock of `file`, or says who holds it (see
+/// [`read_holder`]). A holder that died may leave its lock behind for a
+/// moment: a child it was starting holds a copy of the descriptor until
+/// it runs its program (the descriptor closes on exec). So while the file
+/// names no live holder, the lock is tried again, for [`HOLDER_WAIT`] at
+/// most.
+pub(crate) fn take(file: File) -> Result<Flock<File>, String> {
+    let deadline = Instant::now() + HOLDER_WAIT;
+    let mut file = file;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(f) => return Ok(f),
+            Err((f, _)) if Instant::now() < deadline && !holder_is_current(&read_all(&f)) => {
+                std::thread::sleep(HOLDER_POLL);
+                file = f;
+            }
+            Err((f, _)) => return Err(read_holder(&f)),
+        }
+    }
 }
 
 /// Who holds the lock of `file`, as it wrote itself down: waits up to
@@ -105,10 +128,7 @@ pub fn acquire(home: &Path) -> Result<ServerLock, LockError> {
     )
     .open(&path)
     .map_err(err)?;
-    let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(f) => f,
-        Err((f, _)) => return Err(LockError::Held { holder: read_holder(&f), home: home.display().to_string() }),
-    };
+    let file = take(file).map_err(|holder| LockError::Held { holder, home: home.display().to_string() })?;
     write_holder(&file).map_err(err)?;
     Ok(ServerLock { _file: file })
 }
@@ -151,5 +171,25 @@ mod tests {
         let started = Instant::now();
         let err = acquire(home.path()).err().expect("held").to_string();
         assert!(err.contains("unknown holder") && started.elapsed() >= HOLDER_WAIT, "{err}");
+    }
+
+    #[test]
+    fn a_dead_holders_lock_let_go_a_moment_later_is_taken() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let path = home.path().join("server.lock");
+        // The holder died and is named; a copy of its descriptor (a child
+        // it was starting) keeps the lock for another 100 ms.
+        std::fs::write(&path, format!("pid {} on host {}\n", i32::MAX, crate::config::hostname())).expect("dead");
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
+        let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| e).expect("lock");
+        let inheritor = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(held);
+        });
+        let lock = acquire(home.path()).expect("taken once let go");
+        inheritor.join().expect("inheritor");
+        let name = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(name, format!("pid {} on host {}\n", std::process::id(), crate::config::hostname()));
+        drop(lock);
     }
 }

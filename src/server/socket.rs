@@ -16,7 +16,7 @@ use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 
@@ -138,14 +138,12 @@ fn take_path_lock(path: &Path) -> Result<Flock<File>, SocketError> {
     let file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&lock);
     let file = file.map_err(err)?;
     let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+    match crate::lock::take(file) {
         Ok(f) => {
             let _ = crate::lock::write_holder(&f);
             Ok(f)
         }
-        Err((f, _)) => {
-            Err(SocketError::Taken { holder: crate::lock::read_holder(&f), path: path.display().to_string() })
-        }
+        Err(holder) => Err(SocketError::Taken { holder, path: path.display().to_string() }),
     }
 }
 
