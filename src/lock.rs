@@ -5,11 +5,11 @@
 //!
 //! The holder writes its name just after it takes the lock, so a server
 //! started at the same instant may find the lock taken and the file still
-//! empty, or still naming a holder that died. [`read_holder`] therefore
-//! waits briefly for a whole name (`pid N on host H`, ended by a line
-//! break) of a process that lives; the socket's lock uses the same pair.
-//! Meanwhile [`take`] tries the lock again: a holder that died can leave
-//! it held for a moment by a child it was starting.
+//! empty, or still naming a holder that died. [`take`] therefore tries
+//! again for a moment, until it gets the lock or finds a whole name
+//! (`pid N on host H`, ended by a line break) of a process that lives; a
+//! holder that died can also leave its lock held for a moment by a child
+//! it was starting. The socket's lock uses the same pair.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 
-/// How long a refused server waits for the holder's name.
+/// How long a refused server tries again, waiting for the lock or the
+/// holder's name.
 const HOLDER_WAIT: Duration = Duration::from_secs(1);
 /// How often it looks meanwhile.
 const HOLDER_POLL: Duration = Duration::from_millis(5);
@@ -31,40 +32,29 @@ pub(crate) fn write_holder(file: &File) -> std::io::Result<()> {
     file.write_all_at(me.as_bytes(), 0)
 }
 
-/// Takes the exclusive lock of `file`, or says who holds it (see
-/// [`read_holder`]). A holder that died may leave its lock behind for a
-/// moment: a child it was starting holds a copy of the descriptor until
-/// it runs its program (the descriptor closes on exec). So while the file
-/// names no live holder, the lock is tried again, for [`HOLDER_WAIT`] at
-/// most.
+/// Takes the exclusive lock of `file`, or says who holds it, as it wrote
+/// itself down. While the file is empty, torn, or names a process of this
+/// host that no longer runs, the lock is tried again for up to
+/// [`HOLDER_WAIT`]: a new holder may have the lock but not have written
+/// its name yet, and a holder that died may leave its lock behind for a
+/// moment (a child it was starting holds a copy of the descriptor until it
+/// runs its program; the descriptor closes on exec).
 pub(crate) fn take(file: File) -> Result<Flock<File>, String> {
     let deadline = Instant::now() + HOLDER_WAIT;
     let mut file = file;
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(f) => return Ok(f),
-            Err((f, _)) if Instant::now() < deadline && !holder_is_current(&read_all(&f)) => {
+            Err((f, _)) => {
+                let text = read_all(&f);
+                if holder_is_current(&text) || Instant::now() >= deadline {
+                    let name = text.trim();
+                    return Err(if name.is_empty() { "unknown holder".to_string() } else { name.to_string() });
+                }
                 std::thread::sleep(HOLDER_POLL);
                 file = f;
             }
-            Err((f, _)) => return Err(read_holder(&f)),
         }
-    }
-}
-
-/// Who holds the lock of `file`, as it wrote itself down: waits up to
-/// [`HOLDER_WAIT`] while the file is empty, torn, or names a process of
-/// this host that no longer runs (the holder has the lock but has not
-/// written yet); then says what it has.
-pub(crate) fn read_holder(file: &File) -> String {
-    let deadline = Instant::now() + HOLDER_WAIT;
-    loop {
-        let text = read_all(file);
-        if holder_is_current(&text) || Instant::now() >= deadline {
-            let name = text.trim();
-            return if name.is_empty() { "unknown holder".to_string() } else { name.to_string() };
-        }
-        std::thread::sleep(HOLDER_POLL);
     }
 }
 
