@@ -137,15 +137,21 @@ mod tests {
         acquire(home.path()).expect("free again");
     }
 
+    /// The lock of `path`, taken here, with the file naming a process
+    /// that no longer runs.
+    fn held_naming_the_dead(path: &Path) -> Flock<File> {
+        std::fs::write(path, format!("pid {} on host {}\n", i32::MAX, crate::config::hostname())).expect("dead");
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(path).expect("open");
+        Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| e).expect("lock")
+    }
+
     #[test]
     fn a_holder_that_has_not_written_yet_is_waited_for() {
         let home = tempfile::tempdir().expect("tempdir");
         let path = home.path().join("server.lock");
         // A holder that died left its name; the next one has the lock but
         // writes its own name only a moment later.
-        std::fs::write(&path, format!("pid {} on host {}\n", i32::MAX, crate::config::hostname())).expect("dead");
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
-        let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| e).expect("lock");
+        let held = held_naming_the_dead(&path);
         let writer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
             write_holder(&held).expect("write");
@@ -169,9 +175,7 @@ mod tests {
         let path = home.path().join("server.lock");
         // The holder died and is named; a copy of its descriptor (a child
         // it was starting) keeps the lock for another 100 ms.
-        std::fs::write(&path, format!("pid {} on host {}\n", i32::MAX, crate::config::hostname())).expect("dead");
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
-        let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| e).expect("lock");
+        let held = held_naming_the_dead(&path);
         let inheritor = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
             drop(held);
