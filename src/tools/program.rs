@@ -50,14 +50,11 @@ pub fn is_shell(job: &Job) -> bool {
 /// a shell found working is looked at again for up to [`BUSY_GRACE`]. Any
 /// other job is returned as first seen.
 pub async fn settled_job(pane: procs::Pane<'_>) -> Result<Job, String> {
-    let deadline = std::time::Instant::now() + BUSY_GRACE;
-    loop {
-        let job = procs::job(pane)?;
-        if !is_shell(&job) || job.activity != Activity::Working || std::time::Instant::now() >= deadline {
-            return Ok(job);
-        }
-        tokio::time::sleep(Duration::from_millis(15)).await;
-    }
+    let settled = with_busy_grace(|| match procs::job(pane) {
+        Ok(job) if is_shell(&job) && job.activity == Activity::Working => Err(Box::new(job)),
+        look => Ok(look),
+    });
+    settled.await.unwrap_or_else(|busy| Ok(*busy))
 }
 
 /// Decides where a line typed now would go, refusing when a command is
