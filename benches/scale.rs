@@ -269,6 +269,11 @@ struct Paired {
 
 /// Calls of each kind per round of [`side_by_side`].
 const TURN: usize = 5;
+/// Rounds of 20 agents beside rounds of the raw floor at 100 sessions.
+/// One round of each lasts a few tenths of a second; a burst of another
+/// tenant's load can carry a round to three times its neighbours, so the
+/// median is taken over many.
+const AGENT_ROUNDS: usize = 40;
 
 /// Measures [`Paired`]: the stdio server runs in a twin world of its own
 /// (a second server on one state home is refused), beside `serve` in
@@ -342,15 +347,17 @@ async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: u
 }
 
 /// Rounds of `alone` then `among` (each a turn of [`TURN`] calls) until
-/// `samples` calls of each: every round's median of `among` over that of
-/// `alone`.
+/// twice `samples` calls of each: every round's median of `among` over
+/// that of `alone`. A round is a few milliseconds, so twice the rounds
+/// cost little, and the median of 80 ratios moves less from one run to
+/// the next than that of 40.
 async fn round_ratios(
     samples: usize,
     mut alone: impl AsyncFnMut() -> anyhow::Result<Vec<Duration>>,
     mut among: impl AsyncFnMut() -> anyhow::Result<Vec<Duration>>,
 ) -> anyhow::Result<Vec<f64>> {
     let mut ratios = Vec::new();
-    for _ in 0..samples.div_ceil(TURN) {
+    for _ in 0..(2 * samples).div_ceil(TURN) {
         let one = alone().await?;
         let many = among().await?;
         ratios.push(pct(&many, 50).as_secs_f64() / pct(&one, 50).as_secs_f64());
@@ -506,7 +513,7 @@ async fn measure(world: &World, levels: &[usize], samples: usize) -> anyhow::Res
         }
         if n == 100 {
             eprintln!("level 100: 20 agents and the raw floor of 20 among 100 panes in turns…");
-            t.agents_turns = agents_beside_floor(world, &floor_tmp, n, 16, (samples / 10).max(5)).await?;
+            t.agents_turns = agents_beside_floor(world, &floor_tmp, n, AGENT_ROUNDS, (samples / 10).max(5)).await?;
         }
         eprintln!("level {n}: idle for 10 s…");
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -607,6 +614,9 @@ impl Table {
             1.5,
             "×",
         );
+        if let Some(r) = self.level_ratio.get(&100) {
+            println!("    ({})", spread(r));
+        }
         if let Some(r) = ratio(at(&self.floor_among, 100), at(&self.floor_among, 1)) {
             println!(
                 "{:<58} {:>10} {:>8}",
@@ -625,6 +635,9 @@ impl Table {
                 format!("{r:.2}×"),
                 "—"
             );
+            if let Some(r) = self.floor_level_ratio.get(&100) {
+                println!("    ({})", spread(r));
+            }
         }
         verdict("run true (HTTP) at 100 sessions / at 1", ratio(at(&self.http, 100), at(&self.http, 1)), 1.5, "×");
         verdict(
@@ -658,8 +671,7 @@ impl Table {
             );
             // How far the rounds spread: on a shared machine one burst of
             // someone else's load can carry a round.
-            let each: Vec<String> = turn_ratios.iter().map(|r| format!("{r:.2}")).collect();
-            println!("    (each round: {})", each.join(" "));
+            println!("    ({})", spread(turn_ratios));
         }
         if let Some(r) = ratio(at(&self.agents20, 100), floor20) {
             println!(
@@ -698,6 +710,22 @@ impl Table {
 }
 
 /// The median of `v`, if it has any.
+/// How a run's round ratios spread: their count, extremes and quartiles.
+fn spread(v: &[f64]) -> String {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let at = |q: usize| v.get(v.len().saturating_sub(1) * q / 100).copied().unwrap_or(f64::NAN);
+    format!(
+        "{} rounds: lowest {:.2}, quartiles {:.2} {:.2} {:.2}, highest {:.2}",
+        v.len(),
+        at(0),
+        at(25),
+        at(50),
+        at(75),
+        at(100)
+    )
+}
+
 fn median(v: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
