@@ -349,8 +349,8 @@ async fn beside_one(world: &World, stdio: &mut StdioClient, n: usize, samples: u
 /// Rounds of `alone` then `among` (each a turn of [`TURN`] calls) until
 /// twice `samples` calls of each: every round's median of `among` over
 /// that of `alone`. A round is a few milliseconds, so twice the rounds
-/// cost little, and the median of 80 ratios moves less from one run to
-/// the next than that of 40.
+/// cost little, and the median of twice as many ratios moves less from
+/// one run to the next.
 async fn round_ratios(
     samples: usize,
     mut alone: impl AsyncFnMut() -> anyhow::Result<Vec<Duration>>,
@@ -709,12 +709,11 @@ impl Table {
     }
 }
 
-/// The median of `v`, if it has any.
-/// How a run's round ratios spread: their count, extremes and quartiles.
+/// How a run's round ratios spread: their count, extremes and quartiles
+/// (the middle one taken as [`median`] takes it).
 fn spread(v: &[f64]) -> String {
-    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    let at = |q: usize| v.get(v.len().saturating_sub(1) * q / 100).copied().unwrap_or(f64::NAN);
+    let v = sorted_finite(v);
+    let at = |q: usize| v.get((v.len() * q / 100).min(v.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
     format!(
         "{} rounds: lowest {:.2}, quartiles {:.2} {:.2} {:.2}, highest {:.2}",
         v.len(),
@@ -726,10 +725,17 @@ fn spread(v: &[f64]) -> String {
     )
 }
 
+/// The median of `v`, if it has any.
 fn median(v: &[f64]) -> Option<f64> {
+    let v = sorted_finite(v);
+    v.get(v.len() / 2).copied()
+}
+
+/// The finite values of `v`, in order.
+fn sorted_finite(v: &[f64]) -> Vec<f64> {
     let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
+    v
 }
 
 fn pct(v: &[Duration], p: usize) -> Duration {
