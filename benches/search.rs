@@ -1,9 +1,9 @@
 //! Speed of `search`: its core on a 25 MB / 3 M-line session, beside
 //! `rg -c` on the same file in the same run (when ripgrep is installed);
-//! and the whole tool, called over MCP on the real server, in a session
-//! of one command and in one of 6,000 commands holding the same text, so
-//! that what a long history costs (labelling hits with their regions)
-//! shows as the difference.
+//! and the whole tool, called over MCP on the real server, in sessions of
+//! one, 20 and 6,000 commands holding the same text, so that what a long
+//! history costs (labelling hits with their regions) shows as the
+//! difference between the last two, which show the same 20 regions.
 //!
 //! `cargo bench --bench search` (add `-- N` for N samples, default 20;
 //! `-- history` for the second table alone).
