@@ -130,7 +130,7 @@ fn history(samples: usize) -> anyhow::Result<()> {
         );
         println!(
             "{COMMANDS} commands / 1 command, median: {:.2} same pattern, {:.2} new pattern \
-             (20 regions read back to label the hits against 1)",
+             ({NEEDLES} regions read back to label the hits against 1)",
             ratio(one, many),
             ratio(one_new, many_new)
         );
