@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dtmcp::mcp_client::McpChild;
-use dtmcp::tools::secrets::Secrets;
+use dtmcp::tools::replies::secrets::Secrets;
 use dtmcp_core::redact::{Known, Table, redact};
 use serde_json::json;
 

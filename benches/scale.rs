@@ -814,7 +814,7 @@ async fn run_true_keyed_rounds(c: &mut HttpClient, mut runs: Samples) -> anyhow:
     while runs.next() {
         // A key used once only: a key seen before is answered from its record.
         let n = KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let meta = json!({ (dtmcp::tools::caller::KEY_META): format!("bench-{}-{n}", std::process::id()) });
+        let meta = json!({ (dtmcp::agents::caller::KEY_META): format!("bench-{}-{n}", std::process::id()) });
         let (text, err) = c.call_with("run", json!({"session": "s0", "command": "true"}), meta).await?;
         ensure!(!err && text.contains("exit 0"), "unexpected reply: {text}");
         runs.done();

@@ -47,7 +47,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc, watch};
 
-use crate::tools::caller::{ACTOR_HEADER, KEY_META, SESSION_HEADER};
+use crate::agents::caller::{ACTOR_HEADER, KEY_META, SESSION_HEADER};
 
 /// How long the bridge waits for a server to come back.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
@@ -153,7 +153,7 @@ struct Bridge {
 
 /// Runs the bridge until stdin ends (or no server comes back).
 pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
-    let actor = actor.map(|a| crate::tools::caller::tidy(&a).ok_or_else(|| anyhow::anyhow!("--actor is empty")));
+    let actor = actor.map(|a| crate::agents::caller::tidy(&a).ok_or_else(|| anyhow::anyhow!("--actor is empty")));
     let actor = actor.transpose()?;
     let (out, mut outgoing) = mpsc::unbounded_channel::<String>();
     let bridge = Arc::new(Bridge {

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use dtmcp_core::store::Appender;
 use serde::Serialize;
 
-use crate::tools::caller;
+use crate::agents::caller;
 
 /// One line of the log.
 #[derive(Serialize)]

@@ -10,6 +10,7 @@
 //! logger's wire) are the `dtmcp-core` crate. ARCHITECTURE.md draws the
 //! three processes and says where to change what.
 
+pub mod agents;
 pub mod bridge;
 pub mod calls;
 pub mod cli;
@@ -19,6 +20,7 @@ pub mod docent;
 pub mod hosts;
 pub mod keys;
 pub mod lock;
+pub mod lru;
 pub mod mcp_client;
 pub mod people;
 pub mod quiet_socket;

@@ -17,8 +17,8 @@ use serde::Serialize;
 
 use super::{Failure, Home};
 use crate::session::{ClientError, LoggerClient};
+use crate::tmux::clients::{CLIENT_FORMAT, Client, parse_clients};
 use crate::tmux::{BARE_FORMAT, PANE_FORMAT, PaneId, PaneInfo};
-use crate::tools::presence::{CLIENT_FORMAT, Client, parse_clients};
 use dtmcp_core::contract::GAPS;
 use dtmcp_core::procs::{self, Activity, Job};
 use dtmcp_core::protocol::Status;
@@ -378,7 +378,7 @@ fn base(home: &Home, name: &str) -> (Facts, Meta) {
 
 /// The agents that typed into session `name`, the latest first.
 fn agents_of(home: &Home, name: &str) -> Vec<Agent> {
-    let typed = crate::tools::once::agents_typed(&home.cfg.home, name);
+    let typed = home.journal.agents_typed(name);
     let mut agents: Vec<Agent> = typed.into_iter().map(|(name, s)| Agent { name, typed_ms: s * 1000 }).collect();
     agents.sort_by(|a, b| b.typed_ms.cmp(&a.typed_ms).then_with(|| a.name.cmp(&b.name)));
     agents
@@ -552,7 +552,7 @@ fn live(home: &Home, scene: &Scene, name: &str, pane: &PaneInfo, seen: Observed)
     if let Some(r) = &heard.running {
         facts.command = Some(r.command.clone());
         facts.command_region = Some(r.id.0);
-        facts.started_by = crate::tools::once::starter_of(&home.cfg.home, name, r.id);
+        facts.started_by = home.journal.starter_of(name, r.id);
     }
     facts.state = judge(job.as_ref(), heard.running.is_some(), integrated);
     facts.since_ms = match facts.state {
@@ -585,7 +585,7 @@ fn judge(job: Option<&Job>, running: bool, integrated: bool) -> State {
     // The pane's shell reading the terminal is at its prompt, unless one
     // of its commands runs (`read` is the shell itself); a program under
     // it that reads the terminal waits for input.
-    let shell_itself = job.is_shell && is_shell(&leaf(job));
+    let shell_itself = job.own_shell && procs::is_shell_name(&leaf(job));
     match job.activity {
         Activity::WaitingForInput if shell_itself && !running => State::Idle,
         Activity::WaitingForInput => State::Waiting,
@@ -597,14 +597,6 @@ fn judge(job: Option<&Job>, running: bool, integrated: bool) -> State {
 /// The deepest program of the foreground job: what holds the terminal.
 fn leaf(job: &Job) -> String {
     job.place.via.last().cloned().unwrap_or_else(|| job.comm.clone())
-}
-
-/// Whether a program name is a shell's (a pane without our integration
-/// that runs one is at its prompt when it reads the terminal).
-fn is_shell(comm: &str) -> bool {
-    const SHELLS: &[&str] =
-        &["bash", "zsh", "sh", "dash", "ash", "fish", "ksh", "mksh", "tcsh", "csh", "busybox", "nu", "elvish", "xonsh"];
-    SHELLS.contains(&comm.trim_start_matches('-'))
 }
 
 fn people(clients: &[Client]) -> Vec<Person> {
@@ -669,7 +661,7 @@ mod tests {
         Job {
             pgid: 1,
             comm: comm.into(),
-            is_shell,
+            own_shell: is_shell,
             activity,
             reason: String::new(),
             password: false,

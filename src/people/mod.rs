@@ -33,6 +33,7 @@ pub mod watch;
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::agents::journal::Journal;
 use crate::config::Config;
 use crate::tmux::Tmux;
 
@@ -100,6 +101,8 @@ pub struct Home {
     pub cfg: Config,
     /// The tmux server, only ever spawned against.
     pub tmux: Tmux,
+    /// Who typed what: the journal the servers keep, read here.
+    pub journal: Journal,
 }
 
 impl Home {
@@ -107,7 +110,8 @@ impl Home {
     pub fn from_env() -> Result<Home, Failure> {
         let cfg = Config::from_env().map_err(|e| Failure::Usage(e.to_string()))?;
         let tmux = Tmux::new(&cfg.socket);
-        Ok(Home { cfg, tmux })
+        let journal = Journal::new(&cfg.home);
+        Ok(Home { cfg, tmux, journal })
     }
 
     /// The directory of session `name`.

@@ -147,16 +147,9 @@ impl RegionFacts {
     }
 }
 
-/// Which agent typed which region of session `name`: the records the
-/// tools keep under the state home, read once.
+/// Which agent typed which region of session `name`, from the journal.
 pub fn starters(home: &Home, name: &str) -> HashMap<u64, String> {
-    let path = crate::tools::once::agents_file(&home.cfg.home, name);
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<crate::tools::once::Typed>(l).ok())
-        .filter(|t| t.tool != "session_create")
-        .map(|t| (t.after_regions + 1, t.actor))
-        .collect()
+    home.journal.all_starters(name)
 }
 
 /// Every region of `found`, as facts.

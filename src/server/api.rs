@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use crate::retention::{Action, SweepMode, expires_ms};
 use crate::session::Sweep;
 use crate::tools::Terminal;
-use crate::tools::once::{agents_typed, creator_of, starter_of};
 
 /// What the routes share.
 #[derive(Clone)]
@@ -54,7 +53,6 @@ async fn one_session(
 ) -> Value {
     let sessions = terminal.sessions();
     let name = pane.session_name.as_str();
-    let home = &sessions.cfg.home;
     let mut v = json!({
         "name": name,
         "pane_id": pane.pane_id.as_ref() as &str,
@@ -69,8 +67,8 @@ async fn one_session(
         "size": { "cols": pane.pane_width, "rows": pane.pane_height },
         "log_dir": sessions.cfg.session_dir(name),
         "attach": sessions.attach_command(&pane.tmux_session),
-        "agents_typed": agents_typed(home, name),
-        "started_by": creator_of(home, name),
+        "agents_typed": terminal.journal().agents_typed(name),
+        "started_by": terminal.journal().creator_of(name),
         "pinned": sessions.pinned(pane.pane_id.as_str()).await,
         "place": Value::Null,
     });
@@ -97,7 +95,7 @@ async fn one_session(
             if let Some(r) = &status.last_region {
                 v["last_command"] = json!(r.command);
                 v["exit"] = json!(r.exit);
-                v["last_command_by"] = json!(starter_of(home, name, r.id));
+                v["last_command_by"] = json!(terminal.journal().starter_of(name, r.id));
             }
         }
     }

@@ -3,7 +3,7 @@
 //! MCP over streamable HTTP at `/mcp`, plus `/health` and `/api/*`, on a
 //! Unix socket (always) and a TCP port (with `--tcp`). The tool layer is the
 //! same as over stdio; each HTTP MCP session gets its own connection
-//! identity (see [`crate::tools::caller`]), and the sessions, sweeps and the
+//! identity (see [`crate::agents::caller`]), and the sessions, sweeps and the
 //! logger watchdog are the server's, run once whatever the number of
 //! clients. Under systemd it reports `READY=1` once the socket is bound and
 //! the state lock held, `WATCHDOG=1` when asked to, and `STOPPING=1`.
@@ -12,11 +12,11 @@ pub mod api;
 pub mod direct;
 pub mod guard;
 pub mod notify;
+pub mod options;
 pub mod socket;
 pub mod store;
 pub mod token;
 
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,49 +32,12 @@ use crate::session::Sessions;
 use crate::tmux::Tmux;
 use crate::tools::Terminal;
 use guard::Guard;
+pub use options::{ServeError, ServeOptions, tcp_address};
 use socket::BoundSocket;
 use token::Token;
 
 /// The default TCP port.
 pub const DEFAULT_PORT: u16 = 8766;
-
-/// How `serve` was asked to listen.
-#[derive(Clone, Debug, Default)]
-pub struct ServeOptions {
-    /// Also listen on this TCP port.
-    pub tcp: Option<u16>,
-    /// The address to bind the port to (loopback when absent).
-    pub host: Option<String>,
-    /// Host names clients may use besides the loopback ones.
-    pub allowed_hosts: Vec<String>,
-}
-
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// A non-loopback bind without a list of the names clients use.
-    #[error(
-        "--host {0} lets other machines connect; name the host names they use with --allowed-hosts NAME[,NAME…] \
-         (requests with any other Host are refused)"
-    )]
-    NeedsAllowedHosts(String),
-    /// The bind address is not an address.
-    #[error("--host {0:?} is not an IP address (or localhost)")]
-    BadHost(String),
-}
-
-/// Resolves the TCP bind address.
-pub fn tcp_address(opts: &ServeOptions, port: u16) -> Result<SocketAddr, ServeError> {
-    let host = opts.host.as_deref().unwrap_or("127.0.0.1");
-    let ip: IpAddr = match host {
-        "localhost" => IpAddr::from([127, 0, 0, 1]),
-        h => h.trim_matches(['[', ']']).parse().map_err(|_| ServeError::BadHost(h.to_string()))?,
-    };
-    if !ip.is_loopback() && opts.allowed_hosts.is_empty() {
-        return Err(ServeError::NeedsAllowedHosts(host.to_string()));
-    }
-    Ok(SocketAddr::new(ip, port))
-}
 
 /// What `/health` says about this start.
 fn health(socket: &std::path::Path) -> serde_json::Value {
@@ -128,7 +91,7 @@ fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::
         .route("/mcp", any(direct::Direct::serve).with_state(mcp))
         .merge(web)
         .layer(axum::middleware::from_fn_with_state(guard, guard::enforce))
-        .layer(axum::middleware::from_fn(crate::tools::caller::stamp_arrival))
+        .layer(axum::middleware::from_fn(crate::agents::caller::stamp_arrival))
 }
 
 /// Serves until SIGTERM or SIGINT. `bound` is the Unix socket, bound before
@@ -137,7 +100,7 @@ fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::
 pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow::Result<()> {
     let tmux = Arc::new(Tmux::new(&cfg.socket).with_scope(crate::tmux::scope_wanted()));
     let sessions = Sessions::new(cfg.clone(), tmux.clone())?;
-    crate::tools::once::prune_requests(&cfg.home);
+    crate::agents::journal::prune_requests(&cfg.home);
     let sweeps = tokio::spawn(crate::session::sweep_forever(Sessions::new(cfg.clone(), tmux)?));
     let terminal = Terminal::new(sessions);
     terminal.start_watchdog();

@@ -688,7 +688,7 @@ fn hung_up(fd: &OwnedFd) -> bool {
 async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
     let err = |source| ClientError::Connect { path: path.display().to_string(), source };
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-    if let Some(pid) = super::repair::stopped_logger(&dir) {
+    if let Some(pid) = super::stopped::stopped_logger(&dir) {
         return Err(ClientError::Stalled { pid });
     }
     let stream = tokio::time::timeout(EXCHANGE_TIMEOUT, UnixStream::connect(path))
@@ -739,7 +739,7 @@ async fn stall(dir: &Path) -> u32 {
     let mut seen = None;
     loop {
         tokio::time::sleep(STALL_POLL).await;
-        let now = super::repair::stopped_logger(dir);
+        let now = super::stopped::stopped_logger(dir);
         if let Some(pid) = now.filter(|&p| seen == Some(p)) {
             return pid;
         }

@@ -11,6 +11,7 @@ pub mod client;
 mod names;
 mod panes;
 mod repair;
+mod stopped;
 #[cfg(test)]
 mod tests;
 

@@ -37,7 +37,7 @@ impl Sessions {
     pub async fn ensure_logger(&self, s: &Session) -> Result<Option<String>, SessionError> {
         // A stopped logger (SIGSTOP, a debugger) is alive: a second one
         // would write the same files. The pane's output waits in tmux.
-        if let Some(pid) = stopped_logger(&s.dir) {
+        if let Some(pid) = super::stopped::stopped_logger(&s.dir) {
             return Err(SessionError::BadInput(format!(
                 "the logger of session {} is stalled: it (pid {pid}) is stopped, so nothing is logged or answered for now; \
                  the pane's output waits in tmux and nothing is lost: `kill -CONT {pid}` lets it go on, then call again",
@@ -166,7 +166,7 @@ impl Sessions {
                 Err(_) => {}
                 Ok(s) => {
                     let outcome = self.ensure_logger(&s).await.err().map(|e| e.to_string());
-                    let stalled = stopped_logger(&s.dir).is_some();
+                    let stalled = super::stopped::stopped_logger(&s.dir).is_some();
                     say_once(&s.name, outcome);
                     if stalled || super::client::connected(&s.dir) {
                         return;
@@ -255,23 +255,6 @@ fn logger_gaps_since_last_look(dir: &std::path::Path) -> Vec<Gap> {
         .collect()
 }
 
-/// The pid of `dir`'s logger if it is alive but stopped (state `T` or
-/// `t` in `/proc/PID/stat`).
-pub(super) fn stopped_logger(dir: &std::path::Path) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(dir.join(files::PID)).ok()?.trim().parse().ok()?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    memchr::memmem::find(&cmdline, b"dtmcp-pane-logger")?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    is_stopped(&stat).then_some(pid)
-}
-
-/// Whether a `/proc/PID/stat` line shows a stopped process (state `T`, or
-/// `t` for a traced stop). The command name may hold `) `, so the state is
-/// read after the last one.
-fn is_stopped(stat: &str) -> bool {
-    stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).is_some_and(|c| matches!(c, 'T' | 't'))
-}
-
 fn gap_note(name: &str, gap: &Gap) -> String {
     let secs = gap.to_ms.saturating_sub(gap.from_ms) as f64 / 1000.0;
     format!(
@@ -283,15 +266,6 @@ fn gap_note(name: &str, gap: &Gap) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_stopped_process_is_told_from_its_stat_line() {
-        assert!(is_stopped("4242 (dtmcp-pane-logg) T 1 4242 4242 0 -1 4194560 200"));
-        assert!(is_stopped("4242 (a) b) t 1 4242"));
-        assert!(!is_stopped("4242 (dtmcp-pane-logg) S 1 4242 4242 0 -1"));
-        assert!(!is_stopped("4242 (x) T) R 1"));
-        assert!(!is_stopped(""));
-    }
 
     #[test]
     fn the_note_names_the_session_and_the_length_of_the_gap() {

@@ -60,6 +60,7 @@
 //!   the client dies fails with [`TmuxError::Lost`]: it may or may not have
 //!   run. A command never sent (the client had already died) is spawned.
 
+pub mod clients;
 mod control;
 mod format;
 mod ops;

@@ -6,49 +6,35 @@
 //! results flagged as errors, with what to do next; malformed arguments are
 //! refused by the schema before anything is done.
 
-mod agents;
-pub mod caller;
-mod expect;
-mod guide;
-pub mod holds;
-mod integrate;
-mod logs;
-mod notes;
-pub mod once;
-mod output;
-pub mod presence;
-mod program;
-mod progress;
-mod read;
-mod regions;
-mod reply;
-mod report;
-mod run;
+mod edge;
+mod error;
+mod memory;
+mod name;
+mod reading;
+pub mod replies;
 pub mod schema;
-mod search;
-pub mod secrets;
-mod send;
-mod session;
-mod shape;
-mod views;
-mod watch;
+pub mod sessions;
+pub mod typing;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeRequestParams,
-    InitializeResult, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
+use crate::agents::caller;
+use crate::agents::journal::Journal;
 use crate::calls::CallLog;
 use crate::session::Sessions;
-pub use reply::ToolError;
-use reply::{Facts, Reply};
+pub use edge::{always_load, clean};
+pub use error::ToolError;
+pub use name::ToolName;
+use replies::{secrets, watch};
 
 /// The server's instructions to the model, kept in `texts/instructions.md`.
 const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;
@@ -63,18 +49,27 @@ pub struct Terminal {
     tool_router: Arc<ToolRouter<Terminal>>,
 }
 
-/// What every call shares.
+/// What every call shares: the server's state, owned here and handed to
+/// each call through its `Terminal` (as mini-redis hands out its `Db`).
+/// Everything else a call needs lives in tmux, the session's files and
+/// its logger, which outlive this process.
 pub struct Inner {
-    /// The sessions of this server.
+    /// The sessions of this server, and its connections to their loggers.
     pub sessions: Sessions,
     /// The call log.
     pub calls: CallLog,
+    /// Who typed what, where: the journal under the state home.
+    pub journal: Arc<Journal>,
     /// Each agent's state in each session, as its logger keeps it.
-    pub agents: agents::AgentMemory,
+    pub agents: memory::AgentMemory,
     /// The actor names handed out, to make client names unique.
     pub actors: caller::Actors,
     /// Who holds each session while typing, and what agents typed last.
-    pub holds: holds::Holds,
+    pub holds: typing::holds::Holds,
+    /// The replies to keyed calls, for a key sent again.
+    pub replays: typing::replay::Replays,
+    /// The region indexes and whole-log searches kept between calls.
+    pub searches: Arc<reading::search::SearchCache>,
     /// What replies keep out of the model's sight.
     pub secrets: secrets::Secrets,
     /// The HTTP sessions seen so far, for the server's direct path.
@@ -85,13 +80,17 @@ impl Terminal {
     /// A server over `sessions`.
     pub fn new(sessions: Sessions) -> Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
+        let journal = Arc::new(Journal::new(&sessions.cfg.home));
         Terminal {
             inner: Arc::new(Inner {
                 sessions,
                 calls,
+                journal,
                 agents: Default::default(),
                 actors: caller::Actors::default(),
-                holds: holds::Holds::default(),
+                holds: Default::default(),
+                replays: Default::default(),
+                searches: Default::default(),
                 secrets: secrets::Secrets::from_env(),
                 http: caller::HttpSessions::default(),
             }),
@@ -100,9 +99,16 @@ impl Terminal {
         }
     }
 
-    /// Every tool's route, combined, with schemas every client can load.
+    /// Every tool's route, combined, with schemas every client can load
+    /// and the annotations its [`ToolName`] gives it.
     fn router() -> ToolRouter<Terminal> {
-        schema::portable(Self::routes())
+        let mut router = schema::portable(Self::routes());
+        for route in router.map.values_mut() {
+            if let Some(name) = ToolName::parse(&route.attr.name) {
+                route.attr.annotations = name.annotations();
+            }
+        }
+        router
     }
 
     /// Every tool's route, combined, with the schemas rmcp derived.
@@ -174,6 +180,11 @@ impl Terminal {
         &self.inner.sessions
     }
 
+    /// The journal of who typed what.
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.inner.journal
+    }
+
     /// `text` as the model may read it: the secrets of session `name` (or,
     /// with none, those known to the server) replaced by placeholders.
     pub fn redacted(&self, name: Option<&str>, text: &str) -> String {
@@ -207,123 +218,6 @@ impl Terminal {
         let key = caller::key_of(request.meta.as_ref()).or_else(|| caller::key_of(Some(&context.meta)));
         caller::Caller { actor, key }
     }
-
-    /// Runs one tool body, records it in `calls.log`, and turns its outcome
-    /// into a tool result. A body that has no facts to tell gives its text
-    /// alone.
-    fn call<'a, F, R>(
-        &'a self,
-        tool: &'a str,
-        session: Option<&'a str>,
-        body: F,
-    ) -> impl Future<Output = CallToolResult> + 'a
-    where
-        F: Future<Output = Result<R, ToolError>> + 'a,
-        R: Into<Reply>,
-    {
-        // Boxed before anything awaits: a body's state (kilobytes for the
-        // tools that wait) is moved once, to the heap, rather than copied
-        // again into every future wrapped around it (the task-local scope,
-        // rmcp's handler, the task the call runs in).
-        let body = Box::pin(body);
-        async move {
-            let started = Instant::now();
-            let finished = self.finished_before(tool, session).await;
-            let (outcome, early) = secrets::counting_early(body).await;
-            if let Some(name) = session.filter(|_| matches!(tool, "read" | "search" | "regions")) {
-                self.note_reply(name).await;
-            }
-            self.finish_call(tool, session, started, outcome.map(Into::into), early, finished)
-        }
-    }
-
-    /// "Finished since your last call", for the tools that work in a live
-    /// session (see [`Terminal::finished_since`]).
-    async fn finished_before(&self, tool: &str, session: Option<&str>) -> Option<String> {
-        const IN_A_SESSION: [&str; 7] = ["run", "wait", "send", "expect", "read", "search", "regions"];
-        match session {
-            Some(name) if IN_A_SESSION.contains(&tool) => self.finished_since(name).await,
-            _ => None,
-        }
-    }
-
-    /// Records a call that began at `started` (in `calls.log`, and who made
-    /// a session it made) and turns its outcome into a tool result (`early`:
-    /// the secrets its body hid already, counted in the note), led by
-    /// what finished since the agent's last call and any note the session
-    /// left for it. This is the one place a reply or an error becomes text
-    /// for the client.
-    fn finish_call(
-        &self,
-        tool: &str,
-        session: Option<&str>,
-        started: Instant,
-        outcome: Result<Reply, ToolError>,
-        early: dtmcp_core::redact::Counts,
-        finished: Option<String>,
-    ) -> CallToolResult {
-        let who = caller::Caller::current();
-        if let Ok(Reply { facts: Facts { created: Some(name), .. }, .. }) = &outcome {
-            once::note_created(&self.sessions().cfg.home, name, who.actor.as_deref());
-        }
-        let created = outcome.as_ref().ok().and_then(|r| r.facts.created.clone());
-        let note = session.and_then(|name| self.sessions().take_note(name));
-        let leads: String = [finished, note].into_iter().flatten().collect();
-        let ok = outcome.is_ok();
-        let text = match outcome {
-            Ok(reply) => leads + &reply.text,
-            Err(e) => format!("{leads}{e}"),
-        };
-        let dir = session.or(created.as_deref()).map(|name| self.sessions().cfg.session_dir(name));
-        let (mut text, mut counts) = self.inner.secrets.redact(dir.as_deref(), &text);
-        counts.add(&early);
-        if counts.total() > 0 {
-            text.push_str(&secrets::Secrets::note(dir.as_deref(), &self.actor(), &counts));
-        }
-        let elapsed = started.elapsed();
-        self.inner.calls.record(tool, session, who.actor.as_deref(), elapsed, ok, counts.total());
-        let content = vec![ContentBlock::text(clean(&text))];
-        if ok { CallToolResult::success(content) } else { CallToolResult::error(content) }
-    }
-
-    /// The arguments of a `run`, `send` or `expect` with the placeholders
-    /// of secrets in their texts replaced by the values, just before they
-    /// are typed; an unknown placeholder refuses the call, nothing typed.
-    fn with_secrets(&self, mut request: CallToolRequestParams) -> Result<CallToolRequestParams, CallToolResult> {
-        let tool = request.name.to_string();
-        let Some(args) = request.arguments.as_mut() else { return Ok(request) };
-        let Some(name) = args.get("session").and_then(|v| v.as_str()).map(str::to_string) else { return Ok(request) };
-        let dir = self.sessions().cfg.session_dir(&name);
-        for value in args.values_mut() {
-            if let Err(e) = substitute_in(&self.inner.secrets, &dir, value) {
-                return Err(self.finish_call(&tool, Some(&name), Instant::now(), Err(e), Default::default(), None));
-            }
-        }
-        Ok(request)
-    }
-}
-
-/// Replaces the placeholders in every string within `value`.
-fn substitute_in(
-    secrets: &secrets::Secrets,
-    dir: &std::path::Path,
-    value: &mut serde_json::Value,
-) -> Result<(), ToolError> {
-    match value {
-        serde_json::Value::String(s) => *s = secrets.substitute(dir, s)?,
-        serde_json::Value::Array(items) => {
-            for v in items {
-                substitute_in(secrets, dir, v)?;
-            }
-        }
-        serde_json::Value::Object(map) => {
-            for v in map.values_mut() {
-                substitute_in(secrets, dir, v)?;
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -354,16 +248,16 @@ impl ServerHandler for Terminal {
         let arrived = caller::arrival(&context.extensions);
         let who = self.caller_of(&request, &context);
         let body = async {
-            if matches!(&*request.name, "run" | "send" | "expect") {
-                let request = match self.with_secrets(request) {
+            if let Some(tool) = ToolName::parse(&request.name).filter(|t| t.types()) {
+                let request = match self.with_secrets(tool, request) {
                     Ok(request) => request,
                     Err(refused) => return Ok(CallToolResponse::Complete(refused)),
                 };
                 // Only a `run` is replayed by key; `send` and `expect` are
                 // recorded as typing, nothing more.
-                let key = who.key.clone().filter(|_| request.name == "run");
+                let key = who.key.clone().filter(|_| tool == ToolName::Run);
                 let actor = who.actor.clone();
-                return self.run_once(request, context, actor.as_deref(), key.as_deref()).await;
+                return self.run_once(tool, request, context, actor.as_deref(), key.as_deref()).await;
             }
             self.tool_router.call(ToolCallContext::new(self, request, context)).await
         };
@@ -394,45 +288,9 @@ impl ServerHandler for Terminal {
     }
 }
 
-/// The `_meta` every tool carries: `anthropic/alwaysLoad` keeps Claude Code
-/// from deferring the tool behind its tool search.
-fn always_load() -> rmcp::model::MetaObject {
-    let mut meta = rmcp::model::JsonObject::new();
-    meta.insert("anthropic/alwaysLoad".into(), serde_json::Value::Bool(true));
-    rmcp::model::MetaObject(meta)
-}
-
-/// Makes `text` safe to hand to a model: valid UTF-8 already (a `String`),
-/// and no control character but newline and tab. The cooker produces none;
-/// this is the last guard for text from elsewhere (tmux, errors, paths).
-pub fn clean(text: &str) -> String {
-    if !text.chars().any(is_unwanted) {
-        return text.to_string();
-    }
-    text.chars().map(|c| if is_unwanted(c) { '\u{fffd}' } else { c }).collect()
-}
-
-/// Control characters (but newline and tab), C1 controls, and the
-/// bidirectional embeddings, overrides and isolates, which can make a
-/// reply read differently from what it holds ("Trojan Source").
-fn is_unwanted(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || ('\u{80}'..='\u{9f}').contains(&c)
-        || ('\u{202a}'..='\u{202e}').contains(&c)
-        || ('\u{2066}'..='\u{2069}').contains(&c)
-        || c == '\u{61c}'
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replies_lose_escapes_and_c1_but_keep_newlines_and_tabs() {
-        assert_eq!(clean("a\tb\nc"), "a\tb\nc");
-        assert_eq!(clean("a\u{1b}[0mb\u{9b}c\u{f}"), "a\u{fffd}[0mb\u{fffd}c\u{fffd}");
-        assert_eq!(clean("x\u{202e}y\u{2066}z"), "x\u{fffd}y\u{fffd}z");
-    }
 
     use crate::docent::texts::CLIENT_BUDGET;
 
@@ -441,13 +299,13 @@ mod tests {
         assert!(INSTRUCTIONS.chars().count() < CLIENT_BUDGET);
     }
 
-    /// The tools that change nothing, and so carry `readOnlyHint`.
-    const READ_ONLY: [&str; 5] = ["read", "search", "regions", "session_list", "guide"];
-
     #[test]
     fn every_tool_is_described_within_budget_and_always_loaded() {
         let tools = Terminal::router().list_all();
-        assert!(tools.len() >= 12, "{} tools", tools.len());
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let all: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names.len(), all.len(), "every tool is routed, once: {names:?}");
+        assert!(all.iter().all(|n| names.contains(n)), "{names:?} against {all:?}");
         for t in &tools {
             let d = t.description.as_deref().unwrap_or_default();
             assert!(d.len() > 100, "{} needs a description", t.name);
@@ -456,7 +314,8 @@ mod tests {
             let always = meta.and_then(|m| m.get("anthropic/alwaysLoad"));
             assert_eq!(always, Some(&serde_json::Value::Bool(true)), "{} is always loaded", t.name);
             let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-            assert_eq!(read_only, READ_ONLY.contains(&t.name.as_ref()), "{}: readOnlyHint", t.name);
+            let name = ToolName::parse(&t.name).expect("a known tool");
+            assert_eq!(read_only, name.read_only(), "{}: readOnlyHint", t.name);
         }
     }
 

@@ -10,10 +10,10 @@ use serde::Serialize;
 
 use super::hide::Hide;
 use super::render;
+use crate::agents::journal::Journal;
 use crate::session::Session;
 use crate::tmux::PaneInfo;
 use crate::tools::Terminal;
-use crate::tools::once::{Typed, agents_file};
 use dtmcp_core::procs::{self, Activity, Job};
 use dtmcp_core::protocol::Status;
 use dtmcp_core::region::Region;
@@ -149,8 +149,8 @@ impl Card {
         let hide = Hide::new(terminal, &name);
         let (state, says, prompt) = judge(pane, status.as_ref(), job.as_ref());
         let (says, prompt) = (hide.text(&says), prompt.map(|p| hide.text(&p)));
-        let home = &sessions.cfg.home;
-        let last = status.as_ref().and_then(|s| s.last_region.as_ref()).map(|r| command_of(home, &name, r, &hide));
+        let journal = terminal.journal();
+        let last = status.as_ref().and_then(|s| s.last_region.as_ref()).map(|r| command_of(journal, &name, r, &hide));
         let (host, user) = place(status.as_ref(), job.as_ref());
         Card {
             program: pane.pane_current_command.clone(),
@@ -179,12 +179,12 @@ impl Card {
 
     /// The card of a session whose pane is gone, from its directory, its
     /// secrets hidden by `hide`.
-    pub fn closed(home: &Path, name: &str, dir: &Path, hide: &Hide) -> Card {
+    pub fn closed(journal: &Journal, name: &str, dir: &Path, hide: &Hide) -> Card {
         let meta = store::read_meta(dir).unwrap_or_default();
         let regions = store::read_regions(dir).unwrap_or_default();
-        let last = regions.last().map(|r| command_of(home, name, r, hide));
+        let last = regions.last().map(|r| command_of(journal, name, r, hide));
         let ended = modified_ms(&dir.join(files::RAW));
-        let typed = crate::tools::once::agents_typed(home, name);
+        let typed = journal.agents_typed(name);
         Card {
             name: name.to_string(),
             open: false,
@@ -236,7 +236,7 @@ pub fn judge(pane: &PaneInfo, status: Option<&Status>, job: Option<&Job>) -> (St
         Activity::WaitingForInput if job.password => {
             (State::Password, format!("`{comm}` waits at a password prompt"), prompt)
         }
-        Activity::WaitingForInput if job.is_shell => (State::Idle, "idle at the shell prompt".into(), None),
+        Activity::WaitingForInput if job.own_shell => (State::Idle, "idle at the shell prompt".into(), None),
         Activity::WaitingForInput => {
             let at = prompt.as_deref().map(|p| format!(" at `{p}`")).unwrap_or_default();
             (State::Input, format!("`{comm}` waits for input{at}"), prompt)
@@ -273,26 +273,15 @@ fn place(status: Option<&Status>, job: Option<&Job>) -> (Option<String>, Option<
 }
 
 /// A region as a card's command, with the agent that typed it.
-fn command_of(home: &Path, name: &str, r: &Region, hide: &Hide) -> Command {
+fn command_of(journal: &Journal, name: &str, r: &Region, hide: &Hide) -> Command {
     Command {
         region: r.id.0,
         command: hide.text(&r.command),
         exit: r.exit,
         started_ms: r.started_ms,
         ended_ms: r.ended_ms,
-        by: crate::tools::once::starter_of(home, name, r.id),
+        by: journal.starter_of(name, r.id),
     }
-}
-
-/// Who typed each region of `name`: region id → agent, from the typing
-/// records `tools::once` keeps.
-pub fn starters(home: &Path, name: &str) -> std::collections::HashMap<u64, String> {
-    let text = std::fs::read_to_string(agents_file(home, name)).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Typed>(l).ok())
-        .filter(|t| t.tool != "session_create")
-        .map(|t| (t.after_regions + 1, t.actor))
-        .collect()
 }
 
 /// The last non-blank rows of a captured screen, as HTML.
@@ -351,7 +340,7 @@ mod tests {
         Job {
             pgid: 7,
             comm: comm.into(),
-            is_shell,
+            own_shell: is_shell,
             activity,
             reason: "read".into(),
             password,

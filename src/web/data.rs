@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::card::starters;
 use super::sse::RegionItem;
+use crate::agents::journal::Journal;
 use dtmcp_core::search::{self, Page};
 use dtmcp_core::store::{self, LineReader};
 use dtmcp_core::types::LineNo;
@@ -96,11 +96,16 @@ pub fn find(dir: &Path, pattern: &str, offset: u64) -> Result<Hits, String> {
 
 /// The regions before region `before` (at most [`MAX_REGIONS`], the
 /// latest of them), and whether there are more before those.
-pub fn regions_before(home: &Path, name: &str, dir: &Path, before: u64) -> Result<(Vec<RegionItem>, bool), String> {
+pub fn regions_before(
+    journal: &Journal,
+    name: &str,
+    dir: &Path,
+    before: u64,
+) -> Result<(Vec<RegionItem>, bool), String> {
     let all = store::read_regions(dir).map_err(|e| e.to_string())?;
     let earlier: Vec<_> = all.iter().filter(|r| r.id.0 < before).collect();
     let skip = earlier.len().saturating_sub(MAX_REGIONS);
-    let by = starters(home, name);
+    let by = journal.all_starters(name);
     Ok((earlier[skip..].iter().map(|r| RegionItem::new(r, &by)).collect(), skip > 0))
 }
 

@@ -49,7 +49,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::server::ServeOptions;
+use crate::server::options::ServeOptions;
 use crate::tools::Terminal;
 use feeds::Hub;
 use login::Logins;
@@ -260,9 +260,9 @@ async fn session_events(State(web): State<Arc<Web>>, Path(name): Path<String>, h
     if !web.admits(&headers) {
         return signed_out();
     }
-    let home = web.terminal.sessions().cfg.home.clone();
+    let journal = std::sync::Arc::clone(web.terminal.journal());
     let hide = hide::Hide::new(&web.terminal, &name);
-    match sse::session(&web.hub, &name, &home, hide, last_event_id(&headers)).await {
+    match sse::session(&web.hub, &name, journal, hide, last_event_id(&headers)).await {
         Ok(events) => events.into_response(),
         Err(e) => (StatusCode::NOT_FOUND, e).into_response(),
     }
@@ -366,10 +366,10 @@ async fn regions(
         Ok(d) => d,
         Err(r) => return r,
     };
-    let home = web.terminal.sessions().cfg.home.clone();
+    let journal = std::sync::Arc::clone(web.terminal.journal());
     let hide = hide::Hide::new(&web.terminal, &name);
     blocking(move || {
-        let (mut regions, more) = data::regions_before(&home, &name, &dir, q.before)?;
+        let (mut regions, more) = data::regions_before(&journal, &name, &dir, q.before)?;
         regions.iter_mut().for_each(|r| r.command = hide.text(&r.command));
         Ok(json!({ "regions": regions, "more_before": more }))
     })

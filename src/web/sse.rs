@@ -38,10 +38,11 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::card::{Card, starters};
+use super::card::Card;
 use super::feeds::{Hold, Hub, OverviewFeed, OverviewSnapshot, SessionFeed, SessionSnapshot};
 use super::hide::Hide;
 use super::screen::Frame;
+use crate::agents::journal::Journal;
 use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::store::files;
 
@@ -216,7 +217,8 @@ struct SessionStream {
     sent: Option<Arc<Frame>>,
     /// Events made and not yet sent.
     queue: VecDeque<Event>,
-    home: std::path::PathBuf,
+    /// Who typed which region, for the regions' records.
+    journal: Arc<Journal>,
     name: String,
     /// Hides the session's secrets in the command lines sent.
     hide: Hide,
@@ -252,7 +254,7 @@ impl SessionStream {
             return;
         }
         let path = snap.dir.join(files::REGIONS);
-        let by = starters(&self.home, &self.name);
+        let by = self.journal.all_starters(&self.name);
         let reset = first || at.regions > end || end - at.regions > MAX_CATCH_UP;
         let (list, more) = match reset {
             true => last_regions(&path, end, FIRST_REGIONS),
@@ -270,7 +272,7 @@ impl SessionStream {
 pub async fn session(
     hub: &Arc<Hub>,
     name: &str,
-    home: &Path,
+    journal: Arc<Journal>,
     hide: Hide,
     last_id: Option<&str>,
 ) -> Result<Events, String> {
@@ -283,7 +285,7 @@ pub async fn session(
         at,
         sent: None,
         queue: VecDeque::new(),
-        home: home.to_path_buf(),
+        journal,
         name: name.to_string(),
         hide,
     };

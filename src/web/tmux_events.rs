@@ -7,7 +7,7 @@
 //! The router's own control client answers commands and ignores
 //! notifications; this one is apart so that the web view adds nothing to
 //! that hot path. Control clients are never counted as people (see
-//! [`crate::tools::presence::parse_clients`]).
+//! [`crate::tmux::clients::parse_clients`]).
 
 use std::process::Stdio;
 use std::sync::Arc;

@@ -238,7 +238,7 @@ impl Hub {
             Some(pane) => (Card::live(&self.terminal, pane).await, Some(pane.clone())),
             None => {
                 let hide = crate::web::hide::Hide::new(&self.terminal, name);
-                (Card::closed(&self.terminal.sessions().cfg.home, name, dir, &hide), None)
+                (Card::closed(self.terminal.journal(), name, dir, &hide), None)
             }
         }
     }

@@ -77,8 +77,10 @@ pub struct Job {
     pub pgid: i32,
     /// Its leader's command name.
     pub comm: String,
-    /// Whether the pane's shell itself holds the terminal.
-    pub is_shell: bool,
+    /// Whether the pane's own shell (its first process's group) holds the
+    /// terminal. A shell started inside it (`bash` typed at the prompt,
+    /// `ssh`) is another group: see [`Job::shell_holds`].
+    pub own_shell: bool,
     /// What it is doing.
     pub activity: Activity,
     /// Why it was judged so, in words.
@@ -87,6 +89,27 @@ pub struct Job {
     pub password: bool,
     /// Where it runs.
     pub place: Place,
+}
+
+impl Job {
+    /// Whether a shell holds the terminal: the pane's own, or one started
+    /// inside it (a nested `bash`, the far shell of an `ssh` run as a
+    /// command), by its leader's name.
+    pub fn shell_holds(&self) -> bool {
+        self.own_shell || is_shell_name(&self.comm)
+    }
+}
+
+/// The command names of the shells this project knows: a pane without our
+/// integration whose foreground program is one of them, reading the
+/// terminal, is at its prompt. The one list, for the router and the
+/// people's command line alike.
+pub const SHELLS: [&str; 14] =
+    ["bash", "zsh", "sh", "dash", "ash", "fish", "ksh", "mksh", "tcsh", "csh", "busybox", "nu", "elvish", "xonsh"];
+
+/// Whether `comm` names a shell (a login shell's leading `-` aside).
+pub fn is_shell_name(comm: &str) -> bool {
+    SHELLS.contains(&comm.trim_start_matches('-'))
 }
 
 impl Job {
@@ -166,7 +189,7 @@ pub fn job(pane: Pane<'_>) -> Result<Job, String> {
     // The deepest process (one with no child in the group) says where the job runs.
     let leaf = members.iter().find(|m| !members.iter().any(|c| c.ppid == m.pid)).unwrap_or(who);
     let place = place(&shell, leaf);
-    Ok(Job { pgid, comm: leader.comm.clone(), is_shell: pgid == shell.pgrp, activity, reason, password, place })
+    Ok(Job { pgid, comm: leader.comm.clone(), own_shell: pgid == shell.pgrp, activity, reason, password, place })
 }
 
 fn read_stat(path: &str) -> Result<Stat, String> {
@@ -395,7 +418,7 @@ mod tests {
 
     fn job(activity: Activity, password: bool, place: Place) -> Job {
         let reason = "why".to_string();
-        Job { pgid: 7, comm: "make".into(), is_shell: false, activity, reason, password, place }
+        Job { pgid: 7, comm: "make".into(), own_shell: false, activity, reason, password, place }
     }
 
     #[rstest]

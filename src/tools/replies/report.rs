@@ -7,18 +7,19 @@
 
 use std::fmt::Write;
 
-use super::output::{self, Plan};
-use super::program;
-use super::read::{fetch, region_lines};
-use super::reply::{Facts, Outcome, Reply, ToolError};
-use super::shape::Shape;
 use crate::session::{LoggerClient, Session};
+use crate::tools::ToolError;
+use crate::tools::reading::lines::{fetch, region_lines};
+use crate::tools::replies::output::{self, Plan};
+use crate::tools::replies::reply::{Facts, Outcome, Reply};
+use crate::tools::replies::shape::Shape;
+use crate::tools::typing::target;
 use dtmcp_core::protocol::{Status, WaitReason};
 use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::types::LineNo;
 
 /// Where a wait for a command stopped.
-pub(super) struct Waited<'a> {
+pub(crate) struct Waited<'a> {
     /// The logger's status when it stopped.
     pub status: &'a Status,
     /// Why it stopped.
@@ -32,7 +33,7 @@ pub(super) struct Waited<'a> {
 
 /// The reply for a finished (or timed-out) command; `note`, a caller's own
 /// word on the outcome (expect's), stands in for the headline.
-pub(super) async fn describe(
+pub(crate) async fn describe(
     s: &Session,
     logger: &mut LoggerClient,
     waited: &Waited<'_>,
@@ -50,11 +51,11 @@ pub(super) async fn describe(
     // given a moment to block reading the terminal; a command still running
     // is shown as it is.
     let job = match shows_job(reason, region) {
-        true if at_a_prompt(reason, region) => Some(program::settled_job(program::pane(s)).await),
-        true => Some(program::job(s)),
+        true if at_a_prompt(reason, region) => Some(target::settled_job(target::pane(s)).await),
+        true => Some(target::job(s)),
         false => None,
     };
-    let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(program::is_shell));
+    let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(dtmcp_core::procs::Job::shell_holds));
     let back = back_at_shell(s, waited, shell);
     let mut out = note.map_or_else(|| headline(s, waited, back), |n| format!("{n}\n"));
     // Back at a shell's prompt, the headline says what the job does.
@@ -64,7 +65,7 @@ pub(super) async fn describe(
     }
     let (first, last) = match region {
         Some(r) => region_lines(r, status),
-        None => (typed_on.next(), super::read::last_line(status)),
+        None => (typed_on.next(), crate::tools::reading::lines::last_line(status)),
     };
     // Lines before the unfinished one are on disk; that one only the logger has.
     let committed = LineNo(last.0.min(status.mark.line.0.saturating_sub(1)));
@@ -94,7 +95,7 @@ pub(super) async fn describe(
             let h = fetch(logger, status, head.0, head.1, region).await?;
             let t = fetch(logger, status, tail.0, tail.1, region).await?;
             let gap = head.1.next()..=LineNo(tail.0.0 - 1);
-            out.push_str(&super::shape::summary(&s.dir, *gap.start(), *gap.end())?);
+            out.push_str(&crate::tools::replies::shape::summary(&s.dir, *gap.start(), *gap.end())?);
             let _ =
                 writeln!(out, "{} lines of output (lines {first}-{last}); first and last shown:", last.0 - first.0 + 1);
             out.push_str(&output::clipped((head.0, &h), (tail.0, &t), &hint(head.1.0 + 1, tail.0.0 - 1)));
@@ -104,9 +105,10 @@ pub(super) async fn describe(
             if let Some(r) = region.filter(|r| r.end.is_some()) {
                 let dir = s.dir.clone();
                 let r = r.clone();
-                let note = tokio::task::spawn_blocking(move || super::read::region_file_note(&dir, &r))
-                    .await
-                    .unwrap_or_default();
+                let note =
+                    tokio::task::spawn_blocking(move || crate::tools::reading::lines::region_file_note(&dir, &r))
+                        .await
+                        .unwrap_or_default();
                 out.push_str(&note);
             }
         }

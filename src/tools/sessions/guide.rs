@@ -6,9 +6,9 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::reply::ToolError;
 use crate::docent::texts::{self, TOPICS};
+use crate::tools::Terminal;
+use crate::tools::ToolError;
 
 /// Arguments of `guide`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -19,17 +19,19 @@ pub struct GuideParams {
     pub topic: Option<String>,
 }
 
-#[tool_router(router = guide_router, vis = "pub(super)")]
+#[tool_router(router = guide_router, vis = "pub(crate)")]
 impl Terminal {
     /// Gives one topic of the guide.
     #[tool(
         name = "guide",
         description = texts::tool::GUIDE.trim_end(),
-        annotations(read_only_hint = true),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn guide(&self, Parameters(p): Parameters<GuideParams>) -> CallToolResult {
-        self.call("guide", None, async move { guide_text(p.topic.as_deref()).map_err(ToolError::BadInput) }).await
+        self.call(crate::tools::ToolName::Guide, None, async move {
+            guide_text(p.topic.as_deref()).map_err(ToolError::BadInput)
+        })
+        .await
     }
 }
 

@@ -8,9 +8,10 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::reply::{Facts, Reply, ToolError};
 use crate::session::CreateOptions;
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::replies::reply::{Facts, Reply};
 
 /// How many sessions `session_list` asks about at once.
 const LIST_AT_ONCE: usize = 8;
@@ -104,61 +105,60 @@ pub struct ResizeParams {
 #[serde(deny_unknown_fields)]
 pub struct ListParams {}
 
-#[tool_router(router = session_router, vis = "pub(super)")]
+#[tool_router(router = session_router, vis = "pub(crate)")]
 impl Terminal {
     /// Makes a session.
     #[tool(
         name = "session_create",
         description = crate::docent::texts::tool::SESSION_CREATE.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn session_create(&self, Parameters(p): Parameters<CreateParams>) -> CallToolResult {
         let name = p.name.clone();
-        self.call("session_create", name.as_deref(), self.create_body(p)).await
+        self.call(crate::tools::ToolName::SessionCreate, name.as_deref(), self.create_body(p)).await
     }
 
     /// Lists sessions.
     #[tool(
         name = "session_list",
         description = crate::docent::texts::tool::SESSION_LIST.trim_end(),
-        annotations(read_only_hint = true),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn session_list(&self, Parameters(_): Parameters<ListParams>) -> CallToolResult {
-        self.call("session_list", None, self.list_body()).await
+        self.call(crate::tools::ToolName::SessionList, None, self.list_body()).await
     }
 
     /// Closes a session.
     #[tool(
         name = "session_close",
         description = crate::docent::texts::tool::SESSION_CLOSE.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn session_close(&self, Parameters(p): Parameters<CloseParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("session_close", Some(&name), self.close_body(p)).await
+        self.call(crate::tools::ToolName::SessionClose, Some(&name), self.close_body(p)).await
     }
 
     /// Splits a session's pane into a new session.
     #[tool(
         name = "session_split",
         description = crate::docent::texts::tool::SESSION_SPLIT.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn session_split(&self, Parameters(p): Parameters<SplitParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("session_split", Some(&name), self.split_body(p)).await
+        self.call(crate::tools::ToolName::SessionSplit, Some(&name), self.split_body(p)).await
     }
 
     /// Sets or frees a session's size.
     #[tool(
         name = "session_resize",
         description = crate::docent::texts::tool::SESSION_RESIZE.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn session_resize(&self, Parameters(p): Parameters<ResizeParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("session_resize", Some(&name), self.resize_body(p)).await
+        self.call(crate::tools::ToolName::SessionResize, Some(&name), self.resize_body(p)).await
     }
 }
 
@@ -180,7 +180,7 @@ impl Terminal {
         let mut text = self.ready_text(&s, &status, "");
         let secrets = &self.inner.secrets;
         if !redact {
-            super::secrets::Secrets::turn_off(&s.dir).map_err(|e| {
+            crate::tools::replies::secrets::Secrets::turn_off(&s.dir).map_err(|e| {
                 ToolError::Failed(format!(
                     "session {} made, but redaction could not be turned off: {e}; close it",
                     s.name
@@ -205,8 +205,8 @@ impl Terminal {
             let command = s.meta.command.last().map(String::as_str).unwrap_or("");
             let _ = write!(out, ": {command}");
             // What the pane runs now (the command may have exec'd a shell).
-            let comm = super::program::job(s).map(|j| j.comm).unwrap_or_default();
-            if let Some(shell) = Some(comm.as_str()).filter(|c| super::notes::is_shell_name(c)) {
+            let comm = crate::tools::typing::target::job(s).map(|j| j.comm).unwrap_or_default();
+            if let Some(shell) = Some(comm.as_str()).filter(|c| dtmcp_core::procs::is_shell_name(c)) {
                 let _ = write!(
                     out,
                     "\n{shell} here has no shell integration: run goes by its prompt (the usual `$ `, `# `, `% `, `> ` endings, or prompt_pattern), and exit statuses are unknown. {}",
@@ -310,7 +310,7 @@ impl Terminal {
             let exit = r.exit.map_or_else(|| "running".to_string(), |e| format!("exit {e}"));
             let _ = write!(out, " · last: `{}` {exit}", r.command);
         }
-        let _ = writeln!(out, "\n  {}", super::presence::pane_line(pane));
+        let _ = writeln!(out, "\n  {}", crate::tools::sessions::presence::pane_line(pane));
         if let Some(who) = self.presence_line(pane, pinned).await {
             let _ = writeln!(out, "  {who}");
         }
@@ -319,7 +319,7 @@ impl Terminal {
     }
 
     async fn close_body(&self, p: CloseParams) -> Result<String, ToolError> {
-        let actor = super::caller::Caller::current().actor;
+        let actor = crate::agents::caller::Caller::current().actor;
         match p.window {
             true => self.close_window(&p.session, false, actor.as_deref()).await,
             false => self.close_session(&p.session, false, actor.as_deref()).await,

@@ -11,17 +11,16 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::once::Kept;
-use super::output::digits;
-use super::reply::ToolError;
+use crate::lru::Lru;
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::replies::output::digits;
 use dtmcp_core::region::Region;
 use dtmcp_core::region_index::RegionIndex;
 use dtmcp_core::search::{self, Found, Page, Scope, Shown};
@@ -61,18 +60,17 @@ pub struct SearchParams {
     pub offset: Option<u64>,
 }
 
-#[tool_router(router = search_router, vis = "pub(super)")]
+#[tool_router(router = search_router, vis = "pub(crate)")]
 impl Terminal {
     /// Searches the session log.
     #[tool(
         name = "search",
         description = crate::docent::texts::tool::SEARCH.trim_end(),
-        annotations(read_only_hint = true),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn search(&self, Parameters(p): Parameters<SearchParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("search", Some(&name), self.search_body(p)).await
+        self.call(crate::tools::ToolName::Search, Some(&name), self.search_body(p)).await
     }
 }
 
@@ -83,7 +81,8 @@ impl Terminal {
             ToolError::from(e).reworded(|e| format!("{e}\n(the pattern is a Rust regex: escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)"))
         })?;
         let dir = logs.dir.clone();
-        tokio::task::spawn_blocking(move || run_search(&dir, &re, &p))
+        let cache = std::sync::Arc::clone(&self.inner.searches);
+        tokio::task::spawn_blocking(move || cache.run_search(&dir, &re, &p))
             .await
             .map_err(|e| ToolError::Failed(format!("the search failed: {e}")))?
     }
@@ -102,23 +101,49 @@ struct Answer {
 /// How many sessions' region indexes the server keeps at once.
 const KEPT_INDEXES: usize = 128;
 
-/// The region index of each session searched or listed lately, by its
-/// `regions.jsonl`: brought up to date from the lines appended since, so a
-/// search or a listing never reads a long session's regions again.
-static INDEXES: LazyLock<Kept<PathBuf, RegionIndex>> = LazyLock::new(|| Kept::new(KEPT_INDEXES));
-
-/// Runs `f` on the up-to-date region index of session directory `dir`.
-pub(super) fn with_regions<T>(
-    dir: &Path,
-    f: impl FnOnce(&RegionIndex) -> Result<T, ToolError>,
-) -> Result<T, ToolError> {
-    let index = INDEXES.get(&dir.join(files::REGIONS), || RegionIndex::new(dir));
-    let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
-    index.refresh()?;
-    f(&index)
+/// What searches and listings keep between calls, for the server's life:
+/// nothing here costs more as a session's history grows.
+pub struct SearchCache {
+    /// The region index of each session searched or listed lately, by its
+    /// `regions.jsonl`: brought up to date from the lines appended since,
+    /// so a search or a listing never reads a long session's regions again.
+    indexes: Lru<PathBuf, RegionIndex>,
+    /// Searches of whole logs, by session directory and pattern.
+    scans: Lru<(PathBuf, String), Option<Scanned>>,
 }
 
-fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, ToolError> {
+impl Default for SearchCache {
+    fn default() -> SearchCache {
+        SearchCache { indexes: Lru::new(KEPT_INDEXES), scans: Lru::new(KEPT_SEARCHES) }
+    }
+}
+
+impl SearchCache {
+    /// Runs `f` on the up-to-date region index of session directory `dir`.
+    pub fn with_regions<T>(
+        &self,
+        dir: &Path,
+        f: impl FnOnce(&RegionIndex) -> Result<T, ToolError>,
+    ) -> Result<T, ToolError> {
+        let index = self.indexes.get(&dir.join(files::REGIONS), || RegionIndex::new(dir));
+        let mut index = index.lock().unwrap_or_else(|e| e.into_inner());
+        index.refresh()?;
+        f(&index)
+    }
+
+    /// The search `p` (its pattern compiled: `re`) of the log in `dir`,
+    /// rendered.
+    fn run_search(&self, dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, ToolError> {
+        run_search(self, dir, re, p)
+    }
+}
+
+fn run_search(
+    cache: &SearchCache,
+    dir: &Path,
+    re: &regex::bytes::Regex,
+    p: &SearchParams,
+) -> Result<String, ToolError> {
     let context = p.context.unwrap_or(0);
     if context > MAX_CONTEXT {
         return Err(ToolError::BadInput(format!("context is at most {MAX_CONTEXT} lines")));
@@ -127,7 +152,7 @@ fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<
     let (lines, _) = LineReader::open(dir).and_then(|r| r.extent())?;
     let region = match p.region {
         None => None,
-        Some(id) => Some(with_regions(dir, |index| {
+        Some(id) => Some(cache.with_regions(dir, |index| {
             index.region(RegionId(id))?.ok_or_else(|| {
                 ToolError::BadInput(format!(
                     "session {} has no region {id}; it has {} (regions lists them)",
@@ -139,7 +164,7 @@ fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<
     };
     let found = match &region {
         Some(r) => search::search(dir, re, Some(search::region_scope(r, LineNo(lines))), page)?,
-        None => match scanned_before(dir, re, &p.pattern, page, lines)? {
+        None => match scanned_before(cache, dir, re, &p.pattern, page, lines)? {
             Some(found) => found,
             None => search::search(dir, re, None, page)?,
         },
@@ -148,7 +173,7 @@ fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<
         Some(s) => search::with_context(dir, &found.hits, context, s)?,
         None => Vec::new(),
     };
-    let labels = with_regions(dir, |index| labels(index, &found.hits))?;
+    let labels = cache.with_regions(dir, |index| labels(index, &found.hits))?;
     let region_file = region.as_ref().map(|r| store::write_region_file(dir, r).map_err(|e| e.to_string()));
     Ok(render(p, page, &Answer { found, groups, labels, region, region_file }))
 }
@@ -172,14 +197,12 @@ struct Scanned {
 /// How many (session, pattern) searches are kept.
 const KEPT_SEARCHES: usize = 64;
 
-/// Searches of whole logs, by session directory and pattern.
-static SCANS: LazyLock<Kept<(PathBuf, String), Option<Scanned>>> = LazyLock::new(|| Kept::new(KEPT_SEARCHES));
-
 /// The whole-log search of `pattern` (compiled: `re`) in `dir`, whose log
 /// has `lines` lines, for `page`: from what an earlier call scanned plus the
 /// lines since. `None` when it cannot be told that way (a page past the
 /// hits kept, a file system that gives no birth time).
 fn scanned_before(
+    cache: &SearchCache,
     dir: &Path,
     re: &regex::bytes::Regex,
     pattern: &str,
@@ -193,7 +216,7 @@ fn scanned_before(
     let Ok(meta) = std::fs::metadata(dir.join(files::TEXT)) else { return Ok(None) };
     let Ok(born) = meta.created() else { return Ok(None) };
     let file = (meta.dev(), meta.ino(), born);
-    let slot = SCANS.get(&(dir.to_path_buf(), pattern.to_string()), || None);
+    let slot = cache.scans.get(&(dir.to_path_buf(), pattern.to_string()), || None);
     let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
     let mut s = match slot.take() {
         Some(s) if s.file == file && s.lines <= lines => s,
@@ -317,7 +340,7 @@ fn region_label(r: Option<&Region>) -> String {
 }
 
 /// A command's first line, shortened for a label.
-pub(super) fn first_line(command: &str) -> String {
+pub(crate) fn first_line(command: &str) -> String {
     let line = command.lines().next().unwrap_or("");
     let more = command.lines().nth(1).is_some();
     let mut s: String = line.chars().take(80).collect();
@@ -395,8 +418,9 @@ mod tests {
             w.flush().expect("flush");
         };
         let re = search::compile("^hit").expect("regex");
+        let cache = SearchCache::default();
         let both = |lines: u64, page: Page| {
-            let kept = scanned_before(dir.path(), &re, "^hit", page, lines).expect("kept");
+            let kept = scanned_before(&cache, dir.path(), &re, "^hit", page, lines).expect("kept");
             let full = search::search(dir.path(), &re, None, page).expect("full");
             (kept, full)
         };

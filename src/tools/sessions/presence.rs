@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::Terminal;
-use super::holds::Holder;
-use super::once::{agents_typed, starter_of};
-use super::reply::ToolError;
 use crate::tmux::PaneInfo;
+use crate::tmux::clients::{CLIENT_FORMAT, Client, parse_clients};
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::typing::holds::Holder;
 
 /// Who else uses a session, for a refusal.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -78,49 +78,10 @@ impl Terminal {
                 Ok(Some(r)) => r.command,
                 _ => "a command".to_string(),
             };
-            running = Some((cmd, starter_of(&self.sessions().cfg.home, name, open)));
+            running = Some((cmd, self.journal().starter_of(name, open)));
         }
         Ok(Presence { attached, running })
     }
-}
-
-/// One tmux client attached to a session: a person's terminal.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Client {
-    /// Its terminal, like `/dev/pts/4`.
-    pub tty: String,
-    /// Its size, columns and rows.
-    pub cols: u32,
-    /// Rows.
-    pub rows: u32,
-    /// When it attached, epoch seconds.
-    pub attached: u64,
-    /// When it last pressed a key, epoch seconds (`None`: not since it
-    /// attached). tmux stamps a client's activity when it attaches and at
-    /// each key.
-    pub last_input: Option<u64>,
-}
-
-/// The `list-clients -F` format [`parse_clients`] reads.
-pub const CLIENT_FORMAT: &str = "#{client_control_mode}\x1f#{client_tty}\x1f#{client_width}\x1f#{client_height}\x1f#{client_created}\x1f#{client_activity}";
-
-/// Reads `list-clients` output in [`CLIENT_FORMAT`], leaving out control
-/// clients (routers, never people).
-pub fn parse_clients(text: &str) -> Vec<Client> {
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split('\x1f').collect();
-            let [control, tty, cols, rows, created, activity] = f[..] else { return None };
-            let n = |s: &str| s.parse::<u64>().unwrap_or(0);
-            (control != "1").then(|| Client {
-                tty: tty.to_string(),
-                cols: n(cols) as u32,
-                rows: n(rows) as u32,
-                attached: n(created),
-                last_input: (n(activity) > n(created)).then(|| n(activity)),
-            })
-        })
-        .collect()
 }
 
 /// Who is in a session: the people attached, the agents that typed, who
@@ -204,7 +165,7 @@ impl Terminal {
         Seen {
             clients,
             human_input,
-            agents_typed: agents_typed(&self.sessions().cfg.home, &pane.session_name),
+            agents_typed: self.journal().agents_typed(&pane.session_name),
             typing_now: self.inner.holds.holder(&pane.session_name),
             left_at_prompt: self.left_at_prompt(&pane.session_name).await,
         }
@@ -213,7 +174,7 @@ impl Terminal {
     /// The text an agent left at session `name`'s prompt that is still
     /// there, unsubmitted, as the agents' states keep it.
     async fn left_at_prompt(&self, name: &str) -> Option<LeftBy> {
-        let left = super::agents::left_texts(&self.sessions().cfg.session_dir(name));
+        let left = crate::tools::memory::left_texts(&self.sessions().cfg.session_dir(name));
         if left.is_empty() {
             return None;
         }
@@ -232,7 +193,7 @@ impl Terminal {
     }
 
     /// The presence and pane-kind line of `session_list` for `pane`.
-    pub(super) async fn presence_line(&self, pane: &PaneInfo, pinned: bool) -> Option<String> {
+    pub(crate) async fn presence_line(&self, pane: &PaneInfo, pinned: bool) -> Option<String> {
         let mut parts = Vec::new();
         if let Ok(meta) = dtmcp_core::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)) {
             if let Some(parent) = &meta.parent {
@@ -291,14 +252,5 @@ mod tests {
         let p = Presence { attached: 0, running: Some(("vi".into(), None)) };
         assert!(p.refusal("t1", Some("a")).expect("refused").contains("typed by a person"));
         assert_eq!(Presence::default().refusal("t1", None), None);
-    }
-
-    #[test]
-    fn clients_are_people_and_keys_are_activity_after_attaching() {
-        let text = "0\x1f/dev/pts/4\x1f80\x1f24\x1f100\x1f100\n0\x1f/dev/pts/5\x1f120\x1f40\x1f100\x1f130\n1\x1f\x1f80\x1f24\x1f1\x1f2\n";
-        let clients = parse_clients(text);
-        assert_eq!(clients.len(), 2, "the control client is no person");
-        assert_eq!((clients[0].last_input, clients[1].last_input), (None, Some(130)));
-        assert_eq!((clients[1].cols, clients[1].rows), (120, 40));
     }
 }

@@ -9,10 +9,10 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::reply::ToolError;
-use super::search::{first_line, with_regions};
 use crate::config::now_ms;
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::reading::search::first_line;
 use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::search::region_scope;
 use dtmcp_core::store::{self, LineReader, files};
@@ -37,18 +37,17 @@ pub struct RegionsParams {
     pub last: Option<u64>,
 }
 
-#[tool_router(router = regions_router, vis = "pub(super)")]
+#[tool_router(router = regions_router, vis = "pub(crate)")]
 impl Terminal {
     /// Lists the session's regions.
     #[tool(
         name = "regions",
         description = crate::docent::texts::tool::REGIONS.trim_end(),
-        annotations(read_only_hint = true),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn regions(&self, Parameters(p): Parameters<RegionsParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("regions", Some(&name), self.regions_body(p)).await
+        self.call(crate::tools::ToolName::Regions, Some(&name), self.regions_body(p)).await
     }
 }
 
@@ -58,10 +57,11 @@ impl Terminal {
         let failed_only = p.failed_only.unwrap_or(false);
         let last = p.last.unwrap_or(DEFAULT_LAST).clamp(1, MAX_LAST) as usize;
         let dir = logs.dir.clone();
+        let cache = std::sync::Arc::clone(&self.inner.searches);
         let read = move || -> Result<_, ToolError> {
             let (lines, _) = LineReader::open(&dir).and_then(|r| r.extent())?;
             let (count, shown) =
-                with_regions(&dir, |index| Ok((index.count(failed_only), index.recent(last, failed_only)?)))?;
+                cache.with_regions(&dir, |index| Ok((index.count(failed_only), index.recent(last, failed_only)?)))?;
             Ok((lines, count, shown))
         };
         let (lines, count, shown) = tokio::task::spawn_blocking(read)
@@ -69,7 +69,7 @@ impl Terminal {
             .map_err(|e| ToolError::Failed(format!("listing the regions failed: {e}")))??;
         let ids: Vec<RegionId> = shown.iter().map(|r| r.id).collect();
         let me = self.actor();
-        let starters = super::once::starters(&self.sessions().cfg.home, &p.session, &ids);
+        let starters = self.journal().starters(&p.session, &ids);
         let what = match (failed_only, count) {
             (true, 1) => "failed region",
             (true, _) => "failed regions",

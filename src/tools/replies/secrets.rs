@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 
 use dtmcp_core::redact::{self, Counts, Known, OFF_FILE, TABLE_FILE, Table};
 
-use super::reply::ToolError;
+use crate::lru::Lru;
+use crate::tools::ToolError;
 
 /// The variable that turns redaction off for the server (`0`).
 pub const ENV_REDACT: &str = "DOCENT_TERMINAL_MCP_REDACT";
@@ -38,6 +39,8 @@ pub struct Secrets {
     known: Known,
     /// The variable names the user listed, looked up in each session too.
     names: Vec<String>,
+    /// The sessions' placeholder tables, held between calls.
+    tables: Tables,
 }
 
 impl Secrets {
@@ -65,7 +68,7 @@ impl Secrets {
         for (kind, value) in own.pairs() {
             known.add(kind, value);
         }
-        Secrets { on, known, names }
+        Secrets { on, known, names, tables: Tables::default() }
     }
 
     /// Whether replies of the session in `dir` are redacted.
@@ -86,7 +89,7 @@ impl Secrets {
         if !self.applies(dir) {
             return (text.to_string(), Counts::default());
         }
-        with_table(&dir.join(TABLE_FILE), |table| redact::redact(text, &self.known, table))
+        self.tables.with_table(&dir.join(TABLE_FILE), |table| redact::redact(text, &self.known, table))
     }
 
     /// The rows of a screen `cols` wide of the session in `dir`, redacted
@@ -96,7 +99,7 @@ impl Secrets {
         if !self.applies(dir) {
             return (rows.iter().map(|r| r.as_ref().to_string()).collect(), Counts::default());
         }
-        with_table(&dir.join(TABLE_FILE), |table| redact::redact_screen(rows, cols, &self.known, table))
+        self.tables.with_table(&dir.join(TABLE_FILE), |table| redact::redact_screen(rows, cols, &self.known, table))
     }
 
     /// `input` with the placeholders of the session in `dir` replaced by
@@ -105,7 +108,8 @@ impl Secrets {
         if !input.contains(redact::OPEN) {
             return Ok(input.to_string());
         }
-        with_table(&dir.join(TABLE_FILE), |table| table.substitute(input))
+        self.tables
+            .with_table(&dir.join(TABLE_FILE), |table| table.substitute(input))
             .map_err(|e| ToolError::Refused(e.to_string()))
     }
 
@@ -124,7 +128,7 @@ impl Secrets {
         let shell = shell.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         let vars = shell.chain(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let known = Known::from_env(vars, &self.names);
-        with_table(&dir.join(TABLE_FILE), |table| {
+        self.tables.with_table(&dir.join(TABLE_FILE), |table| {
             table.learn_all(&known);
             table.learn_all(&self.known);
         });
@@ -199,32 +203,45 @@ fn stamp(path: &Path) -> Option<Stamp> {
 const HELD_TABLES: usize = 128;
 
 /// The tables held, by path.
-static TABLES: std::sync::LazyLock<super::once::Kept<PathBuf, Held>> =
-    std::sync::LazyLock::new(|| super::once::Kept::new(HELD_TABLES));
+struct Tables(Lru<PathBuf, Held>);
 
-/// Runs `f` on the table at `path`, held in memory and read again only
-/// when the file changed, and saves what `f` added. One table's users
-/// take turns: two replies that find new secrets at once must not both
-/// number theirs 1, nor the later save drop the earlier's placeholder.
-fn with_table<R>(path: &Path, f: impl FnOnce(&mut Table) -> R) -> R {
-    let held = TABLES.get(&path.to_path_buf(), Held::default);
-    let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
-    let now = stamp(path);
-    if now != held.stamp {
-        held.table = Table::load(path);
-        held.stamp = now;
+impl Default for Tables {
+    fn default() -> Tables {
+        Tables(Lru::new(HELD_TABLES))
     }
-    let out = f(&mut held.table);
-    // A table that could not be saved keeps its new placeholders here
-    // (they still type back while this server runs) and is saved again
-    // at its next use.
-    if held.table.unsaved() {
-        if let Err(e) = held.table.save(path) {
-            eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tables")
+    }
+}
+
+impl Tables {
+    /// Runs `f` on the table at `path`, held in memory and read again only
+    /// when the file changed, and saves what `f` added. One table's users
+    /// take turns: two replies that find new secrets at once must not both
+    /// number theirs 1, nor the later save drop the earlier's placeholder.
+    fn with_table<R>(&self, path: &Path, f: impl FnOnce(&mut Table) -> R) -> R {
+        let held = self.0.get(&path.to_path_buf(), Held::default);
+        let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+        let now = stamp(path);
+        if now != held.stamp {
+            held.table = Table::load(path);
+            held.stamp = now;
         }
-        held.stamp = stamp(path);
+        let out = f(&mut held.table);
+        // A table that could not be saved keeps its new placeholders here
+        // (they still type back while this server runs) and is saved again
+        // at its next use.
+        if held.table.unsaved() {
+            if let Err(e) = held.table.save(path) {
+                eprintln!("docent-terminal-mcp: cannot save {}: {e}", path.display());
+            }
+            held.stamp = stamp(path);
+        }
+        out
     }
-    out
 }
 
 fn plural(n: u32) -> String {

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use regex::bytes::Regex;
 
-use super::output;
-use super::reply::ToolError;
 use crate::docent::summary;
+use crate::tools::ToolError;
+use crate::tools::replies::output;
 use dtmcp_core::search::{self, Page, Scope};
 use dtmcp_core::store::LineReader;
 use dtmcp_core::types::LineNo;

@@ -10,26 +10,21 @@ use std::time::Instant;
 
 use rmcp::model::CallToolResult;
 
-use super::Terminal;
-use super::reply::{Facts, Outcome, Reply, ToolError};
 use crate::docent::notes::{self, Situation};
+use crate::tools::ToolError;
+use crate::tools::replies::reply::{Facts, Outcome, Reply};
+use crate::tools::{Terminal, ToolName};
 use dtmcp_core::procs::{self, Activity};
 
 /// Shells, by command name: one of them waiting for input is at its prompt.
-const SHELLS: [&str; 7] = ["bash", "zsh", "sh", "dash", "ksh", "fish", "tcsh"];
-
-/// Whether a program name is a shell's.
-pub(super) fn is_shell_name(comm: &str) -> bool {
-    SHELLS.contains(&comm)
-}
 
 impl Terminal {
     /// Like [`Terminal::call`], for the tools that drive a session: a reply
     /// that succeeded ends with the notes that apply and were not yet given
     /// to this agent in this session. `command` is the line the call typed.
-    pub(super) fn call_noted<'a, F>(
+    pub(crate) fn call_noted<'a, F>(
         &'a self,
-        tool: &'a str,
+        tool: ToolName,
         session: &'a str,
         command: Option<&'a str>,
         body: F,
@@ -42,9 +37,9 @@ impl Terminal {
         async move {
             let started = Instant::now();
             let finished = self.finished_before(tool, Some(session)).await;
-            let (mut outcome, early) = super::secrets::counting_early(body).await;
+            let (mut outcome, early) = crate::tools::replies::secrets::counting_early(body).await;
             if let Ok(reply) = &mut outcome {
-                for note in self.notes_for(tool, session, command, reply).await {
+                for note in self.notes_for(tool.as_str(), session, command, reply).await {
                     reply.push_str(&note);
                     reply.push_str("\n");
                 }
@@ -99,7 +94,7 @@ impl Terminal {
     /// finished command: the facts for its notes, and the regions running
     /// now. `last_reply_s` is when the agent last got a reply (0: never).
     /// With `settle`, a shell with nothing running that is on a CPU is
-    /// looked at again for a moment (see [`super::program::settled_job`]).
+    /// looked at again for a moment (see [`crate::tools::typing::target::settled_job`]).
     async fn look(&self, name: &str, last_reply_s: u64, settle: bool) -> Option<(Looked, Vec<u64>)> {
         let s = self.sessions().resolve_quiet(name).await.ok()?;
         let mut logger = s.logger().await.ok()?;
@@ -107,12 +102,12 @@ impl Terminal {
         if status.eof {
             return None;
         }
-        let open = super::agents::running_regions(&status);
-        let pane = super::program::pane(&s);
+        let open = crate::tools::memory::running_regions(&status);
+        let pane = crate::tools::typing::target::pane(&s);
         // A shell with nothing running may have just drawn its prompt and
         // not yet blocked reading the terminal: it gets a moment to settle.
         let job = match settle && status.shell.open.is_empty() {
-            true => super::program::settled_job(pane).await.ok(),
+            true => crate::tools::typing::target::settled_job(pane).await.ok(),
             false => procs::job(pane).ok(),
         };
         let shown = self.sessions().tmux.display(s.pane.pane_id.as_str(), "#{alternate_on} #{session_attached}").await;
@@ -122,7 +117,7 @@ impl Terminal {
         let attached = fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
         let person_typed = attached > 0 && last_reply_s > 0 && self.person_typed_since(name, last_reply_s).await;
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
-        let is_shell = job.as_ref().is_some_and(super::program::is_shell);
+        let is_shell = job.as_ref().is_some_and(procs::Job::shell_holds);
         let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
         let place = job.as_ref().map(|j| &j.place);
         // Where the integrated shell itself says it is, when no carrier in
@@ -250,7 +245,7 @@ fn told_by_reply<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::reply::Outcome;
+    use crate::tools::replies::reply::Outcome;
     use dtmcp_core::types::{LineNo, RegionId};
 
     fn finished(exit: Option<i32>, clipped: bool) -> Reply {

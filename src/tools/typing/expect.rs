@@ -11,16 +11,18 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::holds::Enter;
-use super::program::{self, Target};
-use super::progress::Progress;
-use super::reply::{Reply, ToolError};
-use super::report::{Waited, describe};
-use super::run::{command_lines, ready_status, timeout_ms};
-use super::shape::Shape;
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::replies::reply::Reply;
+use crate::tools::replies::report::{Waited, describe};
+use crate::tools::replies::shape::Shape;
+use crate::tools::typing::args::{command_lines, timeout_ms};
+use crate::tools::typing::holds::Enter;
+use crate::tools::typing::progress::Progress;
+use crate::tools::typing::target::ready_status;
+use crate::tools::typing::target::{self, Target};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
 use dtmcp_core::types::{LineNo, RegionId};
 
@@ -82,18 +84,18 @@ struct Checked {
     combined: String,
 }
 
-#[tool_router(router = expect_router, vis = "pub(super)")]
+#[tool_router(router = expect_router, vis = "pub(crate)")]
 impl Terminal {
     /// Answers a program's questions by rules.
     #[tool(
         name = "expect",
         description = crate::docent::texts::tool::EXPECT.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn expect(&self, Parameters(p): Parameters<ExpectParams>, progress: Progress) -> CallToolResult {
         let name = p.session.clone();
         let command = p.command.as_deref().map(str::to_string);
-        self.call_noted("expect", &name, command.as_deref(), self.expect_body(p, &progress)).await
+        self.call_noted(crate::tools::ToolName::Expect, &name, command.as_deref(), self.expect_body(p, &progress)).await
     }
 }
 
@@ -118,13 +120,17 @@ impl Terminal {
         };
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
             let target;
-            (target, before) = program::target(&s, &mut logger, before).await?;
+            (target, before) = target::target(&s, &mut logger, before).await?;
             if matches!(target, Target::Shell) {
                 before = self.clear_stray_answers(&s, &mut logger, before).await?.status;
                 let last = self.last_typed(&s);
-                if let Some(why) =
-                    super::holds::refusal(&s.name, &before, last.as_ref(), &actor, s.pane.session_attached)
-                {
+                if let Some(why) = crate::tools::typing::holds::refusal(
+                    &s.name,
+                    &before,
+                    last.as_ref(),
+                    &actor,
+                    s.pane.session_attached,
+                ) {
                     return Err(ToolError::Refused(why));
                 }
             }
@@ -227,7 +233,7 @@ impl Terminal {
         let pane = s.pane.pane_id.as_str();
         match action {
             Action::Stop => return Ok(Some(format!("a stop rule matched: {}", quote(text)))),
-            Action::Line(l) => match program::target(s, logger, status.clone()).await {
+            Action::Line(l) => match target::target(s, logger, status.clone()).await {
                 Ok((target, now)) => self.type_line(s, logger, &now, Some(target), l).await?,
                 Err(_) => self.type_line(s, logger, status, None, l).await?,
             },
@@ -255,7 +261,7 @@ impl Terminal {
         line: &str,
     ) -> Result<(), ToolError> {
         if let Some(Target::Program(job)) = &target {
-            program::open_input(s, logger, status, job, line).await?;
+            target::open_input(s, logger, status, job, line).await?;
         }
         let tmux = &self.sessions().tmux;
         Ok(tmux.send_line(s.pane.pane_id.as_str(), line).await?)

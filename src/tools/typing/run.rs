@@ -8,26 +8,22 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::holds::{Enter, Hold};
-use super::program::{self, Target};
-use super::progress::Progress;
-use super::reply::{Facts, Outcome, Reply, ToolError};
-use super::report::{Waited, describe};
-use super::shape::{Shape, ShapeParams};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::session::client::HeldWait;
 use crate::session::{LoggerClient, Session};
-use dtmcp_core::protocol::{Mark, Settle, Status, WaitReason, WaitSpec};
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::replies::reply::{Facts, Outcome, Reply};
+use crate::tools::replies::report::{Waited, describe};
+use crate::tools::replies::shape::{Shape, ShapeParams};
+use crate::tools::typing::args::{command_lines, timeout_ms};
+use crate::tools::typing::holds::{Enter, Hold};
+use crate::tools::typing::progress::Progress;
+use crate::tools::typing::target::{self, Target};
+use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
 use dtmcp_core::region::Region;
 use dtmcp_core::types::{LineNo, RegionId};
 
-/// The default wait, well under the 60 s some clients allow one call.
-const DEFAULT_TIMEOUT_S: f64 = 30.0;
-/// How long a shell may take from a command's end to its next prompt.
-const PROMPT_GRACE_MS: u64 = 2_000;
-/// The longest wait one call may ask for.
-const MAX_TIMEOUT_S: f64 = 600.0;
 /// Output quiet this long is when `run` looks whether a program waits at
 /// a prompt (a REPL started by the command, a question).
 const QUIET_MS: u64 = 250;
@@ -45,7 +41,7 @@ const SCREEN_QUIET_MS: u64 = 200;
 macro_rules! with_wait_options {
     ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
         $(#[$meta])*
-        #[derive(Debug, Deserialize, schemars::JsonSchema)]
+        #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub struct $name {
             $($own)*
@@ -137,29 +133,29 @@ impl Options {
     }
 }
 
-#[tool_router(router = run_router, vis = "pub(super)")]
+#[tool_router(router = run_router, vis = "pub(crate)")]
 impl Terminal {
     /// Types a command line and waits for it.
     #[tool(
         name = "run",
         description = crate::docent::texts::tool::RUN.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn run(&self, Parameters(p): Parameters<RunParams>, progress: Progress) -> CallToolResult {
         let name = p.session.clone();
         let command = p.command.clone();
-        self.call_noted("run", &name, Some(&command), self.run_body(p, &progress)).await
+        self.call_noted(crate::tools::ToolName::Run, &name, Some(&command), self.run_body(p, &progress)).await
     }
 
     /// Keeps waiting for a running command.
     #[tool(
         name = "wait",
         description = crate::docent::texts::tool::WAIT.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn wait(&self, Parameters(p): Parameters<WaitParams>, progress: Progress) -> CallToolResult {
         let name = p.session.clone();
-        self.call_noted("wait", &name, None, self.wait_body(p, &progress)).await
+        self.call_noted(crate::tools::ToolName::Wait, &name, None, self.wait_body(p, &progress)).await
     }
 }
 
@@ -168,7 +164,7 @@ impl Terminal {
     /// person, or nothing known.
     fn started_by(&self, s: &Session, open: Option<RegionId>) -> String {
         let Some(open) = open else { return String::new() };
-        match super::once::starter_of(&self.sessions().cfg.home, &s.name, open) {
+        match self.journal().starter_of(&s.name, open) {
             Some(agent) => format!(" (it was started by agent {agent})"),
             None => " (it was typed by a person)".to_string(),
         }
@@ -178,7 +174,7 @@ impl Terminal {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let lines = command_lines(&p.command).map_err(ToolError::BadInput)?;
         let opts = options_of!(p)?;
-        let typing = p.typing.as_ref().map(|t| Typing::parse(t, program::fresh_seed())).transpose();
+        let typing = p.typing.as_ref().map(|t| Typing::parse(t, target::fresh_seed())).transpose();
         let typing = typing.map_err(ToolError::BadInput)?;
         let s = self.sessions().resolve(&p.session).await?;
         let mut logger = self.sessions().logger(&s).await?;
@@ -212,17 +208,17 @@ impl Terminal {
                 None => {
                     let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
                     let spec = opts.spec(Mark::default(), slice_ms(left.max(1)));
-                    logger.status_wait(spec, settle(&s)).await?
+                    logger.status_wait(spec, target::settle(&s)).await?
                 }
                 Some(_) => (logger.status().await?, None),
             };
             let status = match held {
                 Some(_) => status,
-                None => settled(&s, &mut logger, status).await?,
+                None => target::settled(&s, &mut logger, status).await?,
             };
-            let status = program::plain_shell_ready(&s, &mut logger, status).await?;
+            let status = target::plain_shell_ready(&s, &mut logger, status).await?;
             let open = status.shell.open.first().copied();
-            let (target, mut status) = match program::target(&s, &mut logger, status).await {
+            let (target, mut status) = match target::target(&s, &mut logger, status).await {
                 Ok(decided) => decided,
                 Err(e) => return Err(ToolError::Refused(format!("{e}{}", self.started_by(&s, open)))),
             };
@@ -236,17 +232,20 @@ impl Terminal {
                     let _ = writeln!(out, "{note}");
                 }
                 let last = self.last_typed(&s);
-                if let Some(why) =
-                    super::holds::refusal(&s.name, &status, last.as_ref(), &actor, s.pane.session_attached)
-                {
+                if let Some(why) = crate::tools::typing::holds::refusal(
+                    &s.name,
+                    &status,
+                    last.as_ref(),
+                    &actor,
+                    s.pane.session_attached,
+                ) {
                     return Err(ToolError::Refused(format!("{}{why}", out.text)));
                 }
             }
-            let caller = super::caller::Caller::current();
+            let caller = crate::agents::caller::Caller::current();
             if i == 0 {
                 // Who typed, and the call's key, before typing.
-                let home = &self.sessions().cfg.home;
-                super::once::before_typing(home, &s.name, &caller, &logger, status.mark);
+                before_typing(self.journal(), &s.name, &caller, &logger, status.mark);
             }
             let held = held.filter(|h| h.after() == status.mark);
             let typed = Line { text: line, before: &status, target, hold, held };
@@ -275,7 +274,7 @@ impl Terminal {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         if let Target::Program(job) = &target {
-            program::open_input(s, logger, before, job, line).await?;
+            target::open_input(s, logger, before, job, line).await?;
         }
         let actor = self.actor();
         let left = call.deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
@@ -288,7 +287,7 @@ impl Terminal {
         };
         let follow = Follow { progress: call.progress, from: before.mark.line.next() };
         let spec = call.opts.spec(before.mark, left.max(1));
-        let pressed = |hold: super::holds::Hold| {
+        let pressed = |hold: crate::tools::typing::holds::Hold| {
             self.inner.holds.note_typed(pane, &actor, line, Enter::Pressed, before);
             drop(hold);
         };
@@ -306,7 +305,7 @@ impl Terminal {
             let wait = async { self.wait_line(s, logger, spec, follow, held).await.map_err(typed) };
             tokio::try_join!(send, wait)?.1
         } else {
-            program::type_text(tmux, pane, line, call.typing).await?;
+            target::type_text(tmux, pane, line, call.typing).await?;
             // Typed slowly, a person attached may have typed at the same
             // time: the line must read as typed before Enter submits it.
             if matches!(target, Target::Shell)
@@ -340,7 +339,7 @@ impl Terminal {
             // (A shell command's reply does not wait for it: drawing the
             // prompt overlaps the client's turn, and the next call waits
             // for it only if it is not there yet.)
-            status = ready_status(s, logger).await?;
+            status = target::ready_status(s, logger).await?;
             // The region as it is now, not as the wait left it.
             region = match status.mark.regions > before.mark.regions {
                 true => logger.region(RegionId(before.mark.regions + 1)).await?,
@@ -353,15 +352,15 @@ impl Terminal {
 
     /// The reply when a full-screen program took the screen: what it shows.
     async fn first_screen(&self, s: &Session) -> Result<Reply, ToolError> {
-        let screen = self.screen(s, super::views::ScreenMode::Full).await?;
-        let who = program::job(s).map(|j| format!(" (`{}`)", j.comm)).unwrap_or_default();
+        let screen = self.screen(s, crate::tools::reading::views::ScreenMode::Full).await?;
+        let who = target::job(s).map(|j| format!(" (`{}`)", j.comm)).unwrap_or_default();
         let text = format!(
             "a full-screen program{who} holds the screen; it keeps running. Its first screen:\n{screen}Press its keys with send (e.g. keys=[\"q\"], or [\"escape\", \":\", \"q\", \"enter\"] in vi) and look again with read view=\"screen\".\n"
         );
         Ok(Reply { text, facts: Facts { outcome: Outcome::FullScreen, ..Facts::default() } })
     }
 
-    async fn wait_body(&self, p: WaitParams, progress: &Progress) -> Result<Reply, ToolError> {
+    pub(crate) async fn wait_body(&self, p: WaitParams, progress: &Progress) -> Result<Reply, ToolError> {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let opts = options_of!(p)?;
         let s = self.sessions().resolve(&p.session).await?;
@@ -430,7 +429,7 @@ const ANSWER_QUIET_MS: u64 = 60;
 const CLEAR_MS: u64 = 1_000;
 
 /// The prompt after [`Terminal::clear_stray_answers`].
-pub(super) struct Cleared {
+pub(crate) struct Cleared {
     /// The status to go on from.
     pub status: Status,
     /// A note for the reply, when something was cleared.
@@ -442,7 +441,7 @@ impl Terminal {
     /// answers nobody read (see [`dtmcp_core::answers`]): it is nobody's text,
     /// so it neither makes the run refused as someone's unsubmitted line
     /// nor gets typed in front of the command.
-    pub(super) async fn clear_stray_answers(
+    pub(crate) async fn clear_stray_answers(
         &self,
         s: &Session,
         logger: &mut LoggerClient,
@@ -463,7 +462,7 @@ impl Terminal {
             status = logger.wait(spec).await?.1;
         }
         let last = self.last_typed(s);
-        let Some(text) = super::holds::stray_answer(&status, last.as_ref()) else {
+        let Some(text) = crate::tools::typing::holds::stray_answer(&status, last.as_ref()) else {
             return Ok(Cleared { status, note: None });
         };
         let tmux = &self.sessions().tmux;
@@ -554,7 +553,7 @@ impl Terminal {
                     // (a shell still starting echoes the line late): the
                     // prompt on screen is the one the line was typed at.
                     let answered = status.mark.raw > typed_at;
-                    if answered && !status.shell.at_prompt && program::waits_at_prompt(s, &status) {
+                    if answered && !status.shell.at_prompt && target::waits_at_prompt(s, &status) {
                         return Ok((WaitReason::Prompt, status, region));
                     }
                     if (last && reason == WaitReason::Timeout) || follow.progress.cancelled() {
@@ -576,69 +575,24 @@ fn slice_ms(left_ms: u64) -> u64 {
     Progress::slice(left_ms).min(RECHECK_MS.max(QUIET_MS * 2))
 }
 
-/// The logger's status once the shell shows its prompt: a command that has
-/// just finished leaves a moment between its end and the next prompt, and a
-/// mark taken in it would take that prompt for the end of the next command.
-pub(super) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, ToolError> {
-    let status = logger.status().await?;
-    settled(s, logger, status).await
-}
-
-/// `status`, or the status once the shell shows its prompt if `status` was
-/// taken between a command's end and that prompt (see [`ready_status`]).
-async fn settled(s: &Session, logger: &mut LoggerClient, status: Status) -> Result<Status, ToolError> {
-    if !status.between_commands(s.meta.integrated) || status.eof {
-        return Ok(status);
-    }
-    let spec = WaitSpec { after: status.mark, command_done: true, timeout_ms: PROMPT_GRACE_MS, ..WaitSpec::default() };
-    Ok(logger.wait(spec).await?.1)
-}
-
-/// What [`settled`] does, asked of the logger with a look at the prompt:
-/// the look waits out a shell between a command's end and its next prompt.
-fn settle(s: &Session) -> Settle {
-    Settle { own_integrated: s.meta.integrated, grace_ms: PROMPT_GRACE_MS }
-}
-
-pub(super) fn timeout_ms(t: Option<f64>) -> Result<u64, String> {
-    let t = t.unwrap_or(DEFAULT_TIMEOUT_S);
-    if !t.is_finite() || t <= 0.0 || t > MAX_TIMEOUT_S {
-        return Err(format!("timeout must be between 0 and {MAX_TIMEOUT_S} seconds; got {t}"));
-    }
-    Ok((t * 1000.0) as u64)
-}
-
-/// Splits `command` into the lines to type, refusing what cannot be typed
-/// as a command line.
-pub(super) fn command_lines(command: &str) -> Result<Vec<String>, String> {
-    let lines: Vec<String> =
-        command.trim_end_matches(['\n', '\r']).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect();
-    if lines.iter().all(|l| l.trim().is_empty()) {
-        return Err("command is empty; give the line to type, e.g. \"ls -l\"".into());
-    }
-    if lines.iter().any(|l| l.chars().any(|c| c.is_control() && c != '\t')) {
-        return Err("command holds control characters; type plain text here (keys such as ctrl+c are not part of a command line)".into());
-    }
-    Ok(lines)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_lines_refuse_empty_and_control_input() {
-        assert!(command_lines("").is_err());
-        assert!(command_lines("  \n ").is_err());
-        assert!(command_lines("echo \u{1b}[31m").is_err());
-        assert_eq!(command_lines("a\nb\n").expect("lines"), ["a", "b"]);
-    }
-
-    #[test]
-    fn timeouts_are_bounded() {
-        assert_eq!(timeout_ms(None), Ok(30_000));
-        assert!(timeout_ms(Some(0.0)).is_err());
-        assert!(timeout_ms(Some(f64::NAN)).is_err());
-        assert!(timeout_ms(Some(601.0)).is_err());
+/// What a `run` notes just before it types its first line, at `mark`:
+/// who typed, and, when the call carries an idempotency key, the key (in
+/// the session's logger, before anything is typed: a server that dies
+/// after typing leaves it for the key sent again to follow). Done by
+/// `run` itself, which has the mark from the status it takes anyway.
+pub fn before_typing(
+    journal: &crate::agents::journal::Journal,
+    session: &str,
+    caller: &crate::agents::caller::Caller,
+    logger: &LoggerClient,
+    mark: Mark,
+) {
+    journal.record_typed(session, caller.actor.as_deref(), crate::tools::ToolName::Run.as_str(), mark.regions);
+    if let Some(key) = &caller.key {
+        // Best effort, as the typing record: a logger that cannot take it
+        // costs only the following of this key after a crash. Not waited
+        // for: the note is on the logger's socket before the keys go to
+        // tmux, and the logger reads its socket in order.
+        let _ = logger.send_typing_note(key, mark);
     }
 }

@@ -8,13 +8,15 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::output::{self, digits};
-use super::reply::ToolError;
 use crate::session::{LoggerClient, SessionError};
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::reading::lines::{self, last_line, region_file_note, region_lines};
+use crate::tools::reading::search::SearchCache;
+use crate::tools::replies::output::{self, digits};
 use dtmcp_core::protocol::Status;
-use dtmcp_core::region::{LinePos, Region};
-use dtmcp_core::store::{self, LineReader};
+use dtmcp_core::region::Region;
+use dtmcp_core::store::LineReader;
 use dtmcp_core::types::{LineNo, RegionId};
 
 /// The most lines one `read` returns.
@@ -23,7 +25,7 @@ const MAX_READ: u64 = 400;
 const DEFAULT_TAIL: u64 = 40;
 
 /// Arguments of `read`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadParams {
     /// The session's name, as session_create or session_list gave it.
@@ -48,23 +50,22 @@ pub struct ReadParams {
     pub bytes: Option<u64>,
 }
 
-#[tool_router(router = read_router, vis = "pub(super)")]
+#[tool_router(router = read_router, vis = "pub(crate)")]
 impl Terminal {
     /// Reads the session log.
     #[tool(
         name = "read",
         description = crate::docent::texts::tool::READ.trim_end(),
-        annotations(read_only_hint = true),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn read(&self, Parameters(p): Parameters<ReadParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("read", Some(&name), self.read_body(p)).await
+        self.call(crate::tools::ToolName::Read, Some(&name), self.read_body(p)).await
     }
 }
 
 impl Terminal {
-    async fn read_body(&self, p: ReadParams) -> Result<String, ToolError> {
+    pub(crate) async fn read_body(&self, p: ReadParams) -> Result<String, ToolError> {
         match p.view.as_deref() {
             None | Some("cooked") => {}
             Some("screen") => return self.screen_view(&p.session).await,
@@ -79,7 +80,7 @@ impl Terminal {
         let last_line = last_line(&status);
         let (first, last, region) = match (p.region, p.from_line, p.to_line) {
             (Some(id), None, None) => {
-                let r = source.region(RegionId(id)).await?.ok_or_else(|| {
+                let r = source.region(&self.inner.searches, RegionId(id)).await?.ok_or_else(|| {
                     ToolError::BadInput(format!(
                         "session {} has no region {id}; it has {} regions",
                         p.session, status.mark.regions
@@ -125,7 +126,7 @@ impl Terminal {
     /// started region `r` of `session`; empty otherwise.
     fn started_by_other(&self, session: &str, r: &Region) -> String {
         let me = self.actor();
-        match super::once::starter_of(&self.sessions().cfg.home, session, r.id) {
+        match self.journal().starter_of(session, r.id) {
             Some(agent) if agent != me => format!(" · started by agent {agent}"),
             _ => String::new(),
         }
@@ -145,7 +146,7 @@ impl Terminal {
             Err(SessionError::NotFound { .. } | SessionError::BadName(_)) => {
                 let logs = self.sessions().open_logs(name).await?;
                 let reader = LineReader::open(&logs.dir)?;
-                let status = closed_status(&logs.dir, &reader)?;
+                let status = closed_status(&self.inner.searches, &logs.dir, &reader)?;
                 Ok((logs.dir.clone(), Source::Store(reader, logs.dir), status))
             }
             Err(e) => Err(e.into()),
@@ -162,10 +163,10 @@ enum Source {
 }
 
 impl Source {
-    async fn region(&mut self, id: RegionId) -> Result<Option<Region>, ToolError> {
+    async fn region(&mut self, cache: &SearchCache, id: RegionId) -> Result<Option<Region>, ToolError> {
         match self {
             Source::Logger(l) => Ok(l.region(id).await?),
-            Source::Store(_, dir) => super::search::with_regions(dir, |index| Ok(index.region(id)?)),
+            Source::Store(_, dir) => cache.with_regions(dir, |index| Ok(index.region(id)?)),
         }
     }
 
@@ -177,48 +178,22 @@ impl Source {
         region: Option<&Region>,
     ) -> Result<Vec<String>, ToolError> {
         match self {
-            Source::Logger(l) => Ok(fetch(l, status, first, last, region).await?),
-            Source::Store(r, _) => Ok(store_fetch(r, first, last, region)?),
+            Source::Logger(l) => Ok(lines::fetch(l, status, first, last, region).await?),
+            Source::Store(r, _) => Ok(lines::store_fetch(r, first, last, region)?),
         }
     }
 }
 
 /// A status for a closed session: every line committed, no unfinished one,
 /// and its regions as the store has them.
-fn closed_status(dir: &Path, reader: &LineReader) -> Result<Status, ToolError> {
+fn closed_status(cache: &SearchCache, dir: &Path, reader: &LineReader) -> Result<Status, ToolError> {
     let (lines, _) = reader.extent()?;
-    let (count, last) = super::search::with_regions(dir, |index| Ok((index.count(false), index.recent(1, false)?)))?;
+    let (count, last) = cache.with_regions(dir, |index| Ok((index.count(false), index.recent(1, false)?)))?;
     let mut status = Status { eof: true, ..Status::default() };
     status.mark.line = LineNo(lines + 1);
     status.mark.regions = count as u64;
     status.last_region = last.into_iter().last();
     Ok(status)
-}
-
-/// Lines `first..=last` from the files, cut to the region's bounds.
-fn store_fetch(
-    reader: &LineReader,
-    first: LineNo,
-    last: LineNo,
-    region: Option<&Region>,
-) -> Result<Vec<String>, dtmcp_core::store::StoreError> {
-    if last < first {
-        return Ok(Vec::new());
-    }
-    let mut lines = reader.read(first, last.0 - first.0 + 1)?;
-    if let Some(r) = region {
-        let end = r.end.unwrap_or(LinePos { line: last.next(), bytes: 0 });
-        cut_region(&mut lines, first, r.start, end);
-    }
-    Ok(lines)
-}
-
-/// Writes the region's file again and says where it is.
-pub(super) fn region_file_note(dir: &Path, r: &Region) -> String {
-    match store::write_region_file(dir, r) {
-        Ok(path) => format!("the whole region is also in {}\n", path.display()),
-        Err(e) => format!("(its file could not be written: {e})\n"),
-    }
 }
 
 fn line_range(
@@ -238,80 +213,9 @@ fn line_range(
     Ok((from, to, None))
 }
 
-/// The last line of the log that has text: the unfinished line if it has
-/// any, else the last committed one.
-pub(super) fn last_line(status: &Status) -> LineNo {
-    let cur = status.mark.line;
-    if status.current_text.is_empty() { LineNo(cur.0.saturating_sub(1)) } else { cur }
-}
-
-/// The first and last line holding a region's output (last < first: none).
-pub(super) fn region_lines(r: &Region, status: &Status) -> (LineNo, LineNo) {
-    let end = r.end.unwrap_or(LinePos { line: status.mark.line, bytes: status.current_text.len() as u32 });
-    let last = if end.bytes > 0 { end.line } else { LineNo(end.line.0.saturating_sub(1)) };
-    (r.start.line, last)
-}
-
-/// Lines `first..=last`, the unfinished line taken from `status`, and cut
-/// to the region's bounds when one is given.
-pub(super) async fn fetch(
-    logger: &mut LoggerClient,
-    status: &Status,
-    first: LineNo,
-    last: LineNo,
-    region: Option<&Region>,
-) -> Result<Vec<String>, crate::session::ClientError> {
-    if last < first {
-        return Ok(Vec::new());
-    }
-    let committed_end = status.mark.line; // exclusive
-    let upto = last.min(LineNo(committed_end.0.saturating_sub(1)));
-    let mut lines = if upto >= first { logger.read(first, upto.0 - first.0 + 1).await? } else { Vec::new() };
-    if last >= committed_end && first <= committed_end {
-        lines.push(status.current_text.clone());
-    }
-    if let Some(r) = region {
-        let end = r.end.unwrap_or(LinePos { line: status.mark.line, bytes: status.current_text.len() as u32 });
-        cut_region(&mut lines, first, r.start, end);
-    }
-    Ok(lines)
-}
-
-/// Cuts the first and last line of a region's text at its byte bounds.
-fn cut_region(lines: &mut [String], first: LineNo, start: LinePos, end: LinePos) {
-    let last = LineNo(first.0 + lines.len() as u64).0.saturating_sub(1);
-    if end.line.0 == last
-        && end.bytes > 0
-        && let Some(l) = lines.last_mut()
-    {
-        *l = prefix(l, end.bytes as usize).to_string();
-    }
-    if start.line == first
-        && start.bytes > 0
-        && let Some(l) = lines.first_mut()
-    {
-        *l = l.get(start.bytes as usize..).unwrap_or("").to_string();
-    }
-}
-
-fn prefix(s: &str, mut n: usize) -> &str {
-    n = n.min(s.len());
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    &s[..n]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn region_bounds_cut_the_prompt_off_a_partial_last_line() {
-        let mut lines = vec!["out".to_string(), "foo$ ls".to_string()];
-        cut_region(&mut lines, LineNo(5), LinePos { line: LineNo(5), bytes: 0 }, LinePos { line: LineNo(6), bytes: 3 });
-        assert_eq!(lines, ["out", "foo"]);
-    }
 
     #[test]
     fn ranges_default_to_the_tail_and_refuse_line_zero() {

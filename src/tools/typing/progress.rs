@@ -27,9 +27,9 @@ use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use super::Terminal;
-use super::program;
 use crate::session::{LoggerClient, Session};
+use crate::tools::Terminal;
+use crate::tools::typing::target;
 use dtmcp_core::protocol::Status;
 use dtmcp_core::types::LineNo;
 
@@ -58,13 +58,18 @@ pub struct Progress {
 
 impl<C: AsRequestContext> FromContextPart<C> for Progress {
     fn from_context_part(context: &mut C) -> Result<Self, rmcp::ErrorData> {
-        let context = context.as_request_context();
-        let to = context.meta.get_progress_token().map(|token| (token, context.peer.clone()));
-        Ok(Progress::new(to, context.ct.clone()))
+        Ok(Progress::of(context.as_request_context()))
     }
 }
 
 impl Progress {
+    /// The progress reporting and cancellation of the request `context`
+    /// belongs to.
+    pub fn of(context: &rmcp::service::RequestContext<RoleServer>) -> Progress {
+        let to = context.meta.get_progress_token().map(|token| (token, context.peer.clone()));
+        Progress::new(to, context.ct.clone())
+    }
+
     fn new(to: Option<(ProgressToken, Peer<RoleServer>)>, ct: CancellationToken) -> Progress {
         let now = Instant::now();
         Progress { to, ct, started: now, last: Mutex::new(now) }
@@ -123,12 +128,12 @@ impl Terminal {
             let last = clip(&self.redacted(Some(&s.name), &last), LAST_LINE_CHARS);
             parts.push(format!("last: {last}"));
         }
-        if let Ok(job) = program::job(s).map_err(drop)
-            && !job.is_shell
+        if let Ok(job) = target::job(s).map_err(drop)
+            && !job.own_shell
         {
             parts.push(clip(&self.redacted(Some(&s.name), &job.line()), JOB_CHARS));
         }
-        super::clean(&parts.join(" · "))
+        crate::tools::clean(&parts.join(" · "))
     }
 }
 

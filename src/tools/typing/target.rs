@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use super::reply::ToolError;
 use crate::keys::typing::{self, StrokeKey, Typing};
 use crate::session::{LoggerClient, Session};
 use crate::tmux::Tmux;
+use crate::tools::ToolError;
 use dtmcp_core::procs::{self, Activity, Job};
-use dtmcp_core::protocol::{MAX_WAIT_MS, Status};
+use dtmcp_core::protocol::{MAX_WAIT_MS, Settle, Status, WaitSpec};
 use dtmcp_core::region::{InputSpec, Region};
 
 /// What stands in a label for input typed at a password prompt.
@@ -39,11 +39,6 @@ pub fn job(s: &Session) -> Result<Job, String> {
     procs::job(pane(s))
 }
 
-/// Whether `job` is a shell: the pane's own, or one started inside it.
-pub fn is_shell(job: &Job) -> bool {
-    job.is_shell || super::notes::is_shell_name(&job.comm)
-}
-
 /// The foreground job of `pane` once a shell holding it has settled: a
 /// shell that has just drawn its prompt may still be on a CPU for a moment
 /// before it blocks reading the terminal (more so on a loaded machine), so
@@ -51,7 +46,7 @@ pub fn is_shell(job: &Job) -> bool {
 /// other job is returned as first seen.
 pub async fn settled_job(pane: procs::Pane<'_>) -> Result<Job, String> {
     let settled = with_busy_grace(|| match procs::job(pane) {
-        Ok(job) if is_shell(&job) && job.activity == Activity::Working => Err(Box::new(job)),
+        Ok(job) if job.shell_holds() && job.activity == Activity::Working => Err(Box::new(job)),
         look => Ok(look),
     });
     settled.await.unwrap_or_else(|busy| Ok(*busy))
@@ -60,7 +55,7 @@ pub async fn settled_job(pane: procs::Pane<'_>) -> Result<Job, String> {
 /// Decides where a line typed now would go, refusing when a command is
 /// busy rather than reading its input; with the status it was decided on.
 /// A look that finds no place yet is repeated, with a fresh status (taken
-/// once the shell shows its prompt, see [`super::run::ready_status`]): a
+/// once the shell shows its prompt, see [`crate::tools::typing::run::ready_status`]): a
 /// command that ends meanwhile -- a person's, say -- leaves its shell at
 /// the prompt, and the status it was first judged on would still show it
 /// running, taking the shell for a program reading a line.
@@ -79,7 +74,7 @@ pub async fn target(s: &Session, logger: &mut LoggerClient, mut status: Status) 
             Err(Look::Refused(why)) => return Err(ToolError::Refused(why)),
         }
         tokio::time::sleep(Duration::from_millis(15)).await;
-        status = super::run::ready_status(s, logger).await?;
+        status = ready_status(s, logger).await?;
     }
 }
 
@@ -98,7 +93,7 @@ pub async fn plain_shell_ready(
         && !status.eof
         && status.current_text.trim().is_empty()
         && started.elapsed() < STARTING_GRACE
-        && job(s).is_ok_and(|j| j.is_shell)
+        && job(s).is_ok_and(|j| j.own_shell)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
         status = logger.status().await?;
@@ -164,17 +159,17 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     // The session's own integrated shell holding the terminal with nothing
     // running is at its prompt, even before its logger has seen a marker
     // (a logger just restarted knows nothing of the shell yet).
-    if s.meta.integrated && job.is_shell && status.shell.open.is_empty() {
+    if s.meta.integrated && job.own_shell && status.shell.open.is_empty() {
         return Ok(Target::Shell);
     }
     if integrated
-        && job.is_shell
+        && job.own_shell
         && job.activity == Activity::WaitingForInput
         && procs::line_editing(&s.pane.pane_tty) == Some(true)
     {
         return Err(Look::Behind(Box::new(job)));
     }
-    let plain_shell = job.is_shell && !integrated;
+    let plain_shell = job.own_shell && !integrated;
     if plain_shell && job.activity == Activity::Working {
         return Err(Look::Starting(Box::new(job)));
     }
@@ -255,6 +250,33 @@ pub fn looks_like_prompt(text: &str, own: Option<&str>) -> bool {
     let text = text.trim_end();
     let known = dtmcp_core::region::prompt_set(own).is_ok_and(|set| set.is_match(&format!("{text} ")));
     known || text.ends_with([':', '?', '>', ')', ']', '$', '#', '%'])
+}
+
+/// How long a shell may take from a command's end to its next prompt.
+const PROMPT_GRACE_MS: u64 = 2_000;
+
+/// The logger's status once the shell shows its prompt: a command that has
+/// just finished leaves a moment between its end and the next prompt, and a
+/// mark taken in it would take that prompt for the end of the next command.
+pub(crate) async fn ready_status(s: &Session, logger: &mut LoggerClient) -> Result<Status, ToolError> {
+    let status = logger.status().await?;
+    settled(s, logger, status).await
+}
+
+/// `status`, or the status once the shell shows its prompt if `status` was
+/// taken between a command's end and that prompt (see [`ready_status`]).
+pub(crate) async fn settled(s: &Session, logger: &mut LoggerClient, status: Status) -> Result<Status, ToolError> {
+    if !status.between_commands(s.meta.integrated) || status.eof {
+        return Ok(status);
+    }
+    let spec = WaitSpec { after: status.mark, command_done: true, timeout_ms: PROMPT_GRACE_MS, ..WaitSpec::default() };
+    Ok(logger.wait(spec).await?.1)
+}
+
+/// What [`settled`] does, asked of the logger with a look at the prompt:
+/// the look waits out a shell between a command's end and its next prompt.
+pub(crate) fn settle(s: &Session) -> Settle {
+    Settle { own_integrated: s.meta.integrated, grace_ms: PROMPT_GRACE_MS }
 }
 
 #[cfg(test)]

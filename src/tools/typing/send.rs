@@ -16,16 +16,17 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::holds::Enter;
-use super::output::{self, Plan};
-use super::program::{self, Target};
-use super::read::{fetch, last_line};
-use super::reply::{Reply, ToolError};
-use super::views::{self, PaneState, ScreenMode};
 use crate::keys::typing::{Typing, TypingParams};
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::reading::lines::{fetch, last_line};
+use crate::tools::reading::views::{self, PaneState, ScreenMode};
+use crate::tools::replies::output::{self, Plan};
+use crate::tools::replies::reply::Reply;
+use crate::tools::typing::holds::Enter;
+use crate::tools::typing::target::{self, Target};
 use dtmcp_core::procs::{self, Foreground, comm, foreground};
 use dtmcp_core::protocol::{Status, WaitSpec};
 use dtmcp_core::types::LineNo;
@@ -120,7 +121,7 @@ fn check(p: &SendParams) -> Result<Request, String> {
         return Err("nothing to send: give text, keys or signal (to only look, use read view=\"screen\")".into());
     }
     let keys = names.into_iter().zip(parsed).collect();
-    let typing = p.typing.as_ref().map(|t| Typing::parse(t, program::fresh_seed())).transpose()?;
+    let typing = p.typing.as_ref().map(|t| Typing::parse(t, target::fresh_seed())).transpose()?;
     if typing.is_some() && text.is_none() {
         return Err("typing applies to text; give the text to type".into());
     }
@@ -146,17 +147,17 @@ fn parse_signal(s: &str) -> Result<Signal, String> {
     }
 }
 
-#[tool_router(router = send_router, vis = "pub(super)")]
+#[tool_router(router = send_router, vis = "pub(crate)")]
 impl Terminal {
     /// Types text and presses keys.
     #[tool(
         name = "send",
         description = crate::docent::texts::tool::SEND.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn send(&self, Parameters(p): Parameters<SendParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call_noted("send", &name, None, self.send_body(p)).await
+        self.call_noted(crate::tools::ToolName::Send, &name, None, self.send_body(p)).await
     }
 }
 
@@ -177,9 +178,9 @@ impl Terminal {
         let state = views::pane_state(tmux, pane).await?;
         // A line entered into a program is an input region, like run's.
         if let (Some(line), None) = (req.line(), req.signal)
-            && let Ok((Target::Program(job), now)) = program::target(&s, &mut logger, before.clone()).await
+            && let Ok((Target::Program(job), now)) = target::target(&s, &mut logger, before.clone()).await
         {
-            program::open_input(&s, &mut logger, &now, &job, line).await?;
+            target::open_input(&s, &mut logger, &now, &job, line).await?;
         }
         let mut out = Reply::text(match req.signal {
             Some(sig) => deliver(state.pane_pid, sig)?,
@@ -214,7 +215,7 @@ impl Terminal {
         } else if !after.eof {
             let pane = procs::Pane { pid: state.pane_pid, tty: &s.pane.pane_tty };
             // The shell at its own prompt is the usual case and goes unsaid.
-            if let Some(job) = procs::job(pane).ok().filter(|j| !j.is_shell || j.password) {
+            if let Some(job) = procs::job(pane).ok().filter(|j| !j.own_shell || j.password) {
                 let _ = writeln!(out, "{}", job.line());
             }
         }
@@ -231,7 +232,7 @@ impl Terminal {
             done.push("left copy mode".to_string());
         }
         if let Some(text) = &req.text {
-            program::type_text(tmux, pane, text, req.typing).await?;
+            target::type_text(tmux, pane, text, req.typing).await?;
             done.push(format!("typed {} characters", text.chars().count()));
         }
         for (_, key) in &req.keys {

@@ -9,10 +9,10 @@ use serde::Deserialize;
 
 use std::fmt::Write;
 
-use super::Terminal;
-use super::reply::ToolError;
 use crate::retention::tombstone::utc;
 use crate::retention::{Action, expires_ms};
+use crate::tools::Terminal;
+use crate::tools::ToolError;
 use dtmcp_core::store::files;
 
 /// What to do with a session's logs.
@@ -50,17 +50,17 @@ pub struct LogsParams {
     pub action: LogsAction,
 }
 
-#[tool_router(router = logs_router, vis = "pub(super)")]
+#[tool_router(router = logs_router, vis = "pub(crate)")]
 impl Terminal {
     /// Sets how long a session's logs are kept.
     #[tool(
         name = "session_logs",
         description = crate::docent::texts::tool::SESSION_LOGS.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn session_logs(&self, Parameters(p): Parameters<LogsParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("session_logs", Some(&name), self.logs_body(p)).await
+        self.call(crate::tools::ToolName::SessionLogs, Some(&name), self.logs_body(p)).await
     }
 }
 
@@ -84,7 +84,7 @@ impl Terminal {
     /// Lines for `session_list` saying until when each closed session's logs
     /// are kept, newest use first; empty when there are none. `live`: the
     /// sessions open now.
-    pub(super) fn closed_lines(&self, live: &std::collections::HashSet<String>) -> String {
+    pub(crate) fn closed_lines(&self, live: &std::collections::HashSet<String>) -> String {
         let sweeper = self.sessions().sweeper();
         let mut closed = sweeper.gather_closed(live);
         if closed.is_empty() {

@@ -11,11 +11,11 @@ use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::Terminal;
-use super::output::digits;
-use super::reply::ToolError;
 use crate::session::{Session, validate_name};
 use crate::tmux::Tmux;
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::replies::output::digits;
 use dtmcp_core::agent_state::{SeenScreen, row_hash};
 use dtmcp_core::store::files;
 
@@ -136,7 +136,7 @@ impl Terminal {
     /// Captures the screen of `s` and renders it as `mode` asks; the
     /// calling agent's last look (kept with the session, so it survives a
     /// restart) is what `screen="changes"` compares with.
-    pub(super) async fn screen(&self, s: &Session, mode: ScreenMode) -> Result<String, ToolError> {
+    pub(crate) async fn screen(&self, s: &Session, mode: ScreenMode) -> Result<String, ToolError> {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         let capture = tmux.capture_screen(pane).await?;
@@ -300,13 +300,13 @@ pub async fn raw(session: &str, path: &Path, from_byte: Option<u64>, count: Opti
 
 impl Terminal {
     /// `read view="screen"`: the whole screen of a live session.
-    pub(super) async fn screen_view(&self, session: &str) -> Result<String, ToolError> {
+    pub(crate) async fn screen_view(&self, session: &str) -> Result<String, ToolError> {
         let s = self.sessions().resolve(session).await?;
         self.screen(&s, ScreenMode::Full).await
     }
 
     /// `read view="raw"`: bytes of a session's `raw.log`, open or closed.
-    pub(super) async fn raw_view(
+    pub(crate) async fn raw_view(
         &self,
         session: &str,
         from_byte: Option<u64>,

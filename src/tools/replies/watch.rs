@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use rmcp::{Peer, RoleServer};
 
-use super::Terminal;
 use crate::session::LoggerClient;
+use crate::tools::Terminal;
 use dtmcp_core::protocol::{WaitReason, WaitSpec};
 use dtmcp_core::region::Region;
 use dtmcp_core::store::files;
@@ -34,7 +34,7 @@ pub const INFO: u8 = 1;
 impl Terminal {
     /// Watches regions `running` of session `name` for this connection's
     /// client.
-    pub(super) fn watch_running(&self, name: &str, running: &[u64]) {
+    pub(crate) fn watch_running(&self, name: &str, running: &[u64]) {
         if self.conn.peer().is_none() || !self.conn.wants(INFO) {
             return;
         }
@@ -50,7 +50,7 @@ impl Terminal {
     /// of: a server started again (or a client come back under the same
     /// actor) takes up the watches of the one before, from the state each
     /// session's logger keeps.
-    pub(super) fn watch_again(&self) {
+    pub(crate) fn watch_again(&self) {
         let this = self.clone();
         tokio::spawn(async move {
             let Ok(entries) = std::fs::read_dir(this.sessions().cfg.sessions_dir()) else { return };
@@ -78,7 +78,7 @@ impl Terminal {
         }
         let status = region.exit.map_or_else(|| "exit status unknown".to_string(), |e| format!("exit {e}"));
         let command = region.command.lines().next().unwrap_or_default();
-        let text = super::clean(&format!(
+        let text = crate::tools::clean(&format!(
             "{name}: `{command}` (region {id}) finished · {status} · read session={name} region={id} shows its output"
         ));
         // Log messages are what MCP has for news the server starts

@@ -26,11 +26,11 @@ use rmcp::model::CallToolResult;
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
-use super::Terminal;
-use super::program;
-use super::reply::ToolError;
 use crate::session::{LoggerClient, Session};
 use crate::shell::Shell;
+use crate::tools::Terminal;
+use crate::tools::ToolError;
+use crate::tools::typing::target;
 use dtmcp_core::procs::{Activity, Job};
 use dtmcp_core::protocol::{Status, WaitReason, WaitSpec};
 
@@ -77,17 +77,17 @@ enum Loaded {
     NoSign,
 }
 
-#[tool_router(router = integrate_router, vis = "pub(super)")]
+#[tool_router(router = integrate_router, vis = "pub(crate)")]
 impl Terminal {
     /// Adds the shell integration to the shell at a session's prompt.
     #[tool(
         name = "shell_integrate",
         description = crate::docent::texts::tool::SHELL_INTEGRATE.trim_end(),
-        meta = super::always_load()
+        meta = crate::tools::always_load()
     )]
     pub async fn shell_integrate(&self, Parameters(p): Parameters<IntegrateParams>) -> CallToolResult {
         let name = p.session.clone();
-        self.call("shell_integrate", Some(&name), self.integrate_body(p)).await
+        self.call(crate::tools::ToolName::ShellIntegrate, Some(&name), self.integrate_body(p)).await
     }
 }
 
@@ -96,7 +96,7 @@ impl Terminal {
         let s = self.sessions().resolve(&p.session).await?;
         let mut logger = self.sessions().logger(&s).await?;
         // A command that has just ended: its shell's next prompt is a moment away.
-        let status = super::run::ready_status(&s, &mut logger).await?;
+        let status = crate::tools::typing::target::ready_status(&s, &mut logger).await?;
         if status.eof {
             return Err(ToolError::Refused(format!(
                 "the session {} has ended; session_create makes a new one",
@@ -106,7 +106,7 @@ impl Terminal {
         if status.shell.integrated && status.shell.at_prompt {
             return Ok(already(&s, &status));
         }
-        let job = program::with_busy_grace(|| waiting_job(&s)).await.map_err(ToolError::Refused)?;
+        let job = target::with_busy_grace(|| waiting_job(&s)).await.map_err(ToolError::Refused)?;
         let host = host_key(&job);
         let found = match local_shell(&job) {
             Some(found) => found,
@@ -240,7 +240,7 @@ impl Terminal {
 
 /// The pane's foreground job if it is waiting for input, else why not.
 fn waiting_job(s: &Session) -> Result<Job, String> {
-    let job = program::job(s)?;
+    let job = target::job(s)?;
     if job.activity != Activity::WaitingForInput {
         return Err(format!(
             "{} is not at a shell's prompt: {}. shell_integrate types at a prompt; wait for the command (wait session={}) or stop it (send keys=[\"ctrl+c\"]) first",
@@ -405,7 +405,7 @@ mod tests {
         let job = |host: Option<&str>, user: Option<&str>| Job {
             pgid: 1,
             comm: "ssh".into(),
-            is_shell: false,
+            own_shell: false,
             activity: Activity::WaitingForInput,
             reason: String::new(),
             password: false,

@@ -18,9 +18,9 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::Terminal;
-use super::holds::Enter;
 use crate::session::LoggerClient;
+use crate::tools::Terminal;
+use crate::tools::typing::holds::Enter;
 use dtmcp_core::agent_state::{AgentState, LeftText};
 use dtmcp_core::protocol::Status;
 use dtmcp_core::region::Region;
@@ -183,13 +183,13 @@ impl Terminal {
     /// The last thing an agent typed into session `s`: what this process
     /// saw, else (after a restart) the text an agent left at its prompt,
     /// as the agents' states in the session keep it.
-    pub(super) fn last_typed(&self, s: &crate::session::Session) -> Option<super::holds::Typed> {
+    pub(super) fn last_typed(&self, s: &crate::session::Session) -> Option<crate::tools::typing::holds::Typed> {
         if let Some(typed) = self.inner.holds.last_typed(s.pane.pane_id.as_str()) {
             return Some(typed);
         }
         let (actor, left) = left_texts(&s.dir).into_iter().next()?;
         let at = std::time::Instant::now();
-        Some(super::holds::Typed {
+        Some(crate::tools::typing::holds::Typed {
             actor,
             text: left.text,
             submitted: false,

@@ -1,0 +1,144 @@
+//! The tools by name: one enum, so what sets a tool apart (does it act in
+//! a session, does it type, does it change anything) is said once, here,
+//! rather than in lists of strings scattered over the server.
+
+use rmcp::model::ToolAnnotations;
+
+/// Every tool the server offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ToolName {
+    /// `session_create`: open a session.
+    SessionCreate,
+    /// `session_list`: the sessions.
+    SessionList,
+    /// `session_close`: close a session.
+    SessionClose,
+    /// `session_logs`: keep or delete a session's logs.
+    SessionLogs,
+    /// `session_split`: a second pane beside a session's.
+    SessionSplit,
+    /// `session_resize`: a session's terminal size.
+    SessionResize,
+    /// `shell_integrate`: the integration into a shell that lacks it.
+    ShellIntegrate,
+    /// `run`: type a command line and wait for it.
+    Run,
+    /// `wait`: keep waiting for a running command.
+    Wait,
+    /// `send`: type text and press keys.
+    Send,
+    /// `expect`: answer a program's questions by rules.
+    Expect,
+    /// `read`: lines of a session's log, its screen or its raw bytes.
+    Read,
+    /// `search`: a regex over a session's log.
+    Search,
+    /// `regions`: a session's commands.
+    Regions,
+    /// `guide`: the long guidance, by topic.
+    Guide,
+}
+
+impl ToolName {
+    /// Every tool, in the order the server lists them.
+    pub const ALL: [ToolName; 15] = [
+        ToolName::SessionCreate,
+        ToolName::SessionList,
+        ToolName::SessionClose,
+        ToolName::SessionLogs,
+        ToolName::SessionSplit,
+        ToolName::SessionResize,
+        ToolName::ShellIntegrate,
+        ToolName::Run,
+        ToolName::Wait,
+        ToolName::Send,
+        ToolName::Expect,
+        ToolName::Read,
+        ToolName::Search,
+        ToolName::Regions,
+        ToolName::Guide,
+    ];
+
+    /// The name clients call it by.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ToolName::SessionCreate => "session_create",
+            ToolName::SessionList => "session_list",
+            ToolName::SessionClose => "session_close",
+            ToolName::SessionLogs => "session_logs",
+            ToolName::SessionSplit => "session_split",
+            ToolName::SessionResize => "session_resize",
+            ToolName::ShellIntegrate => "shell_integrate",
+            ToolName::Run => "run",
+            ToolName::Wait => "wait",
+            ToolName::Send => "send",
+            ToolName::Expect => "expect",
+            ToolName::Read => "read",
+            ToolName::Search => "search",
+            ToolName::Regions => "regions",
+            ToolName::Guide => "guide",
+        }
+    }
+
+    /// The tool called `name`, if there is one.
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Whether it types into a session's pane: its texts may carry the
+    /// placeholders of secrets, and who called it is recorded as typing.
+    pub fn types(self) -> bool {
+        matches!(self, ToolName::Run | ToolName::Send | ToolName::Expect)
+    }
+
+    /// Whether it works in a live session the agent follows, so that its
+    /// reply is led by what finished there since the agent's last call.
+    pub fn follows_a_session(self) -> bool {
+        self.types() || matches!(self, ToolName::Wait | ToolName::Read | ToolName::Search | ToolName::Regions)
+    }
+
+    /// Whether it reads a session's record without waiting on it: its
+    /// reply counts as the agent having looked (the once-per-agent state
+    /// notes the time), which the waiting tools note themselves.
+    pub fn reads_the_record(self) -> bool {
+        matches!(self, ToolName::Read | ToolName::Search | ToolName::Regions)
+    }
+
+    /// Whether it changes nothing: no session, file or pane.
+    pub fn read_only(self) -> bool {
+        self.reads_the_record() || matches!(self, ToolName::SessionList | ToolName::Guide)
+    }
+
+    /// What a client may learn of it before calling it: `readOnlyHint`
+    /// on the tools that change nothing.
+    pub fn annotations(self) -> Option<ToolAnnotations> {
+        self.read_only().then(|| ToolAnnotations::new().read_only(true))
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolName;
+
+    #[test]
+    fn every_name_reads_back_as_its_tool() {
+        for t in ToolName::ALL {
+            assert_eq!(ToolName::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(ToolName::parse("rm"), None);
+    }
+
+    #[test]
+    fn the_tools_that_type_follow_their_session_and_change_things() {
+        for t in ToolName::ALL.into_iter().filter(|t| t.types()) {
+            assert!(t.follows_a_session() && !t.read_only(), "{t}");
+        }
+        assert!(ToolName::Guide.read_only() && !ToolName::Guide.follows_a_session());
+    }
+}
