@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{Failure, Home};
-use crate::session::{ClientError, LoggerClient};
+use crate::session::{ClientError, LoggerClient, Loggers};
 use crate::tmux::clients::{CLIENT_FORMAT, Client, parse_clients};
 use crate::tmux::{BARE_FORMAT, PANE_FORMAT, PaneId, PaneInfo};
 use dtmcp_core::contract::GAPS;
@@ -264,6 +264,8 @@ pub struct Found {
     pub dir: PathBuf,
     /// Its pane, while it lives.
     pub pane: Option<PaneInfo>,
+    /// The pool its logger's connection is kept in.
+    pub loggers: Loggers,
 }
 
 impl Found {
@@ -274,7 +276,7 @@ impl Found {
 
     /// A connection to its logger, if one answers.
     pub async fn logger(&self) -> Result<LoggerClient, ClientError> {
-        LoggerClient::connect(&self.dir.join(files::SOCKET)).await
+        self.loggers.connect(&self.dir.join(files::SOCKET)).await
     }
 }
 
@@ -287,7 +289,7 @@ pub async fn find(home: &Home, name: &str) -> Result<Found, Failure> {
         return Err(Failure::NotFound(unknown(home, &scene, name)));
     }
     let pane = pane_of(home, name).await?;
-    Ok(Found { name: name.to_string(), dir, pane })
+    Ok(Found { name: name.to_string(), dir, pane, loggers: home.loggers.clone() })
 }
 
 /// The message for a session that does not exist.
@@ -316,8 +318,8 @@ pub async fn all(home: &Home, closed: bool) -> Result<Vec<Facts>, Failure> {
     let scene = Scene::look(home).await?;
     let mut tasks = tokio::task::JoinSet::new();
     for (i, (name, pane)) in scene.panes.iter().enumerate() {
-        let (dir, pane) = (home.dir(name), pane.clone());
-        tasks.spawn(async move { (i, observe(dir, pane).await) });
+        let (dir, pane, loggers) = (home.dir(name), pane.clone(), home.loggers.clone());
+        tasks.spawn(async move { (i, observe(loggers, dir, pane).await) });
     }
     let mut seen: Vec<Option<Observed>> = (0..scene.panes.len()).map(|_| None).collect();
     while let Some(done) = tasks.join_next().await {
@@ -446,9 +448,9 @@ impl Default for Heard {
     }
 }
 
-async fn hear(dir: &Path) -> Heard {
+async fn hear(loggers: &Loggers, dir: &Path) -> Heard {
     let mut heard = Heard::default();
-    let mut client = match LoggerClient::connect(&dir.join(files::SOCKET)).await {
+    let mut client = match loggers.connect(&dir.join(files::SOCKET)).await {
         Ok(c) => c,
         Err(e) => {
             heard.logger = logger_state(&e);
@@ -509,11 +511,11 @@ struct Observed {
 }
 
 /// Asks the logger of the session in `dir`, then `/proc` where needed.
-async fn observe(dir: PathBuf, pane: PaneInfo) -> Observed {
+async fn observe(loggers: Loggers, dir: PathBuf, pane: PaneInfo) -> Observed {
     if pane.pane_dead {
         return Observed::default();
     }
-    let heard = hear(&dir).await;
+    let heard = hear(&loggers, &dir).await;
     let integrated = match &heard.status {
         Some(s) => s.shell.integrated,
         None => store::read_meta(&dir).is_ok_and(|m| m.integrated),

@@ -35,6 +35,7 @@ use std::path::PathBuf;
 
 use crate::agents::journal::Journal;
 use crate::config::Config;
+use crate::session::Loggers;
 use crate::tmux::Tmux;
 
 /// Why a people's command stopped; each carries its exit status.
@@ -103,6 +104,8 @@ pub struct Home {
     pub tmux: Tmux,
     /// Who typed what: the journal the servers keep, read here.
     pub journal: Journal,
+    /// The connections to the sessions' loggers this command opens.
+    pub loggers: Loggers,
 }
 
 impl Home {
@@ -111,7 +114,7 @@ impl Home {
         let cfg = Config::from_env().map_err(|e| Failure::Usage(e.to_string()))?;
         let tmux = Tmux::new(&cfg.socket);
         let journal = Journal::new(&cfg.home);
-        Ok(Home { cfg, tmux, journal })
+        Ok(Home { cfg, tmux, journal, loggers: Loggers::default() })
     }
 
     /// The directory of session `name`.

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use super::look::{self, Facts, State};
 use super::style::{Paint, Style, fit};
 use super::{Failure, Home, Outcome};
-use crate::session::LoggerClient;
+use crate::session::Loggers;
 use dtmcp_core::protocol::{WaitReason, WaitSpec};
 use dtmcp_core::store::files;
 
@@ -87,7 +87,7 @@ async fn live(home: &Home, args: &WatchArgs, screen: &Screen) -> Outcome {
     let mut watchers = Watchers::default();
     loop {
         let facts = look::all(home, args.all).await?;
-        watchers.follow(&facts, &tx);
+        watchers.follow(&home.loggers, &facts, &tx);
         screen.draw(&facts)?;
         tokio::select! {
             event = rx.recv() => match event {
@@ -140,7 +140,7 @@ struct Watchers {
 impl Watchers {
     /// Starts a watcher for every live session without one, and stops
     /// those of sessions gone or closed.
-    fn follow(&mut self, facts: &[Facts], tx: &mpsc::Sender<Event>) {
+    fn follow(&mut self, loggers: &Loggers, facts: &[Facts], tx: &mpsc::Sender<Event>) {
         let live: HashMap<&str, &Facts> =
             facts.iter().filter(|f| f.state != State::Closed).map(|f| (f.name.as_str(), f)).collect();
         self.running.retain(|name, task| {
@@ -152,7 +152,7 @@ impl Watchers {
         });
         for (name, f) in live {
             if !self.running.contains_key(name) {
-                let task = tokio::spawn(watch_one(f.dir.join(files::SOCKET), tx.clone()));
+                let task = tokio::spawn(watch_one(loggers.clone(), f.dir.join(files::SOCKET), tx.clone()));
                 self.running.insert(name.to_string(), task);
             }
         }
@@ -170,8 +170,8 @@ impl Drop for Watchers {
 /// Tells `tx` whenever the logger at `socket` sees something change,
 /// until its output ends or it cannot be reached (the tick then starts
 /// another watcher, should the session still live).
-async fn watch_one(socket: PathBuf, tx: mpsc::Sender<Event>) {
-    let Ok(mut client) = LoggerClient::connect(&socket).await else { return };
+async fn watch_one(loggers: Loggers, socket: PathBuf, tx: mpsc::Sender<Event>) {
+    let Ok(mut client) = loggers.connect(&socket).await else { return };
     let Ok(mut status) = client.status().await else { return };
     while !status.eof {
         let spec = WaitSpec {

@@ -30,7 +30,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -101,8 +101,18 @@ pub enum ClientError {
     Closed,
 }
 
-/// The connections of this process, by socket path.
-static POOL: LazyLock<Pool> = LazyLock::new(Pool::default);
+/// The connections to the loggers, by socket path: one per logger, shared
+/// by every call of its owner (a server's session registry, or one command
+/// of the people's command line). Cheap to clone: clones share the pool.
+#[derive(Clone, Default)]
+pub struct Loggers(Arc<Pool>);
+
+impl std::fmt::Debug for Loggers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = lock(&self.0.slots).len();
+        f.debug_struct("Loggers").field("open", &open).finish()
+    }
+}
 
 #[derive(Default)]
 struct Pool {
@@ -137,21 +147,64 @@ struct Conn {
     dir: PathBuf,
     /// The socket's path.
     path: PathBuf,
+    /// The pool it belongs to, told when it closes.
+    pool: Weak<Pool>,
 }
 
-/// A receiver of the session directories whose logger connection closed,
-/// from now on. The repair listens to replace dead loggers.
-pub fn closed_connections() -> mpsc::UnboundedReceiver<PathBuf> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    lock(&POOL.listeners).push(tx);
-    rx
+impl Loggers {
+    /// A receiver of the session directories whose logger connection
+    /// closed, from now on. The repair listens to replace dead loggers.
+    pub fn closed_connections(&self) -> mpsc::UnboundedReceiver<PathBuf> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.0.listeners).push(tx);
+        rx
+    }
+
+    /// Whether this pool holds an open connection to the logger of the
+    /// session in `dir`.
+    pub fn connected(&self, dir: &Path) -> bool {
+        let slot = lock(&self.0.slots).get(&dir.join(dtmcp_core::store::files::SOCKET)).cloned();
+        slot.is_some_and(|s| lock(&s.conn).as_ref().is_some_and(|c| !c.closed.load(Ordering::Acquire)))
+    }
+
+    /// The pooled connection to the logger socket at `path`: the open one,
+    /// or a new one whose version is checked.
+    pub async fn connect(&self, path: &Path) -> Result<LoggerClient, ClientError> {
+        let pool = &self.0;
+        let slot = Arc::clone(lock(&pool.slots).entry(path.to_path_buf()).or_default());
+        if let Some(conn) = open(&slot) {
+            return Ok(LoggerClient { conn });
+        }
+        let _one = slot.connecting.lock().await;
+        if let Some(conn) = open(&slot) {
+            return Ok(LoggerClient { conn });
+        }
+        let conn = match new_connection(path, Arc::downgrade(pool)).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // No empty slot is kept for a socket nobody answers on.
+                let mut slots = lock(&pool.slots);
+                if slots.get(path).is_some_and(|s| Arc::ptr_eq(s, &slot) && lock(&s.conn).is_none()) {
+                    slots.remove(path);
+                }
+                return Err(e);
+            }
+        };
+        *lock(&slot.conn) = Some(Arc::clone(&conn));
+        // A slot dropped from the pool meanwhile (its old connection closed)
+        // is put back.
+        lock(&pool.slots).entry(path.to_path_buf()).or_insert_with(|| Arc::clone(&slot));
+        Ok(LoggerClient { conn })
+    }
 }
 
-/// Whether this process holds an open connection to the logger of the
-/// session in `dir`.
-pub fn connected(dir: &Path) -> bool {
-    let slot = lock(&POOL.slots).get(&dir.join(dtmcp_core::store::files::SOCKET)).cloned();
-    slot.is_some_and(|s| lock(&s.conn).as_ref().is_some_and(|c| !c.closed.load(Ordering::Acquire)))
+impl Pool {
+    /// Whether anyone listens for closed connections (a repair that will
+    /// attach a new logger), so that an exchange cut short may be asked
+    /// again of the next one.
+    fn repaired(&self) -> bool {
+        !lock(&self.listeners).is_empty()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -258,7 +311,8 @@ impl Conn {
         if !self.close() {
             return;
         }
-        let mut slots = lock(&POOL.slots);
+        let Some(pool) = self.pool.upgrade() else { return };
+        let mut slots = lock(&pool.slots);
         if let Some(slot) = slots.get(&self.path) {
             let ours = lock(&slot.conn).as_ref().is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), self));
             if ours {
@@ -266,7 +320,7 @@ impl Conn {
             }
         }
         drop(slots);
-        lock(&POOL.listeners).retain(|tx| tx.send(self.dir.clone()).is_ok());
+        lock(&pool.listeners).retain(|tx| tx.send(self.dir.clone()).is_ok());
     }
 }
 
@@ -486,35 +540,6 @@ pub struct LoggerClient {
 }
 
 impl LoggerClient {
-    /// The pooled connection to the logger socket at `path`: the open one,
-    /// or a new one whose version is checked.
-    pub async fn connect(path: &Path) -> Result<LoggerClient, ClientError> {
-        let slot = Arc::clone(lock(&POOL.slots).entry(path.to_path_buf()).or_default());
-        if let Some(conn) = open(&slot) {
-            return Ok(LoggerClient { conn });
-        }
-        let _one = slot.connecting.lock().await;
-        if let Some(conn) = open(&slot) {
-            return Ok(LoggerClient { conn });
-        }
-        let conn = match new_connection(path).await {
-            Ok(conn) => conn,
-            Err(e) => {
-                // No empty slot is kept for a socket nobody answers on.
-                let mut slots = lock(&POOL.slots);
-                if slots.get(path).is_some_and(|s| Arc::ptr_eq(s, &slot) && lock(&s.conn).is_none()) {
-                    slots.remove(path);
-                }
-                return Err(e);
-            }
-        };
-        *lock(&slot.conn) = Some(Arc::clone(&conn));
-        // A slot dropped from the pool meanwhile (its old connection closed)
-        // is put back.
-        lock(&POOL.slots).entry(path.to_path_buf()).or_insert_with(|| Arc::clone(&slot));
-        Ok(LoggerClient { conn })
-    }
-
     /// One exchange. When the logger dies before it answers, a request
     /// that may be asked twice (all but opening an input region) is asked
     /// again of the logger that replaces it, if this process has a repair
@@ -523,12 +548,17 @@ impl LoggerClient {
     async fn exchange(&mut self, req: Request, limit: Duration) -> Result<Response, ClientError> {
         let again = !matches!(req, Request::OpenInput(_));
         match self.conn.exchange(req.clone(), limit).await {
-            Err(ClientError::Closed) if again && !lock(&POOL.listeners).is_empty() => {
-                self.conn = reconnect(&self.conn.path).await?;
+            Err(ClientError::Closed) if again && self.repaired() => {
+                self.conn = reconnect(&self.conn).await?;
                 self.conn.exchange(req, limit).await
             }
             other => other,
         }
+    }
+
+    /// Whether this connection's pool has a repair listening.
+    fn repaired(&self) -> bool {
+        self.conn.pool.upgrade().is_some_and(|p| p.repaired())
     }
 
     /// The logger's state now.
@@ -554,8 +584,8 @@ impl LoggerClient {
     ) -> Result<(Status, Option<HeldWait>), ClientError> {
         match self.conn.status_wait(spec, settle).await {
             Ok((status, held)) => Ok((status, Some(held))),
-            Err(ClientError::Closed) if !lock(&POOL.listeners).is_empty() => {
-                self.conn = reconnect(&self.conn.path).await?;
+            Err(ClientError::Closed) if self.repaired() => {
+                self.conn = reconnect(&self.conn).await?;
                 Ok((self.status().await?, None))
             }
             Err(e) => Err(e),
@@ -647,12 +677,13 @@ impl LoggerClient {
     }
 }
 
-/// A connection to the logger that replaces a dead one at `path`, once the
-/// repair has attached it; tries for [`EXCHANGE_TIMEOUT`].
-async fn reconnect(path: &Path) -> Result<Arc<Conn>, ClientError> {
+/// A connection to the logger that replaces the dead one of `old`, once
+/// the repair has attached it; tries for [`EXCHANGE_TIMEOUT`].
+async fn reconnect(old: &Conn) -> Result<Arc<Conn>, ClientError> {
+    let pool = Loggers(old.pool.upgrade().ok_or(ClientError::Closed)?);
     let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
     loop {
-        match LoggerClient::connect(path).await {
+        match pool.connect(&old.path).await {
             Ok(client) => return Ok(client.conn),
             Err(e @ (ClientError::Stalled { .. } | ClientError::Version { .. })) => return Err(e),
             Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
@@ -685,7 +716,7 @@ fn hung_up(fd: &OwnedFd) -> bool {
 
 /// Connects to the logger at `path`, starts the connection's tasks and
 /// checks the logger's version.
-async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
+async fn new_connection(path: &Path, pool: Weak<Pool>) -> Result<Arc<Conn>, ClientError> {
     let err = |source| ClientError::Connect { path: path.display().to_string(), source };
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     if let Some(pid) = super::stopped::stopped_logger(&dir) {
@@ -714,6 +745,7 @@ async fn new_connection(path: &Path) -> Result<Arc<Conn>, ClientError> {
         probe,
         dir,
         path: path.to_path_buf(),
+        pool,
     });
     tokio::spawn(write_frames(outbox, Arc::downgrade(&conn)));
     tokio::spawn(read_answers(rx, Arc::clone(&conn)));
@@ -783,6 +815,7 @@ mod tests {
 
     #[tokio::test]
     async fn answers_reach_their_exchange_in_whatever_order_they_come() {
+        let loggers = Loggers::default();
         let (_dir, path) = peer(|mut conn| {
             let first = recv(&mut conn);
             let second = recv(&mut conn);
@@ -799,8 +832,8 @@ mod tests {
             // Keeps the connection open until the client is done.
             let _ = protocol::read_frame::<Tagged<Request>>(&mut conn);
         });
-        let mut waiter = LoggerClient::connect(&path).await.expect("connect");
-        let mut asker = LoggerClient::connect(&path).await.expect("the same connection");
+        let mut waiter = loggers.connect(&path).await.expect("connect");
+        let mut asker = loggers.connect(&path).await.expect("the same connection");
         assert!(Arc::ptr_eq(&waiter.conn, &asker.conn), "a second connection was opened");
         let (waited, status) =
             tokio::join!(waiter.wait_region(WaitSpec { timeout_ms: 5_000, ..WaitSpec::default() }), async {
@@ -815,6 +848,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn frames_the_socket_cannot_take_at_once_go_out_later_whole_and_in_order() {
+        let loggers = Loggers::default();
         const FRAMES: u64 = 64;
         let (got_tx, got_rx) = std::sync::mpsc::channel();
         let (_dir, path) = peer(move |mut conn| {
@@ -824,7 +858,7 @@ mod tests {
             let _ = got_tx.send(ids);
             let _ = protocol::read_frame::<Tagged<Request>>(&mut conn);
         });
-        let client = LoggerClient::connect(&path).await.expect("connect");
+        let client = loggers.connect(&path).await.expect("connect");
         let actor = "x".repeat(16 * 1024);
         let mut queued = false;
         for id in 1000..1000 + FRAMES {
@@ -840,6 +874,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_given_up_is_cancelled_and_a_closed_connection_is_announced() {
+        let loggers = Loggers::default();
         let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();
         let (dir, path) = peer(move |mut conn| {
             let wait = recv(&mut conn);
@@ -847,8 +882,8 @@ mod tests {
             let _ = cancelled_tx.send(matches!(next.msg, Request::Cancel { id } if id == wait.id));
             // Then the logger dies.
         });
-        let mut closed = closed_connections();
-        let mut client = LoggerClient::connect(&path).await.expect("connect");
+        let mut closed = loggers.closed_connections();
+        let mut client = loggers.connect(&path).await.expect("connect");
         let spec = WaitSpec { timeout_ms: 60_000, ..WaitSpec::default() };
         assert!(tokio::time::timeout(Duration::from_millis(100), client.wait(spec)).await.is_err());
         let cancelled = tokio::task::spawn_blocking(move || cancelled_rx.recv_timeout(Duration::from_secs(5)));
@@ -862,12 +897,13 @@ mod tests {
             false
         });
         assert!(announced.await.unwrap_or(false), "the closed connection was not announced");
-        assert!(!connected(dir.path()));
+        assert!(!loggers.connected(dir.path()));
         assert!(matches!(client.status().await, Err(ClientError::Closed | ClientError::Connect { .. })));
     }
 
     #[tokio::test]
     async fn a_held_wait_is_answered_under_the_next_id_and_cancelled_when_dropped() {
+        let loggers = Loggers::default();
         let (cancelled_tx, cancelled_rx) = std::sync::mpsc::channel();
         let (_dir, path) = peer(move |mut conn| {
             let asked = recv(&mut conn);
@@ -888,7 +924,7 @@ mod tests {
             let _ = cancelled_tx.send(matches!(next.msg, Request::Cancel { id } if id == again.id + 1));
             let _ = protocol::read_frame::<Tagged<Request>>(&mut conn);
         });
-        let mut client = LoggerClient::connect(&path).await.expect("connect");
+        let mut client = loggers.connect(&path).await.expect("connect");
         let spec = WaitSpec { command_done: true, timeout_ms: 5_000, ..WaitSpec::default() };
         let settle = Settle { own_integrated: true, grace_ms: 700 };
         let (status, held) = client.status_wait(spec.clone(), settle).await.expect("status");

@@ -29,7 +29,7 @@ use dtmcp_core::marker::Secret;
 use dtmcp_core::protocol::{Status, WaitSpec};
 use dtmcp_core::store::{self, Meta, files};
 
-pub use client::{ClientError, LoggerClient};
+pub use client::{ClientError, LoggerClient, Loggers};
 pub use names::validate_name;
 pub use panes::{Listing, OPT_NAME, Size};
 pub(crate) use panes::{is_session, sort_panes};
@@ -141,13 +141,15 @@ pub struct Session {
     pub pane: PaneInfo,
     /// What was recorded at creation.
     pub meta: Meta,
+    /// The pool its logger's connection is kept in.
+    pub loggers: Loggers,
 }
 
 impl Session {
     /// The connection to the session's logger (shared, made when there is
     /// none; see [`client`]).
     pub async fn logger(&self) -> Result<LoggerClient, ClientError> {
-        LoggerClient::connect(&self.dir.join(files::SOCKET)).await
+        self.loggers.connect(&self.dir.join(files::SOCKET)).await
     }
 }
 
@@ -188,6 +190,11 @@ pub struct Sessions {
     /// The pane of each session as tmux described it lately (see
     /// [`Sessions::by_meta`]).
     seen: std::sync::Mutex<std::collections::HashMap<String, Seen>>,
+    /// The connections to the sessions' loggers, one per logger.
+    pub loggers: Loggers,
+    /// What the logger repair has said and read, so that it says each
+    /// trouble once and each gap once.
+    repair: repair::Said,
 }
 
 /// A pane as tmux described it, and when.
@@ -250,6 +257,8 @@ impl Sessions {
             adopting: Default::default(),
             strays: Default::default(),
             seen: Default::default(),
+            loggers: Loggers::default(),
+            repair: Default::default(),
         })
     }
 
@@ -313,7 +322,7 @@ impl Sessions {
             }
             other => other?,
         };
-        Ok(Session { name: name.to_string(), dir, pane, meta })
+        Ok(Session { name: name.to_string(), dir, pane, meta, loggers: self.loggers.clone() })
     }
 
     /// The session of `pane`, a pane from [`Sessions::panes`], without asking
@@ -322,7 +331,7 @@ impl Sessions {
     pub fn session_of(&self, pane: &PaneInfo) -> Result<Session, SessionError> {
         let dir = self.cfg.session_dir(&pane.session_name);
         let meta = store::read_meta(&dir)?;
-        Ok(Session { name: pane.session_name.clone(), dir, pane: pane.clone(), meta })
+        Ok(Session { name: pane.session_name.clone(), dir, pane: pane.clone(), meta, loggers: self.loggers.clone() })
     }
 
     /// Session `name` found through the pane its `meta.json` records, if
@@ -335,7 +344,13 @@ impl Sessions {
         let dir = self.cfg.session_dir(name);
         let changes = self.tmux.changes();
         if let Some(seen) = self.seen_lately(name, changes) {
-            return Ok(Some(Session { name: name.to_string(), dir, pane: seen.pane, meta: seen.meta }));
+            return Ok(Some(Session {
+                name: name.to_string(),
+                dir,
+                pane: seen.pane,
+                meta: seen.meta,
+                loggers: self.loggers.clone(),
+            }));
         }
         let Ok(meta) = store::read_meta(&dir) else { return Ok(None) };
         let Ok(id) = crate::tmux::PaneId::parse(&meta.pane_id) else { return Ok(None) };
@@ -350,7 +365,7 @@ impl Sessions {
                 Seen { pane: pane.clone(), meta: meta.clone(), instance, changes, at: std::time::Instant::now() };
             self.seen().insert(name.to_string(), seen);
         }
-        Ok(Some(Session { name: name.to_string(), dir, pane, meta }))
+        Ok(Some(Session { name: name.to_string(), dir, pane, meta, loggers: self.loggers.clone() }))
     }
 
     /// Session `name` as tmux described its pane lately, if that still
@@ -500,7 +515,7 @@ impl Sessions {
         let mut info = pane.info;
         info.session_name.clone_from(&name);
         info.dtmcp_name.clone_from(&name);
-        let session = Session { name, dir, pane: info, meta };
+        let session = Session { name, dir, pane: info, meta, loggers: self.loggers.clone() };
         let status = match self.attach_logger(&session, Some(&pane.channel)).await {
             Ok(()) => self.first_prompt(&session, integrated).await?,
             Err(e) => {

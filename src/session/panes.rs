@@ -243,7 +243,7 @@ impl Sessions {
         self.tmux.run(&["set-option", "-p", "-t", pane.pane_id.as_str(), OPT_NAME, &name]).await?;
         pane.session_name.clone_from(&name);
         pane.dtmcp_name.clone_from(&name);
-        let session = super::Session { name, dir, pane: pane.clone(), meta };
+        let session = super::Session { name, dir, pane: pane.clone(), meta, loggers: self.loggers.clone() };
         self.attach_logger(&session, None).await?;
         Ok(pane)
     }
@@ -289,6 +289,8 @@ impl Sessions {
             adopting: self.adopting.clone(),
             strays: Mutex::new(StrayWatch::Never),
             seen: Default::default(),
+            loggers: self.loggers.clone(),
+            repair: Default::default(),
         }
     }
 

@@ -113,7 +113,7 @@ impl Sessions {
     /// (it could not write) since this router last looked (one `stat` when
     /// there is none). Every call that asks for a logger looks.
     pub(super) fn note_logger_gaps(&self, s: &Session) {
-        let gaps = logger_gaps_since_last_look(&s.dir);
+        let gaps = self.repair.gaps_since_last_look(&s.dir);
         if gaps.is_empty() {
             return;
         }
@@ -142,7 +142,7 @@ impl Sessions {
         for pane in panes {
             let Ok(s) = self.resolve_quiet(&pane.session_name).await else { continue };
             let outcome = self.logger(&s).await.err().map(|e| e.to_string());
-            say_once(&s.name, outcome);
+            self.repair.say_once(&s.name, outcome);
         }
     }
 
@@ -160,15 +160,15 @@ impl Sessions {
         loop {
             match self.resolve_quiet(name).await {
                 Err(SessionError::NotFound { .. } | SessionError::BadName(_) | SessionError::Tmux(_)) => {
-                    WATCH_SAID.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+                    self.repair.said().remove(name);
                     return;
                 }
                 Err(_) => {}
                 Ok(s) => {
                     let outcome = self.ensure_logger(&s).await.err().map(|e| e.to_string());
                     let stalled = super::stopped::stopped_logger(&s.dir).is_some();
-                    say_once(&s.name, outcome);
-                    if stalled || super::client::connected(&s.dir) {
+                    self.repair.say_once(&s.name, outcome);
+                    if stalled || self.loggers.connected(&s.dir) {
                         return;
                     }
                 }
@@ -202,57 +202,64 @@ async fn answers(s: &Session) -> bool {
     }
 }
 
-/// Says a trouble with session `name`'s logger on stderr once, not at every
-/// look, and again only when it changes; `None` when all is well.
-fn say_once(name: &str, outcome: Option<String>) {
-    let mut said = WATCH_SAID.lock().unwrap_or_else(|e| e.into_inner());
-    match outcome {
-        Some(e) if said.get(name) != Some(&e) => {
-            eprintln!("docent-terminal-mcp: {e}");
-            said.insert(name.to_string(), e);
-        }
-        Some(_) => {}
-        None => {
-            said.remove(name);
-        }
-    }
+/// What the repair has said and read, for the life of its `Sessions`.
+#[derive(Debug, Default)]
+pub(super) struct Said {
+    /// What the repair last said about each session's logger, by name.
+    troubles: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+    /// How far into each session's `gaps.jsonl` this router has read, by
+    /// session directory. Process memory, like the notes: a restarted
+    /// router only reports gaps recorded after it started.
+    gaps_read: std::sync::Mutex<std::collections::BTreeMap<std::path::PathBuf, u64>>,
+    /// When this router first looked at gaps.
+    gaps_since_ms: std::sync::OnceLock<u64>,
 }
 
-/// What the logger repair last said about each session, by name.
-static WATCH_SAID: std::sync::Mutex<std::collections::BTreeMap<String, String>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-/// How far into each session's `gaps.jsonl` this router has read, by
-/// session directory. Process memory, like the notes: a restarted router
-/// only reports gaps recorded after it started.
-static GAPS_READ: std::sync::Mutex<std::collections::BTreeMap<std::path::PathBuf, u64>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-/// When this router first looked at gaps.
-static GAPS_SINCE_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-
-/// The gaps a logger recorded in `dir` (those with a reason: a dead
-/// logger's gaps are reported by the repair) since the last look.
-fn logger_gaps_since_last_look(dir: &std::path::Path) -> Vec<Gap> {
-    use std::io::{Read, Seek, SeekFrom};
-    let since = *GAPS_SINCE_MS.get_or_init(now_ms);
-    let path = dir.join(GAPS);
-    let Ok(len) = std::fs::metadata(&path).map(|m| m.len()) else { return Vec::new() };
-    let mut read = GAPS_READ.lock().unwrap_or_else(|e| e.into_inner());
-    let from = read.get(dir).copied().unwrap_or(0);
-    if len <= from {
-        return Vec::new();
+impl Said {
+    fn said(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, String>> {
+        self.troubles.lock().unwrap_or_else(|e| e.into_inner())
     }
-    read.insert(dir.to_path_buf(), len);
-    drop(read);
-    let mut body = String::new();
-    let Ok(mut file) = std::fs::File::open(&path) else { return Vec::new() };
-    if file.seek(SeekFrom::Start(from)).is_err() || file.take(len - from).read_to_string(&mut body).is_err() {
-        return Vec::new();
+
+    /// Says a trouble with session `name`'s logger on stderr once, not at
+    /// every look, and again only when it changes; `None` when all is well.
+    fn say_once(&self, name: &str, outcome: Option<String>) {
+        let mut said = self.said();
+        match outcome {
+            Some(e) if said.get(name) != Some(&e) => {
+                eprintln!("docent-terminal-mcp: {e}");
+                said.insert(name.to_string(), e);
+            }
+            Some(_) => {}
+            None => {
+                said.remove(name);
+            }
+        }
     }
-    body.lines()
-        .filter_map(|line| serde_json::from_str::<Gap>(line).ok())
-        .filter(|gap| !gap.reason.is_empty() && gap.to_ms >= since)
-        .collect()
+
+    /// The gaps a logger recorded in `dir` (those with a reason: a dead
+    /// logger's gaps are reported by the repair) since the last look.
+    fn gaps_since_last_look(&self, dir: &std::path::Path) -> Vec<Gap> {
+        use std::io::{Read, Seek, SeekFrom};
+        let since = *self.gaps_since_ms.get_or_init(now_ms);
+        let path = dir.join(GAPS);
+        let Ok(len) = std::fs::metadata(&path).map(|m| m.len()) else { return Vec::new() };
+        let mut read = self.gaps_read.lock().unwrap_or_else(|e| e.into_inner());
+        let from = read.get(dir).copied().unwrap_or(0);
+        if len <= from {
+            return Vec::new();
+        }
+        read.insert(dir.to_path_buf(), len);
+        drop(read);
+        let mut body = String::new();
+        let Ok(mut file) = std::fs::File::open(&path) else { return Vec::new() };
+        if file.seek(SeekFrom::Start(from)).is_err() || file.take(len - from).read_to_string(&mut body).is_err() {
+            return Vec::new();
+        }
+        body.lines()
+            .filter_map(|line| serde_json::from_str::<Gap>(line).ok())
+            .filter(|gap| !gap.reason.is_empty() && gap.to_ms >= since)
+            .collect()
+    }
 }
 
 fn gap_note(name: &str, gap: &Gap) -> String {

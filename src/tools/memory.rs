@@ -18,7 +18,7 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::session::LoggerClient;
+use crate::session::Loggers;
 use crate::tools::Terminal;
 use crate::tools::typing::holds::Enter;
 use dtmcp_core::agent_state::{AgentState, LeftText};
@@ -98,7 +98,7 @@ impl Terminal {
         if let Some(state) = self.inner.agents.get(key) {
             return Some(state);
         }
-        let mut logger = LoggerClient::connect(&dir.join(files::SOCKET)).await.ok()?;
+        let mut logger = self.sessions().loggers.connect(&dir.join(files::SOCKET)).await.ok()?;
         let state = logger.agent(&key.actor).await.ok()?.unwrap_or_default();
         let mut held = self.inner.agents.lock();
         if held.len() >= MAX_CACHED {
@@ -130,9 +130,9 @@ impl Terminal {
         match changed {
             (Send::No, _) => {}
             (Send::Later, state) => {
-                tokio::spawn(send_to_logger(dir, key.actor, state));
+                tokio::spawn(send_to_logger(self.sessions().loggers.clone(), dir, key.actor, state));
             }
-            (Send::Now, state) => send_to_logger(dir, key.actor, state).await,
+            (Send::Now, state) => send_to_logger(self.sessions().loggers.clone(), dir, key.actor, state).await,
         }
         Some(result)
     }
@@ -146,7 +146,7 @@ impl Terminal {
             return None;
         }
         let socket = self.sessions().cfg.session_dir(name).join(files::SOCKET);
-        let mut logger = LoggerClient::connect(&socket).await.ok()?;
+        let mut logger = self.sessions().loggers.connect(&socket).await.ok()?;
         let mut ended = Vec::new();
         let mut gone = Vec::new();
         for &id in &state.running {
@@ -216,7 +216,7 @@ impl Terminal {
     /// anyway (`read`, `search`, `regions`).
     pub(super) async fn note_reply(&self, name: &str) {
         let Some((_, dir)) = self.agent_key(name) else { return };
-        let Ok(mut logger) = LoggerClient::connect(&dir.join(files::SOCKET)).await else { return };
+        let Ok(mut logger) = self.sessions().loggers.connect(&dir.join(files::SOCKET)).await else { return };
         let Ok(status) = logger.status().await else { return };
         if status.eof {
             return;
@@ -241,8 +241,8 @@ pub(super) fn running_regions(status: &Status) -> Vec<u64> {
 
 /// Sends `state` to the logger of the session in `dir`. Best effort: a
 /// state that does not arrive costs at most a repeated note after a restart.
-async fn send_to_logger(dir: PathBuf, actor: String, state: AgentState) {
-    if let Ok(mut logger) = LoggerClient::connect(&dir.join(files::SOCKET)).await {
+async fn send_to_logger(loggers: Loggers, dir: PathBuf, actor: String, state: AgentState) {
+    if let Ok(mut logger) = loggers.connect(&dir.join(files::SOCKET)).await {
         let _ = logger.set_agent(&actor, state).await;
     }
 }

@@ -133,7 +133,7 @@ impl Terminal {
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
             // Listening before connecting: no closing goes unheard.
-            let mut closed = crate::session::client::closed_connections();
+            let mut closed = inner.sessions.loggers.closed_connections();
             inner.sessions.connect_loggers().await;
             while let Some(dir) = closed.recv().await {
                 let inner = Arc::clone(&inner);

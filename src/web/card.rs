@@ -130,7 +130,8 @@ impl Card {
         let name = pane.session_name.clone();
         let dir = sessions.cfg.session_dir(&name);
         let meta = store::read_meta(&dir).unwrap_or_default();
-        let session = Session { name: name.clone(), dir: dir.clone(), pane: pane.clone(), meta: meta.clone() };
+        let loggers = sessions.loggers.clone();
+        let session = Session { name: name.clone(), dir: dir.clone(), pane: pane.clone(), meta: meta.clone(), loggers };
         let status = match session.logger().await {
             Ok(mut logger) => logger.status().await.ok(),
             Err(_) => None,

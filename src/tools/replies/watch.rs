@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::{Peer, RoleServer};
 
-use crate::session::LoggerClient;
+use crate::session::Loggers;
 use crate::tools::Terminal;
 use dtmcp_core::protocol::{WaitReason, WaitSpec};
 use dtmcp_core::region::Region;
@@ -69,7 +69,7 @@ impl Terminal {
     async fn watch(self, name: String, id: RegionId) {
         let Some(peer) = self.conn.peer() else { return };
         let dir = self.sessions().cfg.session_dir(&name);
-        let Some(region) = ended(&dir, id, &peer).await else { return };
+        let Some(region) = ended(&self.sessions().loggers, &dir, id, &peer).await else { return };
         // Once per agent: another connection of it, or the server before a
         // restart, may have told it (the mark is made before the message
         // goes, so two watches never both send).
@@ -97,9 +97,9 @@ impl Terminal {
 
 /// Region `id` of the session in `dir` once it has ended; `None` when the
 /// session ends first, the client goes away, or [`WATCH_FOR`] passes.
-async fn ended(dir: &Path, id: RegionId, peer: &Peer<RoleServer>) -> Option<Region> {
+async fn ended(loggers: &Loggers, dir: &Path, id: RegionId, peer: &Peer<RoleServer>) -> Option<Region> {
     let until = Instant::now() + WATCH_FOR;
-    let mut logger = LoggerClient::connect(&dir.join(files::SOCKET)).await.ok()?;
+    let mut logger = loggers.connect(&dir.join(files::SOCKET)).await.ok()?;
     let mut status = logger.status().await.ok()?;
     while Instant::now() < until && !peer.is_transport_closed() {
         let mut after = status.mark;

@@ -151,7 +151,7 @@ impl Terminal {
     async fn logger_of(&self, session: &str) -> Option<LoggerClient> {
         crate::session::validate_name(session).ok()?;
         let socket = self.sessions().cfg.session_dir(session).join(dtmcp_core::store::files::SOCKET);
-        LoggerClient::connect(&socket).await.ok()
+        self.sessions().loggers.connect(&socket).await.ok()
     }
 
     /// The mark the call with `key` typed into `session` at, as its
