@@ -8,6 +8,245 @@ use crate::tmux::TmuxError;
 use dtmcp_core::search::SearchError;
 use dtmcp_core::store::StoreError;
 
+/// Whom a refusal is about.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum Party {
+    /// The agent making the call.
+    You,
+    /// Another agent, by name.
+    Agent(String),
+    /// A person at a terminal attached to the session.
+    Person,
+    /// Nobody this server can name: no agent's typing explains it and no
+    /// person is attached now.
+    Someone,
+}
+
+impl Party {
+    /// `actor`, from the point of view of agent `me`.
+    pub fn agent(actor: &str, me: &str) -> Party {
+        if actor == me { Party::You } else { Party::Agent(actor.to_string()) }
+    }
+}
+
+/// Why a session does not take a call now. Each names, as data, who or
+/// what stands in the way; [`std::fmt::Display`] renders the one message
+/// the model reads, which says what to do next. Nothing was typed.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "refusal", rename_all = "snake_case")]
+pub enum Refusal {
+    /// Another call holds the session while it types its line.
+    Held {
+        /// The session.
+        session: String,
+        /// Who holds it (`You`: another call of the same agent).
+        by: Party,
+        /// The tool it types with.
+        tool: String,
+        /// For how long it has held it, in ms.
+        for_ms: u64,
+    },
+    /// A line was submitted at the prompt a moment ago and its command has
+    /// not started yet.
+    JustSubmitted {
+        /// The session.
+        session: String,
+        /// Who submitted it.
+        by: Party,
+        /// The line.
+        text: String,
+    },
+    /// Text typed at the prompt and not submitted.
+    Unsubmitted {
+        /// The session.
+        session: String,
+        /// Who typed it (`You`: an earlier `send` of the caller's).
+        by: Party,
+        /// The text.
+        text: String,
+    },
+    /// Someone typed into the line while it was being typed slowly;
+    /// Enter was not pressed.
+    TypedOver {
+        /// The session.
+        session: String,
+        /// What the prompt reads now.
+        reads: String,
+    },
+    /// A command runs in the foreground and does not read input now.
+    Busy {
+        /// The session.
+        session: String,
+        /// The command line, when the region tracker knows it.
+        command: Option<String>,
+        /// What `/proc` says of the foreground job.
+        job: String,
+        /// Who started it, when known.
+        started_by: Option<Party>,
+    },
+    /// The session's pane has ended.
+    Ended {
+        /// The session.
+        session: String,
+    },
+    /// Someone else uses the session (or a session in its window): it is
+    /// not closed.
+    InUse {
+        /// The session in use.
+        session: String,
+        /// People attached to it.
+        attached: u32,
+        /// The command running in it and who started it.
+        running: Option<(String, Party)>,
+        /// The session whose window was to close with it, when it was not
+        /// the session asked about.
+        window_of: Option<(String, Vec<String>)>,
+    },
+    /// Only the pane's own process is in the foreground: a signal would
+    /// go to the shell itself.
+    ShellInForeground {
+        /// The session.
+        session: String,
+        /// The process's name.
+        comm: String,
+    },
+    /// The shell integration cannot be added to what holds the prompt,
+    /// for the reason given (an unknown or unsupported shell, no files on
+    /// the far host).
+    Integration {
+        /// The session.
+        session: String,
+        /// Why, and what to do instead.
+        why: String,
+    },
+    /// The foreground program could not be looked at, or is not ready.
+    NotReady {
+        /// The session.
+        session: String,
+        /// What was seen.
+        why: String,
+    },
+    /// A placeholder in the call's text names no secret of the session.
+    UnknownPlaceholder {
+        /// What the redaction table says.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Held { session, by, tool, for_ms } => {
+                let who = match by {
+                    Party::You => "another call of yours".to_string(),
+                    other => named(other),
+                };
+                let held = *for_ms as f64 / 1000.0;
+                write!(
+                    f,
+                    "session {session} is held by {who}, typing into it with {tool} (for {held:.1} s); nothing was typed. \
+                     Its line goes in first: try again in a moment (a run of yours would otherwise mix characters with it)"
+                )
+            }
+            Refusal::JustSubmitted { session, by, text } => {
+                let who = match by {
+                    Party::You => "you".to_string(),
+                    other => named(other),
+                };
+                write!(
+                    f,
+                    "{who} just submitted `{text}` at {session}'s prompt and it has not started yet; nothing was typed. \
+                     Wait for it (wait session={session}) or try again in a moment"
+                )
+            }
+            Refusal::Unsubmitted { session, by, text } => {
+                let (who, ask) = match by {
+                    Party::You => (
+                        "you (an earlier send)".to_string(),
+                        "Submit it with send keys=[\"enter\"], or clear it with send keys=[\"ctrl+e\", \"ctrl+u\"], then run again"
+                            .to_string(),
+                    ),
+                    Party::Agent(a) => {
+                        (format!("agent {a}"), format!("It is {a}'s to finish or clear; try again once the prompt is empty"))
+                    }
+                    Party::Person => (
+                        "a person".to_string(),
+                        "Ask the person to finish (Enter) or clear (ctrl+u) it, or whether you may clear it".to_string(),
+                    ),
+                    Party::Someone => (
+                        "someone (no person is attached now)".to_string(),
+                        format!(
+                            "Ask the user about it; to discard it, send keys=[\"ctrl+e\", \"ctrl+u\"] to {session} and run again"
+                        ),
+                    ),
+                };
+                write!(
+                    f,
+                    "{session} has text typed at its prompt and not submitted, by {who}: `{text}`. Nothing was typed over it \
+                     or submitted. {ask}."
+                )
+            }
+            Refusal::TypedOver { session, reads } => write!(
+                f,
+                "someone else typed at the prompt while this line was being typed: it now reads `{reads}`. \
+                 Enter was not pressed, so nothing ran; ask the person (or clear the line with send keys=[\"ctrl+e\", \"ctrl+u\"]) and try again (in {session})"
+            ),
+            Refusal::Busy { session, command, job, started_by } => {
+                let what = command.as_ref().map(|c| format!(" (`{c}`)")).unwrap_or_default();
+                write!(
+                    f,
+                    "a command is still running in {session}{what} and does not read input now: {job}. Wait for it with wait session={session}, or interrupt it with send keys=[\"ctrl+c\"]"
+                )?;
+                match started_by {
+                    Some(Party::Agent(a)) => write!(f, " (it was started by agent {a})"),
+                    Some(Party::You) => write!(f, " (it was started by you)"),
+                    Some(Party::Person) => write!(f, " (it was typed by a person)"),
+                    Some(Party::Someone) | None => Ok(()),
+                }
+            }
+            Refusal::Ended { session } => write!(f, "the session {session} has ended; session_create makes a new one"),
+            Refusal::InUse { session, attached, running, window_of } => {
+                if let Some((asked, window)) = window_of {
+                    write!(f, "the window of {asked} holds {}; ", window.join(", "))?;
+                }
+                let why = if *attached > 0 {
+                    format!("a person is attached to it ({attached} client{})", if *attached == 1 { "" } else { "s" })
+                } else {
+                    match running {
+                        Some((cmd, Party::Person | Party::Someone)) => format!("`{cmd}` runs in it, typed by a person"),
+                        Some((cmd, Party::Agent(who))) => format!("`{cmd}` runs in it, started by {who}"),
+                        Some((cmd, Party::You)) => format!("`{cmd}` runs in it, started by you"),
+                        None => "someone else uses it".to_string(),
+                    }
+                };
+                write!(
+                    f,
+                    "session {session} is in use: {why}. It stays open; a person closes it with \
+                     `docent-terminal-mcp close --force {session}` (or POST /api/sessions/{session}/close {{\"force\": true}})"
+                )
+            }
+            Refusal::ShellInForeground { comm, .. } => write!(
+                f,
+                "only the pane's own process (`{comm}`, usually its shell) is in the foreground; signals go only to jobs started from it, so nothing was sent (session_close ends the pane)"
+            ),
+            Refusal::Integration { why, .. } | Refusal::NotReady { why, .. } | Refusal::UnknownPlaceholder { why } => {
+                f.write_str(why)
+            }
+        }
+    }
+}
+
+/// An agent or person named in a sentence.
+fn named(party: &Party) -> String {
+    match party {
+        Party::You => "you".to_string(),
+        Party::Agent(a) => format!("agent {a}"),
+        Party::Person => "a person".to_string(),
+        Party::Someone => "someone".to_string(),
+    }
+}
+
 /// Why a tool body failed. Each variant renders the message the model
 /// reads, which already says what to do next.
 ///
@@ -20,9 +259,16 @@ pub enum ToolError {
     #[error("{0}")]
     BadInput(String),
     /// The session is not in a state to take this call now (held by another
-    /// call, text at its prompt, in use, busy); nothing was typed.
-    #[error("{0}")]
-    Refused(String),
+    /// call, text at its prompt, in use, busy); nothing was typed. `said`
+    /// is what the call already told before it was refused (a terminal
+    /// answer it cleared from the prompt), shown first.
+    #[error("{said}{refusal}")]
+    Refused {
+        /// Why, as data.
+        refusal: Box<Refusal>,
+        /// What the call told before the refusal.
+        said: String,
+    },
     /// Finding, making or changing a session failed.
     #[error("{0}")]
     Session(SessionError),
@@ -44,14 +290,21 @@ pub enum ToolError {
 
 impl ToolError {
     /// The same failure told in other words: `f` gets the message. Bad
-    /// input and refusals stay what they were; anything else becomes
-    /// [`ToolError::Failed`], its message now being the new one.
+    /// input stays bad input; a refusal is left as it is (its words are
+    /// its data's); anything else becomes [`ToolError::Failed`], its
+    /// message now being the new one.
     pub fn reworded(self, f: impl FnOnce(String) -> String) -> ToolError {
         match self {
             ToolError::BadInput(m) => ToolError::BadInput(f(m)),
-            ToolError::Refused(m) => ToolError::Refused(f(m)),
+            refused @ ToolError::Refused { .. } => refused,
             other => ToolError::Failed(f(other.to_string())),
         }
+    }
+}
+
+impl From<Refusal> for ToolError {
+    fn from(refusal: Refusal) -> ToolError {
+        ToolError::Refused { refusal: Box::new(refusal), said: String::new() }
     }
 }
 

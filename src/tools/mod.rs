@@ -32,7 +32,7 @@ use crate::agents::journal::Journal;
 use crate::calls::CallLog;
 use crate::session::Sessions;
 pub use edge::{always_load, clean};
-pub use error::ToolError;
+pub use error::{Party, Refusal, ToolError};
 pub use name::ToolName;
 use replies::{secrets, watch};
 

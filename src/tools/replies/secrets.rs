@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use dtmcp_core::redact::{self, Counts, Known, OFF_FILE, TABLE_FILE, Table};
 
 use crate::lru::Lru;
-use crate::tools::ToolError;
+use crate::tools::{Refusal, ToolError};
 
 /// The variable that turns redaction off for the server (`0`).
 pub const ENV_REDACT: &str = "DOCENT_TERMINAL_MCP_REDACT";
@@ -110,7 +110,7 @@ impl Secrets {
         }
         self.tables
             .with_table(&dir.join(TABLE_FILE), |table| table.substitute(input))
-            .map_err(|e| ToolError::Refused(e.to_string()))
+            .map_err(|e| Refusal::UnknownPlaceholder { why: e.to_string() }.into())
     }
 
     /// Learns the secrets of a session just made in `dir`: the values of

@@ -29,8 +29,8 @@ use serde::Deserialize;
 use crate::session::{LoggerClient, Session};
 use crate::shell::Shell;
 use crate::tools::Terminal;
-use crate::tools::ToolError;
 use crate::tools::typing::target;
+use crate::tools::{Refusal, ToolError};
 use dtmcp_core::procs::{Activity, Job};
 use dtmcp_core::protocol::{Status, WaitReason, WaitSpec};
 
@@ -98,15 +98,14 @@ impl Terminal {
         // A command that has just ended: its shell's next prompt is a moment away.
         let status = crate::tools::typing::target::ready_status(&s, &mut logger).await?;
         if status.eof {
-            return Err(ToolError::Refused(format!(
-                "the session {} has ended; session_create makes a new one",
-                s.name
-            )));
+            return Err(Refusal::Ended { session: s.name.clone() }.into());
         }
         if status.shell.integrated && status.shell.at_prompt {
             return Ok(already(&s, &status));
         }
-        let job = target::with_busy_grace(|| waiting_job(&s)).await.map_err(ToolError::Refused)?;
+        let job = target::with_busy_grace(|| waiting_job(&s))
+            .await
+            .map_err(|why| Refusal::NotReady { session: s.name.clone(), why })?;
         let host = host_key(&job);
         let found = match local_shell(&job) {
             Some(found) => found,
@@ -114,13 +113,16 @@ impl Terminal {
         };
         let shell = match found {
             Found::Known(shell) => shell,
-            Found::Other(name) => return Err(ToolError::Refused(unsupported(&s.name, &name))),
+            Found::Other(name) => {
+                return Err(Refusal::Integration { session: s.name.clone(), why: unsupported(&s.name, &name) }.into());
+            }
             Found::Unknown => {
-                return Err(ToolError::Refused(format!(
+                let why = format!(
                     "could not tell which shell is at {}'s prompt (it did not answer `{QUESTION}`); nothing was typed. If it is bash or zsh, load the integration yourself: {}",
                     s.name,
                     line_for(Shell::Bash, &self.files_dir(&job), "…").replace("…", "<secret>")
-                )));
+                );
+                return Err(Refusal::Integration { session: s.name.clone(), why }.into());
             }
         };
         let home = &self.sessions().cfg.home;
@@ -128,7 +130,8 @@ impl Terminal {
         let dir = self.files_dir(&job);
         let remote = dir.starts_with('~');
         if remote && !p.retry && crate::hosts::missing_since(home, &host, now).is_some() {
-            return Err(ToolError::Refused(missing(&s.name, &host, shell, Learned::Earlier)));
+            let why = missing(&s.name, &host, shell, Learned::Earlier);
+            return Err(Refusal::Integration { session: s.name.clone(), why }.into());
         }
         let secret = std::fs::read_to_string(s.dir.join(dtmcp_core::store::files::SECRET))
             .map_err(|e| ToolError::Failed(format!("reading the session's secret: {e}")))?;

@@ -7,9 +7,8 @@ use std::fmt::Write;
 
 use crate::tmux::PaneInfo;
 use crate::tmux::clients::{CLIENT_FORMAT, Client, parse_clients};
-use crate::tools::Terminal;
-use crate::tools::ToolError;
 use crate::tools::typing::holds::Holder;
+use crate::tools::{Party, Refusal, Terminal, ToolError};
 
 /// Who else uses a session, for a refusal.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -23,26 +22,18 @@ pub struct Presence {
 
 impl Presence {
     /// Why `actor` may not close the session, if it may not.
-    pub fn refusal(&self, name: &str, actor: Option<&str>) -> Option<String> {
-        let why = if self.attached > 0 {
-            format!(
-                "a person is attached to it ({} client{})",
-                self.attached,
-                if self.attached == 1 { "" } else { "s" }
-            )
-        } else {
-            match &self.running {
-                Some((cmd, Some(who))) if Some(who.as_str()) != actor => {
-                    format!("`{cmd}` runs in it, started by {who}")
-                }
-                Some((cmd, None)) => format!("`{cmd}` runs in it, typed by a person"),
-                _ => return None,
-            }
+    pub fn refusal(&self, name: &str, actor: Option<&str>) -> Option<Refusal> {
+        let running = match &self.running {
+            Some((cmd, Some(who))) if Some(who.as_str()) != actor => Some((cmd.clone(), Party::Agent(who.clone()))),
+            Some((cmd, None)) => Some((cmd.clone(), Party::Person)),
+            _ => None,
         };
-        Some(format!(
-            "session {name} is in use: {why}. It stays open; a person closes it with \
-             `docent-terminal-mcp close --force {name}` (or POST /api/sessions/{name}/close {{\"force\": true}})"
-        ))
+        (self.attached > 0 || running.is_some()).then(|| Refusal::InUse {
+            session: name.to_string(),
+            attached: self.attached,
+            running,
+            window_of: None,
+        })
     }
 }
 
@@ -51,7 +42,7 @@ impl Terminal {
     /// `force` is off.
     pub async fn close_session(&self, name: &str, force: bool, actor: Option<&str>) -> Result<String, ToolError> {
         if !force && let Some(why) = self.presence(name).await?.refusal(name, actor) {
-            return Err(ToolError::Refused(why));
+            return Err(why.into());
         }
         // Pane ids start again at %0 with a new tmux server: what was typed
         // into this pane must not be taken for the next one's.
@@ -220,8 +211,11 @@ impl Terminal {
         let window: Vec<String> = in_window.iter().map(|p| p.session_name.clone()).collect();
         if !force {
             for other in &window {
-                if let Some(why) = self.presence(other).await?.refusal(other, actor) {
-                    return Err(ToolError::Refused(format!("the window of {name} holds {}; {why}", window.join(", "))));
+                if let Some(mut why) = self.presence(other).await?.refusal(other, actor) {
+                    if let Refusal::InUse { window_of, .. } = &mut why {
+                        *window_of = Some((name.to_string(), window.clone()));
+                    }
+                    return Err(why.into());
                 }
             }
         }
@@ -244,13 +238,15 @@ mod tests {
     #[test]
     fn refusals_name_who_uses_it_and_how_a_person_closes_it() {
         let p = Presence { attached: 1, running: None };
-        let why = p.refusal("t1", Some("a")).expect("refused");
+        let why = p.refusal("t1", Some("a")).expect("refused").to_string();
         assert!(why.contains("a person is attached") && why.contains("close --force t1"), "{why}");
         let p = Presence { attached: 0, running: Some(("make".into(), Some("b".into()))) };
-        assert!(p.refusal("t1", Some("a")).expect("refused").contains("started by b"));
+        let by_b = p.refusal("t1", Some("a")).expect("refused");
+        assert!(matches!(&by_b, Refusal::InUse { running: Some((_, Party::Agent(b))), .. } if b == "b"));
+        assert!(by_b.to_string().contains("started by b"));
         assert_eq!(p.refusal("t1", Some("b")), None);
         let p = Presence { attached: 0, running: Some(("vi".into(), None)) };
-        assert!(p.refusal("t1", Some("a")).expect("refused").contains("typed by a person"));
+        assert!(p.refusal("t1", Some("a")).expect("refused").to_string().contains("typed by a person"));
         assert_eq!(Presence::default().refusal("t1", None), None);
     }
 }

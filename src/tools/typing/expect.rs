@@ -111,7 +111,7 @@ impl Terminal {
         let mut logger = self.sessions().logger(&s).await?;
         let actor = self.actor();
         let hold = match &lines {
-            Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect").map_err(ToolError::Refused)?),
+            Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect")?),
             None => None,
         };
         let mut before = match &lines {
@@ -131,7 +131,7 @@ impl Terminal {
                     &actor,
                     s.pane.session_attached,
                 ) {
-                    return Err(ToolError::Refused(why));
+                    return Err(why.into());
                 }
             }
             self.type_line(&s, &mut logger, &before, Some(target), line).await?;

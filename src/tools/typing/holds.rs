@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::tools::{Party, Refusal};
 use dtmcp_core::protocol::Status;
 
 /// The longest an agent's just-submitted line takes its prompt when the
@@ -102,16 +103,15 @@ impl Drop for Hold<'_> {
 
 impl Holds {
     /// Holds `session` for `actor`'s `tool`, or says who holds it.
-    pub fn take(&self, session: &str, actor: &str, tool: &str) -> Result<Hold<'_>, String> {
+    pub fn take(&self, session: &str, actor: &str, tool: &str) -> Result<Hold<'_>, Refusal> {
         let mut holders = self.holders.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = holders.get(session) {
-            let held = crate::config::now_ms().saturating_sub(h.since_ms) as f64 / 1000.0;
-            let who = if h.actor == actor { "another call of yours".to_string() } else { format!("agent {}", h.actor) };
-            return Err(format!(
-                "session {session} is held by {who}, typing into it with {} (for {held:.1} s); nothing was typed. \
-                 Its line goes in first: try again in a moment (a run of yours would otherwise mix characters with it)",
-                h.tool
-            ));
+            return Err(Refusal::Held {
+                session: session.to_string(),
+                by: Party::agent(&h.actor, actor),
+                tool: h.tool.clone(),
+                for_ms: crate::config::now_ms().saturating_sub(h.since_ms),
+            });
         }
         let token = self.tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let since_ms = crate::config::now_ms();
@@ -155,48 +155,25 @@ impl Holds {
 /// not: text someone left there unsubmitted, or a line an agent has just
 /// submitted there whose command has not started yet. `attached` is how
 /// many clients (people) are attached.
-pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str, attached: u32) -> Option<String> {
+pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str, attached: u32) -> Option<Refusal> {
     let same_prompt = |t: &&Typed| at_this_prompt(t, status);
     let pending = status.typed.as_str();
     // Taken until its command starts (a region opens) or the upper bound.
     let not_started = |t: &&Typed| t.regions == status.mark.regions && t.at.elapsed() < ms(SUBMITTED_MS);
     let just = last.filter(same_prompt).filter(|t| t.submitted).filter(not_started);
     if let Some(just) = just.filter(|t| pending.is_empty() || pending.contains(t.text.trim())) {
-        let who = if just.actor == actor { "you".to_string() } else { format!("agent {}", just.actor) };
-        return Some(format!(
-            "{who} just submitted `{}` at {session}'s prompt and it has not started yet; nothing was typed. \
-             Wait for it (wait session={session}) or try again in a moment",
-            just.text
-        ));
+        let by = Party::agent(&just.actor, actor);
+        return Some(Refusal::JustSubmitted { session: session.to_string(), by, text: just.text.clone() });
     }
     if pending.is_empty() {
         return None;
     }
-    let (who, ask) = match agents_unsubmitted(status, last) {
-        Some(t) if t.actor == actor => (
-            "you (an earlier send)".to_string(),
-            "Submit it with send keys=[\"enter\"], or clear it with send keys=[\"ctrl+e\", \"ctrl+u\"], then run again"
-                .to_string(),
-        ),
-        Some(t) => (
-            format!("agent {}", t.actor),
-            format!("It is {}'s to finish or clear; try again once the prompt is empty", t.actor),
-        ),
-        None if attached > 0 => (
-            "a person".to_string(),
-            "Ask the person to finish (Enter) or clear (ctrl+u) it, or whether you may clear it".to_string(),
-        ),
-        None => (
-            "someone (no person is attached now)".to_string(),
-            format!(
-                "Ask the user about it; to discard it, send keys=[\"ctrl+e\", \"ctrl+u\"] to {session} and run again"
-            ),
-        ),
+    let by = match agents_unsubmitted(status, last) {
+        Some(t) => Party::agent(&t.actor, actor),
+        None if attached > 0 => Party::Person,
+        None => Party::Someone,
     };
-    Some(format!(
-        "{session} has text typed at its prompt and not submitted, by {who}: `{pending}`. Nothing was typed over it \
-         or submitted. {ask}."
-    ))
+    Some(Refusal::Unsubmitted { session: session.to_string(), by, text: pending.to_string() })
 }
 
 /// The text at `status`'s prompt when it is what the line editor left of
@@ -254,7 +231,14 @@ mod tests {
         let holds = Holds::default();
         let hold = holds.take("t1", "a", "run").expect("free");
         let why = holds.take("t1", "b", "run").err().expect("held");
+        assert!(
+            matches!(&why, Refusal::Held { by: Party::Agent(a), tool, .. } if a == "a" && tool == "run"),
+            "{why:?}"
+        );
+        let why = why.to_string();
         assert!(why.contains("agent a") && why.contains("run"), "{why}");
+        let own = holds.take("t1", "a", "send").err().expect("held");
+        assert!(own.to_string().contains("another call of yours"), "{own}");
         assert!(holds.take("t2", "b", "send").is_ok());
         assert_eq!(holds.holder("t1").map(|h| h.actor), Some("a".into()));
         drop(hold);
@@ -266,15 +250,22 @@ mod tests {
     fn text_at_the_prompt_is_refused_with_who_typed_it() {
         assert_eq!(refusal("t1", &status("", 3), None, "a", 1), None);
         let person = refusal("t1", &status("rm -rf bu", 3), None, "a", 1).expect("refused");
+        assert!(matches!(&person, Refusal::Unsubmitted { by: Party::Person, text, .. } if text == "rm -rf bu"));
+        let person = person.to_string();
         assert!(person.contains("a person") && person.contains("`rm -rf bu`"), "{person}");
         let half = typed("b", "echo hal", false, 3);
-        let other = refusal("t1", &status("echo hal", 3), Some(&half), "a", 0).expect("refused");
+        let other = refusal("t1", &status("echo hal", 3), Some(&half), "a", 0).expect("refused").to_string();
         assert!(other.contains("agent b"), "{other}");
-        let own = refusal("t1", &status("echo hal", 3), Some(&half), "b", 0).expect("refused");
+        let own = refusal("t1", &status("echo hal", 3), Some(&half), "b", 0).expect("refused").to_string();
         assert!(own.contains("you (an earlier send)"), "{own}");
         // An agent's text at an earlier prompt says nothing about this one.
         let old = typed("b", "echo hal", false, 2);
-        assert!(refusal("t1", &status("echo hal", 3), Some(&old), "a", 1).expect("refused").contains("a person"));
+        assert!(
+            refusal("t1", &status("echo hal", 3), Some(&old), "a", 1)
+                .expect("refused")
+                .to_string()
+                .contains("a person")
+        );
     }
 
     #[test]
@@ -296,9 +287,10 @@ mod tests {
     #[test]
     fn a_line_just_submitted_takes_the_prompt_for_a_moment() {
         let sent = typed("b", "make", true, 3);
-        let why = refusal("t1", &status("", 3), Some(&sent), "a", 0).expect("refused");
+        let why = refusal("t1", &status("", 3), Some(&sent), "a", 0).expect("refused").to_string();
         assert!(why.contains("agent b just submitted `make`"), "{why}");
-        assert!(refusal("t1", &status("make", 3), Some(&sent), "a", 0).expect("refused").contains("just submitted"));
+        let again = refusal("t1", &status("make", 3), Some(&sent), "a", 0).expect("refused");
+        assert!(matches!(again, Refusal::JustSubmitted { by: Party::Agent(_), .. }), "{again:?}");
         assert_eq!(refusal("t1", &status("", 4), Some(&sent), "a", 0), None);
         let stale = Typed { at: Instant::now() - ms(SUBMITTED_MS + 1), ..sent.clone() };
         assert_eq!(refusal("t1", &status("", 3), Some(&stale), "a", 0), None);

@@ -12,7 +12,6 @@ use crate::keys::typing::{Typing, TypingParams};
 use crate::session::client::HeldWait;
 use crate::session::{LoggerClient, Session};
 use crate::tools::Terminal;
-use crate::tools::ToolError;
 use crate::tools::replies::reply::{Facts, Outcome, Reply};
 use crate::tools::replies::report::{Waited, describe};
 use crate::tools::replies::shape::{Shape, ShapeParams};
@@ -20,6 +19,7 @@ use crate::tools::typing::args::{command_lines, timeout_ms};
 use crate::tools::typing::holds::{Enter, Hold};
 use crate::tools::typing::progress::Progress;
 use crate::tools::typing::target::{self, Target};
+use crate::tools::{Party, Refusal, ToolError};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
 use dtmcp_core::region::Region;
 use dtmcp_core::types::{LineNo, RegionId};
@@ -160,14 +160,16 @@ impl Terminal {
 }
 
 impl Terminal {
-    /// Who started the command running in `s`, for a refusal: an agent, a
-    /// person, or nothing known.
-    fn started_by(&self, s: &Session, open: Option<RegionId>) -> String {
-        let Some(open) = open else { return String::new() };
-        match self.journal().starter_of(&s.name, open) {
-            Some(agent) => format!(" (it was started by agent {agent})"),
-            None => " (it was typed by a person)".to_string(),
+    /// `e`, and when it refuses a line because a command is busy, who
+    /// started that command (region `open` of `s`): an agent, else a
+    /// person.
+    fn started_by(&self, mut e: ToolError, s: &Session, open: Option<RegionId>) -> ToolError {
+        if let (ToolError::Refused { refusal, .. }, Some(open)) = (&mut e, open)
+            && let Refusal::Busy { started_by, .. } = refusal.as_mut()
+        {
+            *started_by = Some(self.journal().starter_of(&s.name, open).map_or(Party::Person, Party::Agent));
         }
+        e
     }
 
     async fn run_body(&self, p: RunParams, progress: &Progress) -> Result<Reply, ToolError> {
@@ -198,7 +200,7 @@ impl Terminal {
             }
             // Held from the look at the prompt to the Enter: nobody else's
             // characters get into this line.
-            let hold = self.inner.holds.take(&s.name, &actor, "run").map_err(ToolError::Refused)?;
+            let hold = self.inner.holds.take(&s.name, &actor, "run")?;
             // A line typed at once: the look at the prompt also starts the
             // wait for the line (one round trip to the logger, not two), and
             // the logger takes the look once a prompt follows a command that
@@ -220,7 +222,7 @@ impl Terminal {
             let open = status.shell.open.first().copied();
             let (target, mut status) = match target::target(&s, &mut logger, status).await {
                 Ok(decided) => decided,
-                Err(e) => return Err(ToolError::Refused(format!("{e}{}", self.started_by(&s, open)))),
+                Err(e) => return Err(self.started_by(e, &s, open)),
             };
             // At a continuation prompt the text typed so far is this
             // command's own earlier lines, not someone else's.
@@ -239,7 +241,7 @@ impl Terminal {
                     &actor,
                     s.pane.session_attached,
                 ) {
-                    return Err(ToolError::Refused(format!("{}{why}", out.text)));
+                    return Err(ToolError::Refused { refusal: Box::new(why), said: out.text });
                 }
             }
             let caller = crate::agents::caller::Caller::current();
@@ -310,7 +312,7 @@ impl Terminal {
             // time: the line must read as typed before Enter submits it.
             if matches!(target, Target::Shell)
                 && s.pane.session_attached > 0
-                && let Err(why) = typed_alone(logger, line).await
+                && let Err(why) = typed_alone(s, logger, line).await
             {
                 self.inner.holds.note_typed(pane, &actor, line, Enter::NotPressed, before);
                 return Err(why.reworded(|why| format!("{why} (in {})", s.name)));
@@ -492,7 +494,7 @@ impl Terminal {
 /// typed: nobody else's keys got in. A line whose echo is still on its way
 /// when [`ECHO_MS`] is up, or that is wider than the logger can tell
 /// (wrapped), is let through.
-async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), ToolError> {
+async fn typed_alone(s: &Session, logger: &mut LoggerClient, line: &str) -> Result<(), ToolError> {
     let deadline = Instant::now() + Duration::from_millis(ECHO_MS);
     let want = line.trim_end();
     loop {
@@ -503,10 +505,7 @@ async fn typed_alone(logger: &mut LoggerClient, line: &str) -> Result<(), ToolEr
         }
         let on_its_way = want.starts_with(typed);
         if !on_its_way && !typed.contains('\n') {
-            return Err(ToolError::Refused(format!(
-                "someone else typed at the prompt while this line was being typed: it now reads `{typed}`. \
-                 Enter was not pressed, so nothing ran; ask the person (or clear the line with send keys=[\"ctrl+e\", \"ctrl+u\"]) and try again"
-            )));
+            return Err(Refusal::TypedOver { session: s.name.clone(), reads: typed.to_string() }.into());
         }
         if Instant::now() >= deadline {
             return Ok(());

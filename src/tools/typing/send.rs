@@ -20,13 +20,13 @@ use crate::keys::typing::{Typing, TypingParams};
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
 use crate::tools::Terminal;
-use crate::tools::ToolError;
 use crate::tools::reading::lines::{fetch, last_line};
 use crate::tools::reading::views::{self, PaneState, ScreenMode};
 use crate::tools::replies::output::{self, Plan};
 use crate::tools::replies::reply::Reply;
 use crate::tools::typing::holds::Enter;
 use crate::tools::typing::target::{self, Target};
+use crate::tools::{Refusal, ToolError};
 use dtmcp_core::procs::{self, Foreground, comm, foreground};
 use dtmcp_core::protocol::{Status, WaitSpec};
 use dtmcp_core::types::LineNo;
@@ -168,10 +168,7 @@ impl Terminal {
         let mut logger = self.sessions().logger(&s).await?;
         let before = logger.status().await?;
         if before.eof {
-            return Err(ToolError::Refused(format!(
-                "the session {} has ended; session_create makes a new one",
-                s.name
-            )));
+            return Err(Refusal::Ended { session: s.name.clone() }.into());
         }
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
@@ -183,10 +180,10 @@ impl Terminal {
             target::open_input(&s, &mut logger, &now, &job, line).await?;
         }
         let mut out = Reply::text(match req.signal {
-            Some(sig) => deliver(state.pane_pid, sig)?,
+            Some(sig) => deliver(&s.name, state.pane_pid, sig)?,
             None => {
                 let actor = self.actor();
-                let _hold = self.inner.holds.take(&s.name, &actor, "send").map_err(ToolError::Refused)?;
+                let _hold = self.inner.holds.take(&s.name, &actor, "send")?;
                 let typed = self.type_in(pane, &req, &state).await?;
                 if let Some(text) = &req.text {
                     let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
@@ -273,12 +270,11 @@ async fn appeared(s: &Session, logger: &mut LoggerClient, before: &Status, after
 
 /// Sends `sig` to the pane's foreground job, refusing when the shell
 /// itself is in the foreground.
-fn deliver(pane_pid: u32, sig: Signal) -> Result<String, ToolError> {
+fn deliver(session: &str, pane_pid: u32, sig: Signal) -> Result<String, ToolError> {
     match foreground(pane_pid).map_err(ToolError::Failed)? {
-        Foreground::Shell => Err(ToolError::Refused(format!(
-            "only the pane's own process (`{}`, usually its shell) is in the foreground; signals go only to jobs started from it, so nothing was sent (session_close ends the pane)",
-            comm(pane_pid as i32)
-        ))),
+        Foreground::Shell => {
+            Err(Refusal::ShellInForeground { session: session.to_string(), comm: comm(pane_pid as i32) }.into())
+        }
         Foreground::Job { pgid, comm } => {
             killpg(Pid::from_raw(pgid), sig).map_err(|e| {
                 ToolError::Failed(format!("could not send {sig} to `{comm}` (process group {pgid}): {e}"))

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::keys::typing::{self, StrokeKey, Typing};
 use crate::session::{LoggerClient, Session};
 use crate::tmux::Tmux;
-use crate::tools::ToolError;
+use crate::tools::{Refusal, ToolError};
 use dtmcp_core::procs::{self, Activity, Job};
 use dtmcp_core::protocol::{MAX_WAIT_MS, Settle, Status, WaitSpec};
 use dtmcp_core::region::{InputSpec, Region};
@@ -55,7 +55,7 @@ pub async fn settled_job(pane: procs::Pane<'_>) -> Result<Job, String> {
 /// Decides where a line typed now would go, refusing when a command is
 /// busy rather than reading its input; with the status it was decided on.
 /// A look that finds no place yet is repeated, with a fresh status (taken
-/// once the shell shows its prompt, see [`crate::tools::typing::run::ready_status`]): a
+/// once the shell shows its prompt, see [`ready_status`]): a
 /// command that ends meanwhile -- a person's, say -- leaves its shell at
 /// the prompt, and the status it was first judged on would still show it
 /// running, taking the shell for a program reading a line.
@@ -71,7 +71,7 @@ pub async fn target(s: &Session, logger: &mut LoggerClient, mut status: Status) 
             // same: it reads it once it is ready. So does a shell builtin
             // reading a line with the line editor (`read -e`).
             Err(Look::Starting(job) | Look::Behind(job)) => return Ok((Target::Program(*job), status)),
-            Err(Look::Refused(why)) => return Err(ToolError::Refused(why)),
+            Err(Look::Refused(why)) => return Err(why.into()),
         }
         tokio::time::sleep(Duration::from_millis(15)).await;
         status = ready_status(s, logger).await?;
@@ -138,13 +138,13 @@ enum Look {
     /// line with the line editor: `read -e`).
     Behind(Box<Job>),
     /// Nothing takes a line now, for the reason given.
-    Refused(String),
+    Refused(Refusal),
 }
 
 /// [`target`] as things are this instant.
 fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if status.eof {
-        return Err(Look::Refused(format!("the session {} has ended; session_create makes a new one", s.name)));
+        return Err(Look::Refused(Refusal::Ended { session: s.name.clone() }));
     }
     // A marked prompt of the innermost shell: a command line, in any
     // session (one whose shell was integrated by shell_integrate, too).
@@ -155,7 +155,7 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if integrated && status.shell.open.is_empty() {
         return Ok(Target::Shell);
     }
-    let job = job(s).map_err(Look::Refused)?;
+    let job = job(s).map_err(|why| Look::Refused(Refusal::NotReady { session: s.name.clone(), why }))?;
     // The session's own integrated shell holding the terminal with nothing
     // running is at its prompt, even before its logger has seen a marker
     // (a logger just restarted knows nothing of the shell yet).
@@ -176,13 +176,12 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if job.activity == Activity::WaitingForInput || plain_shell {
         return Ok(Target::Program(job));
     }
-    let what = status.last_region.as_ref().map(|r| format!(" (`{}`)", r.command)).unwrap_or_default();
-    Err(Look::Refused(format!(
-        "a command is still running in {}{what} and does not read input now: {}. Wait for it with wait session={}, or interrupt it with send keys=[\"ctrl+c\"]",
-        s.name,
-        job.line(),
-        s.name
-    )))
+    Err(Look::Refused(Refusal::Busy {
+        session: s.name.clone(),
+        command: status.last_region.as_ref().map(|r| r.command.clone()),
+        job: job.line(),
+        started_by: None,
+    }))
 }
 
 /// The label of an input region: the prompt as shown, then the line, or
