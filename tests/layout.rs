@@ -37,3 +37,6 @@ fn the_core_links_no_router_crate() {
         deps.iter().filter(|d| FORBIDDEN.contains(&d.as_str()) || d.starts_with("dtmcp-logger")).collect();
     assert!(bad.is_empty(), "dtmcp-core depends on {bad:?}; the core names neither process");
 }
+
+#[path = "layout/imports.rs"]
+mod imports;
