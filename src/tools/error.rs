@@ -99,9 +99,21 @@ pub enum Refusal {
         attached: u32,
         /// The command running in it and who started it.
         running: Option<(String, Party)>,
+        /// Text another agent typed at its prompt and left unsubmitted.
+        left: Option<(Party, String)>,
         /// The session whose window was to close with it, when it was not
         /// the session asked about.
         window_of: Option<(String, Vec<String>)>,
+    },
+    /// The program in the foreground was started by another agent: its
+    /// keys and signals are theirs to send.
+    NotYours {
+        /// The session.
+        session: String,
+        /// The command line.
+        command: String,
+        /// Who started it.
+        by: Party,
     },
     /// Only the pane's own process is in the foreground: a signal would
     /// go to the shell itself.
@@ -167,12 +179,18 @@ impl std::fmt::Display for Refusal {
                         "Submit it with send keys=[\"enter\"], or clear it with send keys=[\"ctrl+e\", \"ctrl+u\"], then run again"
                             .to_string(),
                     ),
-                    Party::Agent(a) => {
-                        (format!("agent {a}"), format!("It is {a}'s to finish or clear; try again once the prompt is empty"))
-                    }
+                    Party::Agent(a) => (
+                        format!("agent {a}"),
+                        format!(
+                            "It is {a}'s to finish or clear; try again once the prompt is empty (only if the user tells you to, \
+                             clear it with send keys=[\"ctrl+e\", \"ctrl+u\"] take_over=true)"
+                        ),
+                    ),
                     Party::Person => (
                         "a person".to_string(),
-                        "Ask the person to finish (Enter) or clear (ctrl+u) it, or whether you may clear it".to_string(),
+                        "Ask the person to finish (Enter) or clear (ctrl+u) it, or whether you may clear it (then send \
+                         keys=[\"ctrl+e\", \"ctrl+u\"] take_over=true)"
+                            .to_string(),
                     ),
                     Party::Someone => (
                         "someone (no person is attached now)".to_string(),
@@ -206,18 +224,23 @@ impl std::fmt::Display for Refusal {
                 }
             }
             Refusal::Ended { session } => write!(f, "the session {session} has ended; session_create makes a new one"),
-            Refusal::InUse { session, attached, running, window_of } => {
+            Refusal::InUse { session, attached, running, left, window_of } => {
                 if let Some((asked, window)) = window_of {
                     write!(f, "the window of {asked} holds {}; ", window.join(", "))?;
                 }
                 let why = if *attached > 0 {
                     format!("a person is attached to it ({attached} client{})", if *attached == 1 { "" } else { "s" })
                 } else {
-                    match running {
-                        Some((cmd, Party::Person | Party::Someone)) => format!("`{cmd}` runs in it, typed by a person"),
-                        Some((cmd, Party::Agent(who))) => format!("`{cmd}` runs in it, started by {who}"),
-                        Some((cmd, Party::You)) => format!("`{cmd}` runs in it, started by you"),
-                        None => "someone else uses it".to_string(),
+                    match (running, left) {
+                        (Some((cmd, Party::Person | Party::Someone)), _) => {
+                            format!("`{cmd}` runs in it, typed by a person")
+                        }
+                        (Some((cmd, Party::Agent(who))), _) => format!("`{cmd}` runs in it, started by {who}"),
+                        (Some((cmd, Party::You)), _) => format!("`{cmd}` runs in it, started by you"),
+                        (None, Some((by, text))) => {
+                            format!("{} typed `{text}` at its prompt and has not submitted it", named(by))
+                        }
+                        (None, None) => "someone else uses it".to_string(),
                     }
                 };
                 write!(
@@ -226,6 +249,12 @@ impl std::fmt::Display for Refusal {
                      `docent-terminal-mcp close --force {session}` (or POST /api/sessions/{session}/close {{\"force\": true}})"
                 )
             }
+            Refusal::NotYours { session, command, by } => write!(
+                f,
+                "`{command}` in {session} was started by {}, not by you: its keys and signals are theirs to send, so nothing was sent. \
+                 Wait for it (wait session={session}) or ask them; only if the user tells you to, send again with take_over=true",
+                named(by)
+            ),
             Refusal::ShellInForeground { comm, .. } => write!(
                 f,
                 "only the pane's own process (`{comm}`, usually its shell) is in the foreground; signals go only to jobs started from it, so nothing was sent (session_close ends the pane)"

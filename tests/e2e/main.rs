@@ -9,6 +9,7 @@ mod faults;
 mod harness;
 mod inspector;
 mod logger;
+mod ownership;
 mod panes;
 mod people;
 mod procs;

@@ -16,7 +16,7 @@ use crate::serve::{Serve, bridge, unix_get};
 
 /// A person at a terminal: a tmux client attached from a pty of a given
 /// size, whose keys are written into the pty's master side.
-struct Person {
+pub(crate) struct Person {
     child: Child,
     master: std::fs::File,
     /// Everything the client drew, kept so the pty never fills.
@@ -27,7 +27,7 @@ struct Person {
 impl Person {
     /// Attaches to tmux session `session` of `world` from a `cols`x`rows`
     /// terminal, and waits until tmux lists the client.
-    fn attach(world: &World, session: &str, cols: u16, rows: u16) -> Person {
+    pub(crate) fn attach(world: &World, session: &str, cols: u16, rows: u16) -> Person {
         let size = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
         let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
         let slave = std::fs::File::from(pty.slave);
@@ -61,7 +61,7 @@ impl Person {
     }
 
     /// Presses keys: writes `keys` to the terminal at once.
-    fn types(&mut self, keys: &str) {
+    pub(crate) fn types(&mut self, keys: &str) {
         self.master.write_all(keys.as_bytes()).expect("type into the pty");
     }
 

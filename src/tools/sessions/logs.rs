@@ -66,6 +66,14 @@ impl Terminal {
 
 impl Terminal {
     async fn logs_body(&self, p: LogsParams) -> Result<String, ToolError> {
+        // Logs that go away are everyone's loss: not while someone else
+        // is in the session.
+        if matches!(p.action, LogsAction::DeleteOnClose | LogsAction::Delete)
+            && let Ok(presence) = self.presence(&p.session).await
+            && let Some(why) = presence.refusal(&p.session, Some(&self.actor()))
+        {
+            return Err(why.into());
+        }
         let dir = self.sessions().set_retention(&p.session, p.action.into()).await?;
         let name = &p.session;
         Ok(match p.action {

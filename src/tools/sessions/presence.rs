@@ -18,6 +18,8 @@ pub struct Presence {
     pub attached: u32,
     /// The running command and who started it (`None`: a person).
     pub running: Option<(String, Option<String>)>,
+    /// Text an agent typed at the prompt and left unsubmitted.
+    pub left: Option<LeftBy>,
 }
 
 impl Presence {
@@ -28,10 +30,13 @@ impl Presence {
             Some((cmd, None)) => Some((cmd.clone(), Party::Person)),
             _ => None,
         };
-        (self.attached > 0 || running.is_some()).then(|| Refusal::InUse {
+        let left = self.left.as_ref().filter(|l| Some(l.actor.as_str()) != actor);
+        let left = left.map(|l| (Party::Agent(l.actor.clone()), l.text.clone()));
+        (self.attached > 0 || running.is_some() || left.is_some()).then(|| Refusal::InUse {
             session: name.to_string(),
             attached: self.attached,
             running,
+            left,
             window_of: None,
         })
     }
@@ -71,7 +76,8 @@ impl Terminal {
             };
             running = Some((cmd, self.journal().starter_of(name, open)));
         }
-        Ok(Presence { attached, running })
+        let left = self.left_at_prompt(name).await;
+        Ok(Presence { attached, running, left })
     }
 }
 
@@ -237,16 +243,20 @@ mod tests {
 
     #[test]
     fn refusals_name_who_uses_it_and_how_a_person_closes_it() {
-        let p = Presence { attached: 1, running: None };
+        let p = Presence { attached: 1, running: None, left: None };
         let why = p.refusal("t1", Some("a")).expect("refused").to_string();
         assert!(why.contains("a person is attached") && why.contains("close --force t1"), "{why}");
-        let p = Presence { attached: 0, running: Some(("make".into(), Some("b".into()))) };
+        let p = Presence { attached: 0, running: Some(("make".into(), Some("b".into()))), left: None };
         let by_b = p.refusal("t1", Some("a")).expect("refused");
         assert!(matches!(&by_b, Refusal::InUse { running: Some((_, Party::Agent(b))), .. } if b == "b"));
         assert!(by_b.to_string().contains("started by b"));
         assert_eq!(p.refusal("t1", Some("b")), None);
-        let p = Presence { attached: 0, running: Some(("vi".into(), None)) };
+        let p = Presence { attached: 0, running: Some(("vi".into(), None)), left: None };
         assert!(p.refusal("t1", Some("a")).expect("refused").to_string().contains("typed by a person"));
         assert_eq!(Presence::default().refusal("t1", None), None);
+        let left = LeftBy { actor: "b".into(), text: "echo hal".into() };
+        let p = Presence { left: Some(left), ..Presence::default() };
+        assert!(p.refusal("t1", Some("a")).expect("refused").to_string().contains("agent b typed `echo hal`"));
+        assert_eq!(p.refusal("t1", Some("b")), None, "its own text does not keep an agent from closing");
     }
 }

@@ -24,9 +24,10 @@ use crate::tools::reading::lines::{fetch, last_line};
 use crate::tools::reading::views::{self, PaneState, ScreenMode};
 use crate::tools::replies::output::{self, Plan};
 use crate::tools::replies::reply::Reply;
+use crate::tools::typing::holds;
 use crate::tools::typing::holds::Enter;
 use crate::tools::typing::target::{self, Target};
-use crate::tools::{Refusal, ToolError};
+use crate::tools::{Party, Refusal, ToolError};
 use dtmcp_core::procs::{self, Foreground, comm, foreground};
 use dtmcp_core::protocol::{Status, WaitSpec};
 use dtmcp_core::types::LineNo;
@@ -64,6 +65,9 @@ pub struct SendParams {
     /// Type text as a person would, for someone watching: {speed, mistakes, seed} as for run.
     #[serde(default)]
     pub typing: Option<TypingParams>,
+    /// Only when the user told you to: send even over text someone else left at the prompt, or to a program another agent started (refused otherwise).
+    #[serde(default)]
+    pub take_over: Option<bool>,
 }
 
 /// A `send` call, checked whole before anything is done.
@@ -170,6 +174,9 @@ impl Terminal {
         if before.eof {
             return Err(Refusal::Ended { session: s.name.clone() }.into());
         }
+        if p.take_over != Some(true) {
+            self.owns(&s, &mut logger, &before).await?;
+        }
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         let state = views::pane_state(tmux, pane).await?;
@@ -268,6 +275,37 @@ async fn appeared(s: &Session, logger: &mut LoggerClient, before: &Status, after
     })
 }
 
+impl Terminal {
+    /// Refuses a `send` into what belongs to someone else, as `run` would
+    /// refuse its line: text another agent or a person left at the prompt
+    /// (the caller's own is its to finish), a line another agent has just
+    /// submitted, or a program another agent started. Text nobody can be
+    /// named for, with no person attached, is anyone's to clear; a
+    /// person's command gets the keys (they watch it).
+    async fn owns(&self, s: &Session, logger: &mut LoggerClient, before: &Status) -> Result<(), ToolError> {
+        let actor = self.actor();
+        if before.shell.at_prompt {
+            let last = self.last_typed(s);
+            let refusal = holds::refusal(&s.name, before, last.as_ref(), &actor, s.pane.session_attached);
+            return match refusal {
+                Some(Refusal::Unsubmitted { by: Party::You | Party::Someone, .. }) => Ok(()),
+                Some(Refusal::JustSubmitted { by: Party::You, .. }) => Ok(()),
+                Some(other) => Err(other.into()),
+                None => Ok(()),
+            };
+        }
+        let Some(&open) = before.shell.open.first() else { return Ok(()) };
+        match self.journal().starter_of(&s.name, open) {
+            Some(agent) if agent != actor => {
+                let command = logger.region(open).await.ok().flatten().map(|r| r.command);
+                let command = command.unwrap_or_else(|| format!("the command of region {open}"));
+                Err(Refusal::NotYours { session: s.name.clone(), command, by: Party::Agent(agent) }.into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Sends `sig` to the pane's foreground job, refusing when the shell
 /// itself is in the foreground.
 fn deliver(session: &str, pane_pid: u32, sig: Signal) -> Result<String, ToolError> {
@@ -312,6 +350,7 @@ mod tests {
             wait: None,
             signal: None,
             typing: None,
+            take_over: None,
         }
     }
 

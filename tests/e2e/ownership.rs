@@ -1,0 +1,124 @@
+//! What one agent leaves in a session is not another's to type over:
+//! `send` keeps the rules `run` keeps (text left at the prompt, a line just
+//! submitted, a program another agent started), and `session_close` and
+//! `session_logs` leave a session alone while another agent has text in
+//! it. Each refusal names whose it is; `take_over=true` is the way through
+//! once the user says so.
+
+use std::time::{Duration, Instant};
+
+use dtmcp::mcp_client::McpChild;
+use serde_json::{Value, json};
+
+use crate::assert_has;
+use crate::harness::World;
+use crate::serve::{Serve, bridge};
+
+async fn call(agent: &McpChild, tool: &str, args: Value) -> dtmcp::mcp_client::Reply {
+    agent.call(tool, args).await.unwrap_or_else(|e| panic!("{tool}: {e:#}"))
+}
+
+async fn ok(agent: &McpChild, tool: &str, args: Value) -> String {
+    let r = call(agent, tool, args).await;
+    assert!(!r.is_error, "{tool} failed: {}", r.text);
+    r.text
+}
+
+async fn refused(agent: &McpChild, tool: &str, args: Value) -> String {
+    let r = call(agent, tool, args).await;
+    assert!(r.is_error, "{tool} was not refused: {}", r.text);
+    r.text
+}
+
+/// The visible rows of session `name`'s pane.
+fn screen(world: &World, name: &str) -> String {
+    let out = world.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits (bounded) until `name`'s screen shows `needle`.
+fn until_on_screen(world: &World, name: &str, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !screen(world, name).contains(needle) {
+        assert!(Instant::now() < deadline, "{needle:?} never showed:\n{}", screen(world, name));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_does_not_type_over_or_submit_another_agents_text() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    let bob = bridge(&world, "bob").await;
+    ok(&alice, "session_create", json!({"name": "o1"})).await;
+    ok(&alice, "send", json!({"session": "o1", "text": "echo ALICE2"})).await;
+    until_on_screen(&world, "o1", "echo ALICE2");
+    for attempt in [
+        json!({"session": "o1", "text": " BOB; echo pwned"}),
+        json!({"session": "o1", "keys": ["ctrl+u"]}),
+        json!({"session": "o1", "keys": ["enter"]}),
+    ] {
+        let why = refused(&bob, "send", attempt.clone()).await;
+        assert_has!(why, "agent alice");
+        assert_has!(why, "take_over=true");
+    }
+    assert!(!screen(&world, "o1").contains("pwned"), "bob's text got in:\n{}", screen(&world, "o1"));
+    let regions = ok(&alice, "regions", json!({"session": "o1"})).await;
+    assert!(!regions.contains("ALICE2"), "alice's line was submitted by someone: {regions}");
+    // Her session, her text: she may close and may not be closed on.
+    let close = refused(&bob, "session_close", json!({"session": "o1"})).await;
+    assert_has!(close, "agent alice typed `echo ALICE2`");
+    let logs = refused(&bob, "session_logs", json!({"session": "o1", "action": "delete_on_close"})).await;
+    assert_has!(logs, "agent alice typed");
+    // Her own send finishes it.
+    let done = ok(&alice, "send", json!({"session": "o1", "keys": ["enter"]})).await;
+    assert_has!(done, "ALICE2");
+    // Told to by the user, bob may take over.
+    ok(&alice, "send", json!({"session": "o1", "text": "echo half"})).await;
+    until_on_screen(&world, "o1", "echo half");
+    ok(&bob, "send", json!({"session": "o1", "keys": ["ctrl+e", "ctrl+u"], "take_over": true})).await;
+    let r = ok(&bob, "run", json!({"session": "o1", "command": "echo bob-$((2+3))"})).await;
+    assert_has!(r, "bob-5");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_and_signals_for_another_agents_program_are_refused_with_whose_it_is() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    let bob = bridge(&world, "bob").await;
+    ok(&alice, "session_create", json!({"name": "o2"})).await;
+    let left = ok(&alice, "run", json!({"session": "o2", "command": "sleep 30", "timeout": 0.3})).await;
+    assert_has!(left, "still running");
+    let why = refused(&bob, "send", json!({"session": "o2", "keys": ["ctrl+c"]})).await;
+    assert_has!(why, "`sleep 30` in o2 was started by agent alice");
+    let why = refused(&bob, "send", json!({"session": "o2", "signal": "KILL"})).await;
+    assert_has!(why, "agent alice");
+    let close = refused(&bob, "session_close", json!({"session": "o2"})).await;
+    assert_has!(close, "started by alice");
+    // Still running: nothing reached it.
+    let still = ok(&alice, "wait", json!({"session": "o2", "timeout": 0.3})).await;
+    assert_has!(still, "still running");
+    // Her own ctrl+c ends it.
+    let r = ok(&alice, "send", json!({"session": "o2", "keys": ["ctrl+c"], "wait": 0.5})).await;
+    assert_has!(r, "pressed ctrl+c");
+    let ended = ok(&alice, "wait", json!({"session": "o2", "timeout": 5})).await;
+    assert!(!ended.contains("still running"), "{ended}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_does_not_add_to_a_persons_unsubmitted_line() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let bob = bridge(&world, "bob").await;
+    ok(&bob, "session_create", json!({"name": "o3"})).await;
+    // A person attached, typing.
+    let mut person = crate::panes::Person::attach(&world, "o3", 100, 30);
+    person.types("make inst");
+    until_on_screen(&world, "o3", "make inst");
+    let why = refused(&bob, "send", json!({"session": "o3", "text": "all; echo pwned", "keys": ["enter"]})).await;
+    assert_has!(why, "by a person");
+    assert!(!screen(&world, "o3").contains("pwned"), "{}", screen(&world, "o3"));
+    drop(person);
+}
