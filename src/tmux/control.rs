@@ -200,9 +200,7 @@ fn control_command(bin: &Path, socket: &str) -> Command {
         "sleep",
         "2147483647",
     ]);
-    for name in super::SCRUBBED_ENV {
-        command.env_remove(name);
-    }
+    super::scrub_env(&mut command);
     command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     command
 }

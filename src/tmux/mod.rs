@@ -242,6 +242,30 @@ pub const SCRUBBED_ENV: &[&str] = &[
     "TMUX",
 ];
 
+/// The prefix of this program's own settings. None reaches a pane: the
+/// server's token, its secrets list and its paths are the server's, not
+/// the shell's (a session gets `DOCENT_TERMINAL_MCP_SESSION` on its own).
+const OWN_PREFIX: &str = "DOCENT_TERMINAL_MCP_";
+/// The settings a pane keeps, read there by the commands the integration
+/// puts on its PATH: which variables `docent-terminal-mcp ssh` carries to
+/// the far side, and the state home `docent-terminal-mcp install` records
+/// a host's files in. Neither is a secret.
+const KEPT_OWN: [&str; 2] = ["DOCENT_TERMINAL_MCP_SSH_ENV", "DOCENT_TERMINAL_MCP_HOME"];
+
+/// Leaves out of `command`'s environment what no pane may inherit: the
+/// tmux server copies the environment of the client that starts it into
+/// every pane, so each command that may start it is scrubbed.
+pub fn scrub_env(command: &mut tokio::process::Command) {
+    for name in SCRUBBED_ENV {
+        command.env_remove(name);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|n| n.starts_with(OWN_PREFIX) && !KEPT_OWN.contains(&n)) {
+            command.env_remove(name);
+        }
+    }
+}
+
 /// Whether a new tmux server should get a systemd scope of its own: we run
 /// under systemd (`INVOCATION_ID` is set) and `systemd-run` exists.
 pub fn scope_wanted() -> bool {
@@ -534,9 +558,7 @@ impl Tmux {
     }
 
     async fn finish_spawn(&self, mut command: tokio::process::Command, argv: Vec<String>) -> Result<String, TmuxError> {
-        for name in SCRUBBED_ENV {
-            command.env_remove(name);
-        }
+        scrub_env(&mut command);
         let run = command.stdin(Stdio::null()).kill_on_drop(true).output();
         let out = match tokio::time::timeout(self.timeout, run).await {
             Ok(Ok(out)) => out,

@@ -1062,6 +1062,10 @@ async fn item18_no_secret_in_a_pane_no_io_in_calls_log_no_agent_history() {
     cmd.args(["serve", "--tcp", &port]).envs(w.env()).env("HOME", &home_s).stdin(Stdio::null());
     cmd.env("NOTIFY_SOCKET", w.tmp.path().join("no-notify")).env("INVOCATION_ID", "feedfacefeedface");
     cmd.env("WATCHDOG_USEC", "0").env("JOURNAL_STREAM", "8:1234");
+    // The server's own settings stay the server's (but for the two the
+    // integration reads in a pane).
+    cmd.env("DOCENT_TERMINAL_MCP_TOKEN", "tok-cafe").env("DOCENT_TERMINAL_MCP_SECRETS", "API_KEY_X");
+    cmd.env("DOCENT_TERMINAL_MCP_SSH_ENV", "EDITOR").env("DOCENT_TERMINAL_MCP_SUMMARY", "0");
     let mut serve = cmd.spawn().expect("serve");
     let socket = crate::serve::socket_of(&w);
     wait_for("serve answers", Duration::from_secs(10), || crate::serve::unix_get(&socket, "/health").0 == 200).await;
@@ -1075,10 +1079,17 @@ async fn item18_no_secret_in_a_pane_no_io_in_calls_log_no_agent_history() {
         .call("run", json!({"session": "v1", "command": "env; tr '\\0' '\\n' < /proc/$PPID/environ; echo env-done"}), t)
         .await;
     assert_has!(text, "env-done");
-    let (all, _) = c.call("read", json!({"session": "v1"}), t).await;
-    for secret in [&token[..], "NOTIFY_SOCKET", "INVOCATION_ID", "feedface", "JOURNAL_STREAM", "WATCHDOG_"] {
+    // The whole output, not the default tail: the variables are in any order.
+    let (all, _) = c.call("read", json!({"session": "v1", "from_line": 1, "to_line": 400}), t).await;
+    let own = ["DOCENT_TERMINAL_MCP_TOKEN", "DOCENT_TERMINAL_MCP_SECRETS", "DOCENT_TERMINAL_MCP_SUMMARY"];
+    let own = own.into_iter().chain(["DOCENT_TERMINAL_MCP_SOCKET=", "tok-cafe", "API_KEY_X"]);
+    for secret in
+        [&token[..], "NOTIFY_SOCKET", "INVOCATION_ID", "feedface", "JOURNAL_STREAM", "WATCHDOG_"].into_iter().chain(own)
+    {
         assert!(!all.contains(secret), "{secret} is visible in the pane:\n{all}");
     }
+    assert_has!(all, "DOCENT_TERMINAL_MCP_SSH_ENV=EDITOR");
+    assert_has!(all, "DOCENT_TERMINAL_MCP_SESSION=v1");
     let raw = std::fs::read(w.session_dir("v1").join("raw.log")).expect("raw");
     assert!(memchr::memmem::find(&raw, token.as_bytes()).is_none(), "the token is in raw.log");
     let marker = "unique-input-7d1f";
