@@ -105,7 +105,8 @@ impl Terminal {
         let mut router = schema::portable(Self::routes());
         for route in router.map.values_mut() {
             if let Some(name) = ToolName::parse(&route.attr.name) {
-                route.attr.annotations = name.annotations();
+                route.attr.annotations = Some(name.annotations());
+                route.attr.title = Some(name.title().into());
             }
         }
         router

@@ -104,15 +104,69 @@ impl ToolName {
         matches!(self, ToolName::Read | ToolName::Search | ToolName::Regions)
     }
 
-    /// Whether it changes nothing: no session, file or pane.
+    /// Whether it changes nothing: no session, file or pane (waiting and
+    /// reading change nothing; a region's file written for a read is a
+    /// copy of what the log holds).
     pub fn read_only(self) -> bool {
-        self.reads_the_record() || matches!(self, ToolName::SessionList | ToolName::Guide)
+        self.reads_the_record() || matches!(self, ToolName::SessionList | ToolName::Guide | ToolName::Wait)
     }
 
-    /// What a client may learn of it before calling it: `readOnlyHint`
-    /// on the tools that change nothing.
-    pub fn annotations(self) -> Option<ToolAnnotations> {
-        self.read_only().then(|| ToolAnnotations::new().read_only(true))
+    /// Whether it may destroy something: a session's pane and shell, its
+    /// logs, or whatever a command typed into a shell does.
+    pub fn destructive(self) -> bool {
+        self.types() || matches!(self, ToolName::SessionClose | ToolName::SessionLogs)
+    }
+
+    /// Whether calling it again with the same arguments changes nothing
+    /// more: a size set, logs marked, a shell integrated, a session closed.
+    pub fn idempotent(self) -> bool {
+        matches!(
+            self,
+            ToolName::SessionResize | ToolName::SessionLogs | ToolName::ShellIntegrate | ToolName::SessionClose
+        )
+    }
+
+    /// Whether it reaches past this server: what it types runs in a shell
+    /// that may do anything anywhere (over ssh, too).
+    pub fn open_world(self) -> bool {
+        self.types()
+    }
+
+    /// Its name for people, in a client's list of tools.
+    pub const fn title(self) -> &'static str {
+        match self {
+            ToolName::SessionCreate => "Open a terminal session",
+            ToolName::SessionList => "List terminal sessions",
+            ToolName::SessionClose => "Close a terminal session",
+            ToolName::SessionLogs => "Keep or delete a session's logs",
+            ToolName::SessionSplit => "Split a session's pane",
+            ToolName::SessionResize => "Resize a session's terminal",
+            ToolName::ShellIntegrate => "Integrate the shell at a prompt",
+            ToolName::Run => "Run a command line",
+            ToolName::Wait => "Wait for a running command",
+            ToolName::Send => "Type text and press keys",
+            ToolName::Expect => "Answer a program's prompts",
+            ToolName::Read => "Read a session's log or screen",
+            ToolName::Search => "Search a session's log",
+            ToolName::Regions => "List a session's commands",
+            ToolName::Guide => "Read the guide",
+        }
+    }
+
+    /// What a client may learn of it before calling it, honestly: a
+    /// read-only tool says only that; the others say whether they may
+    /// destroy, whether a repeat changes anything, and whether they reach
+    /// an open world.
+    pub fn annotations(self) -> ToolAnnotations {
+        let titled = ToolAnnotations::with_title(self.title());
+        if self.read_only() {
+            return titled.read_only(true);
+        }
+        titled
+            .read_only(false)
+            .destructive(self.destructive())
+            .idempotent(self.idempotent())
+            .open_world(self.open_world())
     }
 }
 
@@ -137,8 +191,25 @@ mod tests {
     #[test]
     fn the_tools_that_type_follow_their_session_and_change_things() {
         for t in ToolName::ALL.into_iter().filter(|t| t.types()) {
-            assert!(t.follows_a_session() && !t.read_only(), "{t}");
+            assert!(t.follows_a_session() && !t.read_only() && t.destructive() && t.open_world(), "{t}");
         }
         assert!(ToolName::Guide.read_only() && !ToolName::Guide.follows_a_session());
+    }
+
+    #[test]
+    fn annotations_are_honest_and_every_tool_has_a_title() {
+        for t in ToolName::ALL {
+            let a = t.annotations();
+            assert!(a.title.as_deref().is_some_and(|s| s.len() > 5), "{t}");
+            assert_eq!(a.read_only_hint, Some(t.read_only()), "{t}");
+            if t.read_only() {
+                assert!(a.destructive_hint.is_none() && a.idempotent_hint.is_none(), "{t}: hints of a read-only tool");
+            }
+        }
+        assert_eq!(ToolName::SessionClose.annotations().destructive_hint, Some(true));
+        assert_eq!(ToolName::SessionLogs.annotations().destructive_hint, Some(true));
+        assert_eq!(ToolName::SessionCreate.annotations().destructive_hint, Some(false));
+        assert_eq!(ToolName::Run.annotations().open_world_hint, Some(true));
+        assert_eq!(ToolName::SessionResize.annotations().idempotent_hint, Some(true));
     }
 }
