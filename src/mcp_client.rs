@@ -24,6 +24,8 @@ pub struct Reply {
     pub text: String,
     /// The `isError` flag.
     pub is_error: bool,
+    /// The structured result (`structuredContent`), when the server gave one.
+    pub structured: Option<serde_json::Value>,
 }
 
 impl McpChild {
@@ -68,7 +70,7 @@ impl McpChild {
         let result = self.service.call_tool(params).await?;
         let text =
             result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n");
-        Ok(Reply { text, is_error: result.is_error.unwrap_or(false) })
+        Ok(Reply { text, is_error: result.is_error.unwrap_or(false), structured: result.structured_content })
     }
 
     /// The names of the server's tools.

@@ -10,7 +10,7 @@ use std::time::Instant;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 
 use crate::agents::caller::Caller;
-use crate::tools::replies::reply::{Facts, Reply};
+use crate::tools::replies::reply::{Facts, Outcome, Reply};
 use crate::tools::replies::secrets::{self, Secrets};
 use crate::tools::{Terminal, ToolError, ToolName};
 
@@ -73,6 +73,7 @@ impl Terminal {
             self.journal().note_created(name, who.actor.as_deref());
         }
         let created = outcome.as_ref().ok().and_then(|r| r.facts.created.clone());
+        let mut facts = structured(tool, session, &outcome);
         let note = session.and_then(|name| self.sessions().take_note(name));
         let leads: String = [finished, note].into_iter().flatten().collect();
         let ok = outcome.is_ok();
@@ -89,7 +90,16 @@ impl Terminal {
         let elapsed = started.elapsed();
         self.inner.calls.record(tool.as_str(), session, who.actor.as_deref(), elapsed, ok, counts.total());
         let content = vec![ContentBlock::text(clean(&text))];
-        if ok { CallToolResult::success(content) } else { CallToolResult::error(content) }
+        facts.insert("redactions".into(), counts.total().into());
+        // The facts pass the redactor too: a session's name, a command
+        // line or a refused text may hold a secret.
+        let facts = match serde_json::to_string(&facts) {
+            Ok(json) => serde_json::from_str(&self.inner.secrets.redact(dir.as_deref(), &json).0),
+            Err(e) => Err(e),
+        };
+        let mut result = if ok { CallToolResult::success(content) } else { CallToolResult::error(content) };
+        result.structured_content = facts.ok();
+        result
     }
 
     /// The arguments of a tool that types with the placeholders of secrets
@@ -110,6 +120,61 @@ impl Terminal {
         }
         Ok(request)
     }
+}
+
+/// The facts of a call's outcome as its structured result: what happened,
+/// never the output again (a client that shows both to the model must not
+/// pay for it twice). Every key is optional but `tool` and `ok`; the
+/// shape is [`ToolName::output_schema`].
+fn structured(
+    tool: ToolName,
+    session: Option<&str>,
+    outcome: &Result<Reply, ToolError>,
+) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::{Value, json};
+    let mut out = serde_json::Map::new();
+    out.insert("tool".into(), tool.as_str().into());
+    out.insert("ok".into(), outcome.is_ok().into());
+    if let Some(name) = session {
+        out.insert("session".into(), name.into());
+    }
+    match outcome {
+        Ok(Reply { facts, .. }) => {
+            if let Some(state) = facts.outcome.state() {
+                out.insert("state".into(), state.into());
+            }
+            if let Outcome::Ended { exit: Some(code) } = facts.outcome {
+                out.insert("exit_code".into(), code.into());
+            }
+            if !facts.pipeline.is_empty() {
+                out.insert("pipeline".into(), json!(facts.pipeline));
+            }
+            if let Some(region) = facts.region {
+                out.insert("region".into(), region.0.into());
+            }
+            if let Some((first, last)) = facts.lines {
+                out.insert("lines".into(), json!({ "first": first.0, "last": last.0 }));
+            }
+            if let Some(gap) = &facts.clipped {
+                out.insert("clipped".into(), json!({ "first": gap.start().0, "last": gap.end().0 }));
+            }
+            if let Some(name) = &facts.created {
+                out.insert("created".into(), name.as_str().into());
+            }
+            for (k, v) in &facts.details {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        Err(e) => {
+            out.insert("error".into(), e.kind().into());
+            if let ToolError::Refused { refusal, .. } = e
+                && let Ok(Value::Object(data)) = serde_json::to_value(refusal)
+            {
+                out.insert("refusal".into(), Value::Object(data));
+            }
+        }
+    }
+    out
 }
 
 /// Replaces the placeholders in every string within `value`.

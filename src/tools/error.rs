@@ -318,6 +318,19 @@ pub enum ToolError {
 }
 
 impl ToolError {
+    /// What kind of failure it is, as a structured result names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::BadInput(_) => "bad_input",
+            ToolError::Refused { .. } => "refused",
+            ToolError::Session(_) => "session",
+            ToolError::Logger(_) => "logger",
+            ToolError::Tmux(_) => "tmux",
+            ToolError::Store(_) => "store",
+            ToolError::Failed(_) => "failed",
+        }
+    }
+
     /// The same failure told in other words: `f` gets the message. Bad
     /// input stays bad input; a refusal is left as it is (its words are
     /// its data's); anything else becomes [`ToolError::Failed`], its

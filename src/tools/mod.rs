@@ -107,6 +107,7 @@ impl Terminal {
             if let Some(name) = ToolName::parse(&route.attr.name) {
                 route.attr.annotations = Some(name.annotations());
                 route.attr.title = Some(name.title().into());
+                route.attr.output_schema = Some(Arc::new(name.output_schema()));
             }
         }
         router

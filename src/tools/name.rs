@@ -153,6 +153,63 @@ impl ToolName {
         }
     }
 
+    /// The shape of its structured result: the facts of the call (never
+    /// its output), the same keys for every tool where they apply, and
+    /// each tool's own beside them. Every key but `tool` and `ok` may be
+    /// absent; each has one type, for clients that read one.
+    pub fn output_schema(self) -> rmcp::model::JsonObject {
+        use serde_json::json;
+        let span = || {
+            json!({"type": "object", "properties": {
+                "first": {"type": "integer", "description": "The first line."},
+                "last": {"type": "integer", "description": "The last line."}
+            }})
+        };
+        let mut props = json!({
+            "tool": {"type": "string", "description": "The tool called."},
+            "ok": {"type": "boolean", "description": "Whether the call did what it was asked (false: isError, see error)."},
+            "session": {"type": "string", "description": "The session the call worked in."},
+            "state": {"type": "string", "enum": ["done", "nothing_ran", "waiting_for_input", "matched", "running", "settled", "full_screen", "session_ended"],
+                "description": "How the command stands: done (it ended), running (the wait ran out), waiting_for_input (a program waits at a prompt), matched (until matched), nothing_ran, settled, full_screen, session_ended."},
+            "exit_code": {"type": "integer", "description": "The command's exit status; absent when its shell did not tell it."},
+            "pipeline": {"type": "array", "items": {"type": "integer"}, "description": "The exit status of each stage of its pipeline."},
+            "region": {"type": "integer", "description": "The command's region: read session=... region=N reads its output."},
+            "lines": span(),
+            "clipped": span(),
+            "created": {"type": "string", "description": "The session the call made."},
+            "redactions": {"type": "integer", "description": "How many secrets the reply shows as placeholders."},
+            "error": {"type": "string", "enum": ["bad_input", "refused", "session", "logger", "tmux", "store", "failed"],
+                "description": "What kind of failure, when ok is false."},
+            "refusal": {"type": "object", "description": "Why the session did not take the call, as data: the kind (refusal), the session, and whom it names (by: {kind: you|agent|person|someone, name})."}
+        });
+        if let Some(p) = props.as_object_mut() {
+            if let Some(lines) = p.get_mut("lines").and_then(|v| v.as_object_mut()) {
+                lines.insert("description".into(), "The lines of session.txt the command's output spans.".into());
+            }
+            if let Some(gap) = p.get_mut("clipped").and_then(|v| v.as_object_mut()) {
+                gap.insert("description".into(), "The output lines left out of the reply's middle.".into());
+            }
+            if self == ToolName::SessionList {
+                p.insert(
+                    "sessions".into(),
+                    json!({"type": "array", "description": "The open sessions.", "items": {"type": "object", "properties": {
+                        "name": {"type": "string", "description": "The session."},
+                        "program": {"type": "string", "description": "What holds its terminal."},
+                        "cwd": {"type": "string", "description": "Its directory."},
+                        "last_command": {"type": "string", "description": "The last command, finished or not."},
+                        "last_exit": {"type": "integer", "description": "Its exit status, once it finished."},
+                        "attach": {"type": "string", "description": "The command a person runs to watch it."}
+                    }}}),
+                );
+            }
+        }
+        let schema = json!({"type": "object", "properties": props, "required": ["tool", "ok"]});
+        match schema {
+            serde_json::Value::Object(map) => map,
+            _ => rmcp::model::JsonObject::new(),
+        }
+    }
+
     /// What a client may learn of it before calling it, honestly: a
     /// read-only tool says only that; the others say whether they may
     /// destroy, whether a repeat changes anything, and whether they reach
@@ -194,6 +251,21 @@ mod tests {
             assert!(t.follows_a_session() && !t.read_only() && t.destructive() && t.open_world(), "{t}");
         }
         assert!(ToolName::Guide.read_only() && !ToolName::Guide.follows_a_session());
+    }
+
+    #[test]
+    fn output_schemas_are_portable_objects_that_name_the_shared_facts() {
+        for t in ToolName::ALL {
+            let schema = serde_json::Value::Object(t.output_schema());
+            assert_eq!(schema["type"], "object", "{t}");
+            let problems = crate::tools::schema::problems(&schema);
+            assert!(problems.is_empty(), "{t}: {problems:?}");
+            for key in ["tool", "ok", "state", "exit_code", "region", "refusal"] {
+                assert!(schema["properties"].get(key).is_some(), "{t}: {key}");
+            }
+        }
+        let list = serde_json::Value::Object(ToolName::SessionList.output_schema());
+        assert!(list["properties"]["sessions"]["items"]["properties"]["attach"].is_object());
     }
 
     #[test]

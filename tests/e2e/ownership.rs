@@ -122,3 +122,44 @@ async fn send_does_not_add_to_a_persons_unsubmitted_line() {
     assert!(!screen(&world, "o3").contains("pwned"), "{}", screen(&world, "o3"));
     drop(person);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_carry_their_facts_as_data_and_never_the_output_again() {
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let alice = bridge(&world, "alice").await;
+    let bob = bridge(&world, "bob").await;
+    ok(&alice, "session_create", json!({"name": "o4"})).await;
+    let r = call(&alice, "run", json!({"session": "o4", "command": "echo facts-$((6*7)); true | false"})).await;
+    let facts = r.structured.expect("structuredContent");
+    assert_eq!(facts["tool"], "run");
+    assert_eq!(facts["ok"], true);
+    assert_eq!(facts["session"], "o4");
+    assert_eq!(facts["state"], "done");
+    assert_eq!(facts["exit_code"], 1);
+    assert_eq!(facts["pipeline"], json!([0, 1]));
+    assert!(facts["region"].as_u64().is_some_and(|n| n >= 1), "{facts}");
+    assert!(facts["lines"]["first"].as_u64().is_some(), "{facts}");
+    assert!(!facts.to_string().contains("facts-42"), "the output came twice: {facts}");
+    assert_has!(r.text, "facts-42");
+    // A refusal is data: its kind and whom it names.
+    ok(&alice, "send", json!({"session": "o4", "text": "echo mine"})).await;
+    until_on_screen(&world, "o4", "echo mine");
+    let no = call(&bob, "run", json!({"session": "o4", "command": "echo bobs"})).await;
+    assert!(no.is_error);
+    let facts = no.structured.expect("structuredContent on an error too");
+    assert_eq!(facts["ok"], false);
+    assert_eq!(facts["error"], "refused");
+    assert_eq!(facts["refusal"]["refusal"], "unsubmitted");
+    assert_eq!(facts["refusal"]["by"], json!({"kind": "agent", "name": "alice"}));
+    let list = call(&bob, "session_list", json!({})).await.structured.expect("structuredContent");
+    let rows = list["sessions"].as_array().expect("sessions");
+    assert!(rows.iter().any(|s| s["name"] == "o4" && s["attach"].as_str().is_some_and(|a| a.contains("attach"))));
+    // Every tool declares the shape its facts come in.
+    let tools = alice.tools().await.expect("tools");
+    for t in &tools {
+        let schema = t.output_schema.as_ref().unwrap_or_else(|| panic!("{} has no outputSchema", t.name));
+        assert_eq!(schema.get("type").and_then(|t| t.as_str()), Some("object"), "{}", t.name);
+        assert!(t.annotations.as_ref().and_then(|a| a.title.as_ref()).is_some(), "{} has no title", t.name);
+    }
+}

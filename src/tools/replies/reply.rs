@@ -37,6 +37,14 @@ pub struct Facts {
     pub preface: bool,
     /// The session the call made, if it made one.
     pub created: Option<String>,
+    /// The exit statuses of the command's pipeline, left to right, when
+    /// its shell told them.
+    pub pipeline: Vec<i32>,
+    /// The lines of `session.txt` the command's output spans (first, last).
+    pub lines: Option<(LineNo, LineNo)>,
+    /// What else a tool knows as data (the sessions listed, a search's
+    /// counts), carried in its structured result beside the text.
+    pub details: serde_json::Map<String, serde_json::Value>,
 }
 
 /// How the command a reply reports on stands, as its headline says.
@@ -68,6 +76,22 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The word a structured result uses for it; `None` for a reply that
+    /// reports on no command.
+    pub fn state(self) -> Option<&'static str> {
+        Some(match self {
+            Outcome::None => return None,
+            Outcome::Ended { .. } => "done",
+            Outcome::NothingRan => "nothing_ran",
+            Outcome::Waiting => "waiting_for_input",
+            Outcome::Matched => "matched",
+            Outcome::Running => "running",
+            Outcome::Settled => "settled",
+            Outcome::FullScreen => "full_screen",
+            Outcome::SessionEnded => "session_ended",
+        })
+    }
+
     /// The outcome a wait that stopped for `reason` reports, `region` being
     /// the command's region (if it has one yet).
     pub fn of(reason: &WaitReason, region: Option<&Region>) -> Outcome {
@@ -119,10 +143,13 @@ impl Reply {
         let preface = part.facts.preface || !self.text.is_empty();
         self.text.push_str(&part.text);
         let earlier = std::mem::take(&mut self.facts);
+        let mut details = earlier.details;
+        details.extend(part.facts.details);
         self.facts = Facts {
             clipped: part.facts.clipped.or(earlier.clipped),
             created: part.facts.created.or(earlier.created),
             preface,
+            details,
             ..part.facts
         };
     }

@@ -45,6 +45,7 @@ pub(crate) async fn describe(
         region: region.map(|r| r.id),
         outcome: Outcome::of(reason, region),
         preface: note.is_some(),
+        pipeline: region.map(|r| r.pipestatus.clone()).unwrap_or_default(),
         ..Facts::default()
     };
     // Where the wait ended at a prompt, a shell that has just drawn it is
@@ -67,6 +68,7 @@ pub(crate) async fn describe(
         Some(r) => region_lines(r, status),
         None => (typed_on.next(), crate::tools::reading::lines::last_line(status)),
     };
+    facts.lines = (last >= first).then_some((first, last));
     // Lines before the unfinished one are on disk; that one only the logger has.
     let committed = LineNo(last.0.min(status.mark.line.0.saturating_sub(1)));
     let unfinished = match last >= status.mark.line {

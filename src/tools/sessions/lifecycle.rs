@@ -275,31 +275,43 @@ impl Terminal {
     /// it shows) and one of the pinned windows, then each session's logger
     /// and presence, a few sessions at a time so that their round trips
     /// overlap.
-    async fn list_body(&self) -> Result<String, ToolError> {
+    async fn list_body(&self) -> Result<Reply, ToolError> {
         let panes = self.sessions().panes().await?;
         // The sessions just listed are the live ones: no second listing.
         let live = panes.iter().map(|p| p.session_name.clone()).collect();
         let closed = self.closed_lines(&live);
+        let mut reply = Reply::default();
         if panes.is_empty() {
-            return Ok(format!("no sessions are open; session_create makes one\n{closed}"));
+            reply.push_str(&format!("no sessions are open; session_create makes one\n{closed}"));
         }
         let pinned = self.sessions().pinned_windows().await;
-        let mut all = String::new();
+        let mut rows = Vec::new();
         for some in panes.chunks(LIST_AT_ONCE) {
             let entries = some.iter().map(|pane| self.list_entry(pane, pinned.contains(&pane.window_id)));
-            for (pane, entry) in some.iter().zip(futures_util::future::join_all(entries).await) {
+            for (pane, (entry, row)) in some.iter().zip(futures_util::future::join_all(entries).await) {
                 // Each session's lines with its own placeholders.
-                all.push_str(&self.redacted(Some(&pane.session_name), &entry));
+                reply.push_str(&self.redacted(Some(&pane.session_name), &entry));
+                rows.push(row);
             }
         }
-        all.push_str(&closed);
-        Ok(all)
+        if !panes.is_empty() {
+            reply.push_str(&closed);
+        }
+        reply.facts.details.insert("sessions".into(), serde_json::Value::Array(rows));
+        Ok(reply)
     }
 
-    /// The lines of `session_list` about one listed pane.
-    async fn list_entry(&self, pane: &crate::tmux::PaneInfo, pinned: bool) -> String {
+    /// The lines of `session_list` about one listed pane, and its row as
+    /// data.
+    async fn list_entry(&self, pane: &crate::tmux::PaneInfo, pinned: bool) -> (String, serde_json::Value) {
         let mut out = String::new();
         let name = &pane.session_name;
+        let mut row = serde_json::json!({
+            "name": name,
+            "program": pane.pane_current_command,
+            "cwd": pane.pane_current_path,
+            "attach": self.sessions().attach_command(&pane.tmux_session),
+        });
         let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
         // The listing found it: no need to ask tmux again per session.
         if let Ok(s) = self.sessions().session_of(pane)
@@ -309,13 +321,17 @@ impl Terminal {
         {
             let exit = r.exit.map_or_else(|| "running".to_string(), |e| format!("exit {e}"));
             let _ = write!(out, " · last: `{}` {exit}", r.command);
+            row["last_command"] = r.command.clone().into();
+            if let Some(code) = r.exit {
+                row["last_exit"] = code.into();
+            }
         }
         let _ = writeln!(out, "\n  {}", crate::tools::sessions::presence::pane_line(pane));
         if let Some(who) = self.presence_line(pane, pinned).await {
             let _ = writeln!(out, "  {who}");
         }
-        let _ = writeln!(out, "  attach: {}", self.sessions().attach_command(&pane.tmux_session));
-        out
+        let _ = writeln!(out, "  attach: {}", row["attach"].as_str().unwrap_or_default());
+        (out, row)
     }
 
     async fn close_body(&self, p: CloseParams) -> Result<String, ToolError> {

@@ -195,8 +195,15 @@ fn at_this_prompt(t: &Typed, status: &Status) -> bool {
 
 /// The agent's unsubmitted text that the text at `status`'s prompt holds,
 /// if the last thing typed was that.
+/// The prompt may show only the start of it yet: its echo is on its way
+/// (tmux draws before the logger reads), and it is no less the agent's.
 fn agents_unsubmitted<'a>(status: &Status, last: Option<&'a Typed>) -> Option<&'a Typed> {
-    last.filter(|t| at_this_prompt(t, status) && !t.submitted && status.typed.contains(t.text.trim()))
+    let pending = status.typed.trim();
+    let theirs = |t: &Typed| {
+        let text = t.text.trim();
+        pending.contains(text) || (!pending.is_empty() && text.starts_with(pending))
+    };
+    last.filter(|t| at_this_prompt(t, status) && !t.submitted && theirs(t))
 }
 
 fn ms(n: u64) -> Duration {
@@ -258,6 +265,9 @@ mod tests {
         assert!(other.contains("agent b"), "{other}");
         let own = refusal("t1", &status("echo hal", 3), Some(&half), "b", 0).expect("refused").to_string();
         assert!(own.contains("you (an earlier send)"), "{own}");
+        // Its echo part way: still the agent's.
+        let part = refusal("t1", &status("echo h", 3), Some(&half), "a", 1).expect("refused").to_string();
+        assert!(part.contains("agent b"), "{part}");
         // An agent's text at an earlier prompt says nothing about this one.
         let old = typed("b", "echo hal", false, 2);
         assert!(
