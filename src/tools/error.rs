@@ -346,7 +346,13 @@ impl ToolError {
 
 impl From<Refusal> for ToolError {
     fn from(refusal: Refusal) -> ToolError {
-        ToolError::Refused { refusal: Box::new(refusal), said: String::new() }
+        ToolError::from(Box::new(refusal))
+    }
+}
+
+impl From<Box<Refusal>> for ToolError {
+    fn from(refusal: Box<Refusal>) -> ToolError {
+        ToolError::Refused { refusal, said: String::new() }
     }
 }
 

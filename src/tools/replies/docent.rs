@@ -16,8 +16,6 @@ use crate::tools::replies::reply::{Facts, Outcome, Reply};
 use crate::tools::{Terminal, ToolName};
 use dtmcp_core::procs::{self, Activity};
 
-/// Shells, by command name: one of them waiting for input is at its prompt.
-
 impl Terminal {
     /// Like [`Terminal::call`], for the tools that drive a session: a reply
     /// that succeeded ends with the notes that apply and were not yet given

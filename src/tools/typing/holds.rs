@@ -103,15 +103,15 @@ impl Drop for Hold<'_> {
 
 impl Holds {
     /// Holds `session` for `actor`'s `tool`, or says who holds it.
-    pub fn take(&self, session: &str, actor: &str, tool: &str) -> Result<Hold<'_>, Refusal> {
+    pub fn take(&self, session: &str, actor: &str, tool: &str) -> Result<Hold<'_>, Box<Refusal>> {
         let mut holders = self.holders.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = holders.get(session) {
-            return Err(Refusal::Held {
+            return Err(Box::new(Refusal::Held {
                 session: session.to_string(),
                 by: Party::agent(&h.actor, actor),
                 tool: h.tool.clone(),
                 for_ms: crate::config::now_ms().saturating_sub(h.since_ms),
-            });
+            }));
         }
         let token = self.tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let since_ms = crate::config::now_ms();
@@ -239,7 +239,7 @@ mod tests {
         let hold = holds.take("t1", "a", "run").expect("free");
         let why = holds.take("t1", "b", "run").err().expect("held");
         assert!(
-            matches!(&why, Refusal::Held { by: Party::Agent(a), tool, .. } if a == "a" && tool == "run"),
+            matches!(why.as_ref(), Refusal::Held { by: Party::Agent(a), tool, .. } if a == "a" && tool == "run"),
             "{why:?}"
         );
         let why = why.to_string();

@@ -138,13 +138,13 @@ enum Look {
     /// line with the line editor: `read -e`).
     Behind(Box<Job>),
     /// Nothing takes a line now, for the reason given.
-    Refused(Refusal),
+    Refused(Box<Refusal>),
 }
 
 /// [`target`] as things are this instant.
 fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if status.eof {
-        return Err(Look::Refused(Refusal::Ended { session: s.name.clone() }));
+        return Err(Look::Refused(Box::new(Refusal::Ended { session: s.name.clone() })));
     }
     // A marked prompt of the innermost shell: a command line, in any
     // session (one whose shell was integrated by shell_integrate, too).
@@ -155,7 +155,7 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if integrated && status.shell.open.is_empty() {
         return Ok(Target::Shell);
     }
-    let job = job(s).map_err(|why| Look::Refused(Refusal::NotReady { session: s.name.clone(), why }))?;
+    let job = job(s).map_err(|why| Look::Refused(Box::new(Refusal::NotReady { session: s.name.clone(), why })))?;
     // The session's own integrated shell holding the terminal with nothing
     // running is at its prompt, even before its logger has seen a marker
     // (a logger just restarted knows nothing of the shell yet).
@@ -176,12 +176,12 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if job.activity == Activity::WaitingForInput || plain_shell {
         return Ok(Target::Program(job));
     }
-    Err(Look::Refused(Refusal::Busy {
+    Err(Look::Refused(Box::new(Refusal::Busy {
         session: s.name.clone(),
         command: status.last_region.as_ref().map(|r| r.command.clone()),
         job: job.line(),
         started_by: None,
-    }))
+    })))
 }
 
 /// The label of an input region: the prompt as shown, then the line, or
