@@ -98,7 +98,7 @@ impl Terminal {
             Err(e) => Err(e),
         };
         let mut result = if ok { CallToolResult::success(content) } else { CallToolResult::error(content) };
-        result.structured_content = facts.ok();
+        result.structured_content = facts.ok().map(clean_value);
         result
     }
 
@@ -214,6 +214,19 @@ pub fn clean(text: &str) -> String {
     text.chars().map(|c| if is_unwanted(c) { '\u{fffd}' } else { c }).collect()
 }
 
+/// `value` with every string in it [`clean`]ed: a structured result is
+/// read by the model too, and a session name or a refused line may hold
+/// anything.
+fn clean_value(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(clean(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(clean_value).collect()),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (clean(&k), clean_value(v))).collect()),
+        other => other,
+    }
+}
+
 /// Control characters (but newline and tab), C1 controls, and the
 /// bidirectional embeddings, overrides and isolates, which can make a
 /// reply read differently from what it holds ("Trojan Source").
@@ -228,6 +241,13 @@ fn is_unwanted(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::clean;
+
+    #[test]
+    fn structured_results_lose_them_too_keys_and_all() {
+        let dirty = serde_json::json!({"session": "a\u{9b}b", "rows": [{"x\u{1b}": "\u{202e}y"}], "n": 3});
+        let clean = super::clean_value(dirty);
+        assert_eq!(clean, serde_json::json!({"session": "a\u{fffd}b", "rows": [{"x\u{fffd}": "\u{fffd}y"}], "n": 3}));
+    }
 
     #[test]
     fn replies_lose_escapes_and_c1_but_keep_newlines_and_tabs() {
