@@ -207,17 +207,18 @@ pub enum LogsCommand {
 /// into one message and a failing exit code.
 pub fn entry() -> std::process::ExitCode {
     survive_file_size_limit();
+    let me = invoked_name();
     match main(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<people::Failure>() {
             Some(failure) => {
                 if let Some(message) = failure.message() {
-                    eprintln!("docent-terminal-mcp: {message}");
+                    eprintln!("{me}: {message}");
                 }
                 std::process::ExitCode::from(failure.code())
             }
             None => {
-                eprintln!("docent-terminal-mcp: {e:#}");
+                eprintln!("{me}: {e:#}");
                 std::process::ExitCode::FAILURE
             }
         },
@@ -290,8 +291,9 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// The name this program was started as (`dtmcp` or
-/// `docent-terminal-mcp`), for completions that complete what was typed.
-fn invoked_name() -> String {
+/// `docent-terminal-mcp`), for completions that complete what was typed
+/// and messages that name what was run.
+pub fn invoked_name() -> String {
     std::env::args_os()
         .next()
         .and_then(|a| std::path::Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -350,6 +352,7 @@ fn skill(dir: &std::path::Path, plugin: bool) -> anyhow::Result<()> {
 /// while no other thread exists.
 fn serve(socket: Option<std::path::PathBuf>, opts: crate::server::ServeOptions) -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
+    cfg.check_pane_logger()?;
     if let Some(port) = opts.tcp {
         crate::server::tcp_address(&opts, port)?;
     }
@@ -405,6 +408,7 @@ fn action_done(action: Action) -> &'static str {
 /// Serves one MCP client over stdin/stdout until it disconnects.
 pub async fn serve_stdio() -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
+    cfg.check_pane_logger()?;
     let _lock = crate::lock::acquire(&cfg.home)?;
     let tmux = Arc::new(Tmux::new(&cfg.socket));
     let sessions = Sessions::new(cfg.clone(), tmux.clone())?;

@@ -37,3 +37,45 @@ fn the_core_links_no_router_crate() {
         deps.iter().filter(|d| FORBIDDEN.contains(&d.as_str()) || d.starts_with("dtmcp-logger")).collect();
     assert!(bad.is_empty(), "dtmcp-core depends on {bad:?}; the core names neither process");
 }
+
+/// A file of this repository, as text.
+fn repo_file(path: &str) -> String {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// The first command of the README's first `sh` block: what a newcomer
+/// copies first.
+fn readme_first_command() -> String {
+    let readme = repo_file("README.md");
+    let block = readme.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("a sh block in README.md");
+    let line = block.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#'));
+    line.expect("a command in the README's first sh block").to_string()
+}
+
+/// `cargo run` builds only the binary it runs, so a README that starts
+/// with it leaves the pane logger unbuilt and every session failing. The
+/// first command must build every binary (a plain `cargo build`, which
+/// builds every binary of the default members) before it runs one.
+#[test]
+fn the_readmes_first_command_builds_every_binary_before_running_one() {
+    let command = readme_first_command();
+    let build = command.find("cargo build").unwrap_or_else(|| panic!("the first command builds nothing: {command}"));
+    let build_step = command[build..].split("&&").next().unwrap_or_default();
+    for narrowing in ["--bin", "-p ", "--package", "--lib", "--example"] {
+        assert!(!build_step.contains(narrowing), "`{build_step}` builds only part of the workspace ({narrowing})");
+    }
+    if let Some(run) = command.find("cargo run") {
+        assert!(build < run, "the first command runs before it builds: {command}");
+    }
+    // What `cargo build` builds: the root package is a default member, and
+    // it declares the pane logger among its binaries.
+    let manifest = repo_file("Cargo.toml");
+    assert!(manifest.contains("default-members = [\".\""), "the root package is built by a plain `cargo build`");
+    for bin in ["docent-terminal-mcp", "dtmcp", "dtmcp-pane-logger"] {
+        assert!(
+            manifest.contains(&format!("[[bin]]\nname = \"{bin}\"")),
+            "Cargo.toml's root package does not declare the binary {bin}"
+        );
+    }
+}

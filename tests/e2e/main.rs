@@ -3,6 +3,7 @@
 
 mod agents;
 mod bridge;
+mod demo;
 mod docent;
 mod expect;
 mod faults;
