@@ -11,7 +11,7 @@ use crate::{assert_has, needs};
 
 /// Runs `program args` with `env`, stdin closed, and returns its exit
 /// status, stdout and stderr; killed after `limit`.
-async fn run_for(
+pub async fn run_for(
     program: &Path,
     args: &[&str],
     env: &[(String, String)],
@@ -77,4 +77,41 @@ async fn without_its_pane_logger_the_router_says_so_in_one_line_and_stops() {
     let (status, _, err) = run_for(&exe, &["demo"], &world.env(), Duration::from_secs(20)).await;
     assert!(!status.success());
     assert_has!(err, format!("the pane logger {} is not executable", logger.display()));
+}
+
+/// The text of the pane `target` of `world`'s tmux.
+fn pane_text(world: &World, target: &str) -> String {
+    String::from_utf8_lossy(&world.tmux(&["capture-pane", "-p", "-J", "-t", target]).stdout).into_owned()
+}
+
+/// Started by hand in a terminal, the server says what it is and where to
+/// go instead of waiting in silence; ctrl+d leaves without an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_started_by_hand_in_a_terminal_says_what_it_is() {
+    needs!("tmux");
+    let world = World::new();
+    let mut args: Vec<String> =
+        ["new-session", "-d", "-s", "byhand", "-x", "200", "-y", "20"].map(String::from).to_vec();
+    for (k, v) in world.env() {
+        args.extend(["-e".to_string(), format!("{k}={v}")]);
+    }
+    args.push(format!("'{SERVER}'; echo \"exited with $?\"; sleep 60"));
+    let made = world.tmux(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let started = Instant::now();
+    let mut text = pane_text(&world, "=byhand:");
+    while !text.contains("--help") && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = pane_text(&world, "=byhand:");
+    }
+    assert_has!(text, "docent-terminal-mcp: an MCP server");
+    assert_has!(text, "docent-terminal-mcp demo");
+    assert_eq!(text.lines().filter(|l| !l.trim().is_empty()).count(), 1, "one line:\n{text}");
+    world.tmux(&["send-keys", "-t", "=byhand:", "C-d"]);
+    while !text.contains("exited with") && started.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = pane_text(&world, "=byhand:");
+    }
+    assert_has!(text, "exited with 0");
+    assert!(!text.contains("connection closed"), "{text}");
 }

@@ -3,6 +3,7 @@
 
 mod agents;
 mod bridge;
+mod cli;
 mod demo;
 mod docent;
 mod expect;
