@@ -79,3 +79,65 @@ fn the_readmes_first_command_builds_every_binary_before_running_one() {
         );
     }
 }
+
+/// The `DOCENT_TERMINAL_MCP_*` names in `text`.
+fn variables_in(text: &str) -> std::collections::BTreeSet<String> {
+    const PREFIX: &str = "DOCENT_TERMINAL_MCP_";
+    let mut found = std::collections::BTreeSet::new();
+    for (at, _) in text.match_indices(PREFIX) {
+        let rest = &text[at + PREFIX.len()..];
+        let tail: String = rest.chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
+        let tail = tail.trim_end_matches('_');
+        if !tail.is_empty() {
+            found.insert(format!("{PREFIX}{tail}"));
+        }
+    }
+    found
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// The README's configuration table is the one list of settings: it names
+/// every `DOCENT_TERMINAL_MCP_*` variable the code reads or sets, each
+/// with a default, and no other.
+#[test]
+fn the_readmes_configuration_table_names_exactly_the_variables_of_the_code() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "bin", "shell"] {
+        files_under(&root.join(dir), &mut files);
+    }
+    let mut in_code = std::collections::BTreeSet::new();
+    for file in &files {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            in_code.extend(variables_in(&text));
+        }
+    }
+    assert!(in_code.contains("DOCENT_TERMINAL_MCP_HOME"), "the code was read: {in_code:?}");
+
+    let readme = repo_file("README.md");
+    let section = readme.split("\n## Configuration\n").nth(1).expect("a Configuration section in README.md");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let mut in_table = std::collections::BTreeSet::new();
+    for row in section.lines().filter(|l| l.starts_with("| `DOCENT_TERMINAL_MCP_")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let name = cells[0].trim_start_matches("| ").trim_matches('`').to_string();
+        assert!(cells.len() >= 3 && !cells[2].trim_end_matches(" |").trim().is_empty(), "{name} has no default: {row}");
+        assert!(in_table.insert(name.clone()), "{name} is in the table twice");
+    }
+    let missing: Vec<_> = in_code.difference(&in_table).collect();
+    let stale: Vec<_> = in_table.difference(&in_code).collect();
+    assert!(missing.is_empty(), "the code reads {missing:?}, which README.md's Configuration table leaves out");
+    assert!(stale.is_empty(), "README.md's Configuration table names {stale:?}, which no code reads");
+}
