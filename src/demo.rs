@@ -91,7 +91,11 @@ fn script() -> Vec<Step> {
             refused: true,
         },
         step("The sessions, with the command a person uses to watch.", "session_list", json!({})),
-        step("Close the session; its logs stay on disk.", "session_close", json!({"session": "demo"})),
+        step(
+            "Close the session; its logs stay on disk (the demo's own go when it ends; --keep keeps them).",
+            "session_close",
+            json!({"session": "demo"}),
+        ),
     ]
 }
 
