@@ -115,3 +115,72 @@ async fn a_server_started_by_hand_in_a_terminal_says_what_it_is() {
     assert_has!(text, "exited with 0");
     assert!(!text.contains("connection closed"), "{text}");
 }
+
+/// The demo's own tmux socket named in `text` (`tmux -L dtmcp-demo-N`).
+fn demo_socket(text: &str) -> Option<String> {
+    let at = text.find("tmux -L dtmcp-demo-")?;
+    text[at + "tmux -L ".len()..].split_whitespace().next().map(str::to_string)
+}
+
+/// Kills a demo's tmux server when the test ends, however it ends.
+struct DemoTmux(Option<String>);
+
+impl Drop for DemoTmux {
+    fn drop(&mut self) {
+        if let Some(socket) = self.0.take() {
+            dtmcp::tmux::kill_server_now(&socket);
+        }
+    }
+}
+
+fn demo_has_its_session(socket: &str) -> bool {
+    let out = std::process::Command::new("tmux").args(["-L", socket, "has-session", "-t", "=demo"]).output();
+    out.is_ok_and(|o| o.status.success())
+}
+
+/// Waits (at most `limit`) until the whole text of `world`'s pane `target`
+/// holds `needle`, and returns it.
+async fn pane_until(world: &World, target: &str, needle: &str, limit: Duration) -> String {
+    let started = Instant::now();
+    loop {
+        let out = world.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", target]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(started.elapsed() < limit, "{needle:?} never showed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// In a terminal the demo's attach line works until Enter; `--keep`
+/// leaves the session for later, and says how to clean up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_keeps_its_session_until_enter_or_for_good_with_keep() {
+    needs!("tmux");
+    let world = World::new();
+    let run = format!("env -u TMUX '{SERVER}' demo; echo \"demo exited with $?\"; sleep 60");
+    let made = world.tmux(&["new-session", "-d", "-s", "tour", "-x", "200", "-y", "50", &run]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let text = pane_until(&world, "=tour:", "Press Enter", Duration::from_secs(90)).await;
+    let socket = demo_socket(&text).unwrap_or_else(|| panic!("no attach line:\n{text}"));
+    let _guard = DemoTmux(Some(socket.clone()));
+    assert!(demo_has_its_session(&socket), "the attach line leads nowhere:\n{text}");
+    world.tmux(&["send-keys", "-t", "=tour:", "Enter"]);
+    let text = pane_until(&world, "=tour:", "demo exited with", Duration::from_secs(30)).await;
+    assert_has!(text, "demo exited with 0");
+    assert_has!(text, "Next: register the server with your agent");
+    assert!(!demo_has_its_session(&socket), "the demo left its tmux server behind");
+
+    let (status, out, err) =
+        run_for(Path::new(SERVER), &["demo", "--keep"], &world.env(), Duration::from_secs(120)).await;
+    let kept = demo_socket(&out);
+    let _kept_guard = DemoTmux(kept.clone());
+    assert!(status.success(), "{out}\n{err}");
+    let kept = kept.unwrap_or_else(|| panic!("no attach line:\n{out}"));
+    assert_has!(out, "stays open");
+    assert!(demo_has_its_session(&kept), "--keep did not keep the session:\n{out}");
+    let dir = out.split("; rm -r ").nth(1).and_then(|r| r.lines().next()).expect("how to clean up").to_string();
+    assert!(Path::new(&dir).join("state/sessions/demo/raw.log").is_file(), "the logs are kept in {dir}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
