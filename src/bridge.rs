@@ -8,6 +8,10 @@
 //! event stream) goes back to stdout message by message. Requests are
 //! served concurrently, so a long `run` does not hold up a quick `read`.
 //!
+//! No server: when the socket cannot be reached before any connection was
+//! made, no server runs there; the bridge answers the client's request
+//! with that, says how to start one on stderr and exits.
+//!
 //! Restarts: when the server goes away (connection refused or cut), the
 //! bridge waits for one to answer and goes on in the same MCP session,
 //! which the server keeps on disk and takes up again. Should the server not
@@ -149,6 +153,9 @@ struct Bridge {
     cancelled: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Connections free for the next request, each with when it was freed.
     idle: std::sync::Mutex<Vec<(Instant, Conn)>>,
+    /// A connection to the server's socket was made at least once: until
+    /// then a failure means no server runs there, not one that went away.
+    reached: std::sync::atomic::AtomicBool,
 }
 
 /// Runs the bridge until stdin ends (or no server comes back).
@@ -169,6 +176,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         pending: std::sync::Mutex::new(Vec::new()),
         cancelled: Default::default(),
         idle: Default::default(),
+        reached: Default::default(),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = crate::stdio::output();
@@ -272,6 +280,9 @@ impl Bridge {
                 Err(Failure::Lost(_)) if !is_request => return,
                 // The client cancelled it: no answer is due, nothing is sent again.
                 Err(Failure::Lost(_)) if self.was_cancelled(id) => return,
+                // Never reached: no server runs there, and waiting for one
+                // would only hold the client's first request.
+                Err(Failure::Lost(_)) if !self.reached.load(Ordering::SeqCst) => self.no_server().await,
                 Err(lost @ (Failure::Lost(_) | Failure::Forgotten)) => {
                     let why = match lost {
                         Failure::Lost(why) => why,
@@ -290,6 +301,22 @@ impl Bridge {
                 }
             }
         }
+    }
+
+    /// No server was ever reached: answer every request in flight, say
+    /// how to start one, exit.
+    async fn no_server(&self) -> ! {
+        let message = format!(
+            "no server at {} (start one with `docent-terminal-mcp serve` or the systemd unit: \
+             `systemctl --user start docent-terminal-mcp`)",
+            self.socket.display()
+        );
+        for id in self.pending.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            self.emit(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        eprintln!("docent-terminal-mcp connect: {message}");
+        std::process::exit(1);
     }
 
     /// No server came back: answer every request in flight, explain, exit.
@@ -512,6 +539,7 @@ impl Bridge {
             .await
             .map_err(|e| Failure::Lost(format!("handshake: {e}")))?;
         tokio::spawn(io);
+        self.reached.store(true, Ordering::SeqCst);
         Ok(conn)
     }
 

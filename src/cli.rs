@@ -8,7 +8,7 @@ use rmcp::ServiceExt;
 use crate::config::Config;
 use crate::people;
 use crate::retention::{Action, SweepMode};
-use crate::session::{Sessions, Sweep};
+use crate::session::{SessionError, Sessions, Sweep};
 use crate::tmux::Tmux;
 use crate::tools::Terminal;
 
@@ -19,8 +19,18 @@ pub struct Cli {
     /// What to do; with none, serve MCP over stdio.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Serving over stdio: delete a closed session's logs after this many
+    /// days unused (default 3; 0 keeps all).
+    #[arg(long, value_name = "DAYS")]
+    pub keep_closed_days: Option<u64>,
+}
+
+/// The retention setting, on the commands that sweep logs (`stdio`,
+/// `serve`, `logs`) and only there.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct Retention {
     /// Delete a closed session's logs after this many days unused (default 3; 0 keeps all).
-    #[arg(long, global = true, value_name = "DAYS")]
+    #[arg(long, value_name = "DAYS")]
     pub keep_closed_days: Option<u64>,
 }
 
@@ -44,13 +54,17 @@ nothing. Exit status: 0 done, 1 not found or no match, 2 usage error.";
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve MCP over stdio (the default).
-    Stdio,
+    Stdio(Retention),
     /// Run a narrated demo: a scripted MCP client drives a real session on a
     /// private tmux socket with a temporary state home.
     Demo {
         /// Pause this many milliseconds between steps, for a person reading along.
         #[arg(long, default_value_t = 0)]
         pause_ms: u64,
+        /// Leave the session open when the demo ends (with its private tmux
+        /// server and state home), to look at it afterwards.
+        #[arg(long)]
+        keep: bool,
     },
     /// Write the guidance as a Claude Code skill: DIR/terminal-sessions/SKILL.md
     /// and one reference file per topic (e.g. into ~/.claude/skills).
@@ -78,6 +92,9 @@ pub enum Command {
         /// (required with a non-loopback --host).
         #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "tcp")]
         allowed_hosts: Vec<String>,
+        /// How long closed sessions' logs are kept.
+        #[command(flatten)]
+        retention: Retention,
     },
     /// A stdio bridge to the shared server, for clients that start a command.
     Connect {
@@ -136,6 +153,9 @@ pub enum Command {
     Web(crate::web::WebArgs),
     /// Decide what happens to session logs, or sweep now.
     Logs {
+        /// How long closed sessions' logs are kept (for `due` and `sweep`).
+        #[command(flatten)]
+        retention: Retention,
         /// What to do.
         #[command(subcommand)]
         action: LogsCommand,
@@ -155,7 +175,8 @@ pub enum Command {
     Watch(people::watch::WatchArgs),
     /// Attach to a session's tmux session, to watch or type.
     Attach(people::attach::AttachArgs),
-    /// Print a shell completion script.
+    /// Print a shell completion script; it completes session names too
+    /// (bash: `source <(dtmcp completions bash)` in ~/.bashrc).
     Completions {
         /// The shell.
         #[arg(value_enum)]
@@ -167,8 +188,8 @@ Examples:
   dtmcp man | man -l -
   dtmcp man --dir ~/.local/share/man/man1")]
     Man {
-        /// Write docent-terminal-mcp.1 and one page per subcommand into this
-        /// directory instead.
+        /// Write the pages into this directory instead: dtmcp.1 and
+        /// docent-terminal-mcp.1, and one page per subcommand under each name.
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
     },
@@ -207,17 +228,19 @@ pub enum LogsCommand {
 /// into one message and a failing exit code.
 pub fn entry() -> std::process::ExitCode {
     survive_file_size_limit();
+    let me = invoked_name();
+    people::complete::answer_if_asked(me);
     match main(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<people::Failure>() {
             Some(failure) => {
                 if let Some(message) = failure.message() {
-                    eprintln!("docent-terminal-mcp: {message}");
+                    eprintln!("{me}: {message}");
                 }
                 std::process::ExitCode::from(failure.code())
             }
             None => {
-                eprintln!("docent-terminal-mcp: {e:#}");
+                eprintln!("{me}: {e:#}");
                 std::process::ExitCode::FAILURE
             }
         },
@@ -240,7 +263,7 @@ fn survive_file_size_limit() {
 
 /// Runs the command line.
 pub fn main(cli: Cli) -> anyhow::Result<()> {
-    if let Some(days) = cli.keep_closed_days {
+    if let Some(days) = keep_closed_days(&cli)? {
         // SAFETY: no other thread exists yet (the runtime is built below),
         // so nothing can read the environment while it changes.
         unsafe { std::env::set_var(crate::retention::ENV_KEEP_DAYS, days.to_string()) };
@@ -249,7 +272,7 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
     // no other thread exists.
     let runtime = || tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
     match cli.command {
-        Some(Command::Serve { socket, tcp, host, allowed_hosts }) => {
+        Some(Command::Serve { socket, tcp, host, allowed_hosts, .. }) => {
             serve(socket, crate::server::ServeOptions { tcp, host, allowed_hosts })
         }
         Some(Command::Connect { actor, socket }) => {
@@ -269,9 +292,11 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Close { force, name }) => runtime()?.block_on(close(name, force)),
-        None | Some(Command::Stdio) => runtime()?.block_on(serve_stdio()),
-        Some(Command::Demo { pause_ms }) => runtime()?.block_on(crate::demo::run(pause_ms)),
-        Some(Command::Logs { action }) => runtime()?.block_on(logs(action)),
+        None | Some(Command::Stdio(_)) => runtime()?.block_on(serve_stdio()),
+        Some(Command::Demo { pause_ms, keep }) => {
+            runtime()?.block_on(crate::demo::run(crate::demo::Options { pause_ms, keep }))
+        }
+        Some(Command::Logs { action, .. }) => runtime()?.block_on(logs(action)),
         Some(Command::Skill { dir, plugin }) => skill(&dir, plugin),
         Some(Command::Ssh { print, args }) => crate::remote::ssh(&args, print),
         Some(Command::Install { print, remove, args }) => crate::remote::install(&args, print, remove),
@@ -283,29 +308,40 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Search(a)) => Ok(people::block_on(|h| people::search::run(h, a))?),
         Some(Command::Watch(a)) => Ok(people::block_on(|h| people::watch::run(h, a))?),
         Some(Command::Attach(a)) => Ok(people::block_on(|h| people::attach::run(h, a))?),
-        Some(Command::Completions { shell }) => Ok(completions(shell)?),
+        Some(Command::Completions { shell }) => Ok(people::complete::print_script(shell, invoked_name())?),
         Some(Command::Man { dir }) => Ok(man(dir.as_deref())?),
         Some(Command::Web(args)) => crate::web::cli(args),
     }
 }
 
-/// The name this program was started as (`dtmcp` or
-/// `docent-terminal-mcp`), for completions that complete what was typed.
-fn invoked_name() -> String {
-    std::env::args_os()
-        .next()
-        .and_then(|a| std::path::Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))
-        .filter(|n| n == "dtmcp" || n == "docent-terminal-mcp")
-        .unwrap_or_else(|| "docent-terminal-mcp".to_string())
+/// The retention setting given on the command line, if any: on the
+/// commands that sweep, or before no subcommand (serving over stdio).
+fn keep_closed_days(cli: &Cli) -> Result<Option<u64>, people::Failure> {
+    let own = match &cli.command {
+        None => None,
+        Some(Command::Stdio(r) | Command::Serve { retention: r, .. } | Command::Logs { retention: r, .. }) => {
+            r.keep_closed_days
+        }
+        Some(_) if cli.keep_closed_days.is_some() => {
+            let why = "--keep-closed-days goes with serving (stdio, serve) and `logs`; this command keeps no logs";
+            return Err(people::Failure::Usage(why.to_string()));
+        }
+        Some(_) => None,
+    };
+    Ok(own.or(cli.keep_closed_days))
 }
 
-/// Prints the completion script of `shell` for the name this program was
-/// started as.
-fn completions(shell: clap_complete::Shell) -> people::Outcome {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), invoked_name(), &mut script);
-    let mut out = people::Out::stdout();
-    out.put(&String::from_utf8_lossy(&script))
+/// The name this program was started as (`dtmcp` or
+/// `docent-terminal-mcp`), for completions that complete what was typed
+/// and messages that name what was run.
+pub fn invoked_name() -> &'static str {
+    let started_as = std::env::args_os()
+        .next()
+        .and_then(|a| std::path::Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()));
+    match started_as.as_deref() {
+        Some("dtmcp") => "dtmcp",
+        _ => "docent-terminal-mcp",
+    }
 }
 
 /// Prints the manual page, or writes every page into `dir` and names them.
@@ -320,10 +356,16 @@ fn man(dir: Option<&std::path::Path>) -> people::Outcome {
     };
     let failed = |e: std::io::Error| people::Failure::Trouble(format!("{}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(failed)?;
-    clap_mangen::generate_to(cmd, dir).map_err(failed)?;
+    // Pages under both names, so that `man dtmcp-ls` and `man
+    // docent-terminal-mcp-ls` both find theirs, each naming the program
+    // as it is called.
+    for name in ["docent-terminal-mcp", "dtmcp"] {
+        clap_mangen::generate_to(cmd.clone().name(name).bin_name(name), dir).map_err(failed)?;
+    }
     let ours = |p: &std::path::Path| {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         p.extension().is_some_and(|x| x == "1")
-            && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("docent-terminal-mcp"))
+            && (name.starts_with("docent-terminal-mcp") || name == "dtmcp.1" || name.starts_with("dtmcp-"))
     };
     let mut written: Vec<_> =
         std::fs::read_dir(dir).map_err(failed)?.filter_map(Result::ok).map(|e| e.path()).filter(|p| ours(p)).collect();
@@ -350,6 +392,7 @@ fn skill(dir: &std::path::Path, plugin: bool) -> anyhow::Result<()> {
 /// while no other thread exists.
 fn serve(socket: Option<std::path::PathBuf>, opts: crate::server::ServeOptions) -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
+    cfg.check_pane_logger()?;
     if let Some(port) = opts.tcp {
         crate::server::tcp_address(&opts, port)?;
     }
@@ -378,8 +421,12 @@ async fn logs(cmd: LogsCommand) -> anyhow::Result<()> {
     let (name, action) = match cmd {
         LogsCommand::Due | LogsCommand::Sweep => {
             let how = if matches!(cmd, LogsCommand::Due) { Sweep::DryRun } else { Sweep::Delete };
-            for d in sessions.sweep(SweepMode::Full, how).await {
+            let decisions = sessions.sweep(SweepMode::Full, how).await;
+            for d in &decisions {
                 println!("{}\t{}", d.name, d.why);
+            }
+            if decisions.is_empty() {
+                eprintln!("{}", nothing_due(how));
             }
             return Ok(());
         }
@@ -388,9 +435,30 @@ async fn logs(cmd: LogsCommand) -> anyhow::Result<()> {
         LogsCommand::DeleteOnClose { name } => (name, Action::DeleteOnClose),
         LogsCommand::Delete { name } => (name, Action::Delete),
     };
-    let dir = sessions.set_retention(&name, action).await?;
+    let dir = sessions.set_retention(&name, action).await.map_err(|e| match e {
+        SessionError::NoLogs { name, known } => {
+            let with_logs = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            anyhow::anyhow!(
+                "no session named {name:?}, open or closed, has logs here (sessions with logs: {with_logs}); \
+                 `{} ls --all` lists them",
+                invoked_name()
+            )
+        }
+        other => other.into(),
+    })?;
     println!("{name}: {} ({})", action_done(action), dir.display());
     Ok(())
+}
+
+/// What `logs due` and `logs sweep` say when no session's logs are due.
+fn nothing_due(how: Sweep) -> String {
+    let policy = crate::retention::Policy::from_env();
+    let rule = match policy.keep_closed_days {
+        0 => "closed sessions are kept until deleted by hand".to_string(),
+        days => format!("a closed session's logs go after {days} days unused"),
+    };
+    let verb = if matches!(how, Sweep::DryRun) { "is due" } else { "was deleted" };
+    format!("nothing {verb}: {rule}, or when it closes if marked delete-on-close")
 }
 
 fn action_done(action: Action) -> &'static str {
@@ -405,6 +473,17 @@ fn action_done(action: Action) -> &'static str {
 /// Serves one MCP client over stdin/stdout until it disconnects.
 pub async fn serve_stdio() -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
+    cfg.check_pane_logger()?;
+    // A person who started the server by hand sees what it is, rather
+    // than a silent terminal that ignores what they type.
+    let by_hand = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    if by_hand {
+        let me = invoked_name();
+        eprintln!(
+            "{me}: an MCP server for an agent's client, waiting for JSON-RPC on stdin; \
+             try `{me} demo` for a tour or `{me} --help` (ctrl+d leaves)"
+        );
+    }
     let _lock = crate::lock::acquire(&cfg.home)?;
     let tmux = Arc::new(Tmux::new(&cfg.socket));
     let sessions = Sessions::new(cfg.clone(), tmux.clone())?;
@@ -414,6 +493,8 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
     let service = terminal.serve((crate::stdio::input(), crate::stdio::output())).await;
     let outcome = match service {
         Ok(service) => service.waiting().await.map(drop).map_err(anyhow::Error::from),
+        // ctrl+d before any client spoke: the person leaves, nothing failed.
+        Err(_) if by_hand => Ok(()),
         Err(e) => Err(e.into()),
     };
     // Aborting is safe: a sweep's deletions happen between awaits, each one
@@ -432,10 +513,10 @@ mod tests {
     fn logs_subcommands_parse_with_dashes() {
         let cli = Cli::try_parse_from(["dtmcp", "logs", "delete-on-close", "t1"]).expect("parses");
         assert!(
-            matches!(cli.command, Some(Command::Logs { action: LogsCommand::DeleteOnClose { name } }) if name == "t1")
+            matches!(cli.command, Some(Command::Logs { action: LogsCommand::DeleteOnClose { name }, .. }) if name == "t1")
         );
         let cli = Cli::try_parse_from(["dtmcp", "logs", "due"]).expect("parses");
-        assert!(matches!(cli.command, Some(Command::Logs { action: LogsCommand::Due })));
+        assert!(matches!(cli.command, Some(Command::Logs { action: LogsCommand::Due, .. })));
         assert!(Cli::try_parse_from(["dtmcp", "logs", "delete"]).is_err(), "delete needs a name");
         let cli = Cli::try_parse_from(["dtmcp", "--keep-closed-days", "0", "logs", "due"]).expect("parses");
         assert_eq!(cli.keep_closed_days, Some(0));
@@ -470,6 +551,32 @@ mod tests {
         assert!(Cli::try_parse_from(["dtmcp", "show", "t1", "12", "--failed"]).is_err(), "a region or --failed");
         assert!(Cli::try_parse_from(["dtmcp", "ls", "--state", "asleep"]).is_err());
         assert!(Cli::try_parse_from(["dtmcp", "completions", "tcsh"]).is_err());
+    }
+
+    /// The retention setting is offered where logs are swept, and nowhere
+    /// it would do nothing.
+    #[test]
+    fn keep_closed_days_is_only_where_it_does_something() {
+        use clap::CommandFactory;
+        for sub in ["token", "web", "connect", "tail", "ls", "attach"] {
+            let mut cmd = Cli::command();
+            let help = cmd.find_subcommand_mut(sub).expect(sub).render_long_help().to_string();
+            assert!(!help.contains("keep-closed-days"), "{sub}'s help offers it:\n{help}");
+        }
+        for sub in ["stdio", "serve", "logs"] {
+            let mut cmd = Cli::command();
+            let help = cmd.find_subcommand_mut(sub).expect(sub).render_long_help().to_string();
+            assert!(help.contains("keep-closed-days"), "{sub}'s help lacks it");
+        }
+        assert!(Cli::try_parse_from(["dtmcp", "tail", "--keep-closed-days", "3", "t1"]).is_err());
+        let cli = Cli::try_parse_from(["dtmcp", "serve", "--keep-closed-days", "0"]).expect("parses");
+        assert_eq!(super::keep_closed_days(&cli).expect("allowed"), Some(0));
+        let cli = Cli::try_parse_from(["dtmcp", "logs", "--keep-closed-days", "5", "due"]).expect("parses");
+        assert_eq!(super::keep_closed_days(&cli).expect("allowed"), Some(5));
+        let cli = Cli::try_parse_from(["dtmcp", "--keep-closed-days", "2"]).expect("parses");
+        assert_eq!(super::keep_closed_days(&cli).expect("allowed"), Some(2));
+        let cli = Cli::try_parse_from(["dtmcp", "--keep-closed-days", "2", "token"]).expect("parses");
+        assert!(super::keep_closed_days(&cli).is_err(), "refused where it does nothing");
     }
 
     #[test]

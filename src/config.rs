@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// Overrides the state home (`~/.local/state/docent-terminal-mcp`).
+/// Overrides the state home (`$XDG_STATE_HOME/docent-terminal-mcp`, else
+/// `~/.local/state/docent-terminal-mcp`).
 pub const ENV_HOME: &str = "DOCENT_TERMINAL_MCP_HOME";
 /// Overrides the tmux socket name (`docent-terminal-mcp`).
 pub const ENV_SOCKET: &str = "DOCENT_TERMINAL_MCP_SOCKET";
@@ -14,6 +15,8 @@ pub const ENV_SOCKET_PATH: &str = "DOCENT_TERMINAL_MCP_SOCKET_PATH";
 
 /// The default tmux socket name.
 pub const DEFAULT_SOCKET: &str = "docent-terminal-mcp";
+/// The pane logger's file name, installed beside the router.
+pub const PANE_LOGGER: &str = "dtmcp-pane-logger";
 
 /// The settings a server runs with, resolved once at start.
 #[derive(Clone, Debug)]
@@ -43,7 +46,7 @@ impl Config {
         let attach_prefix = std::env::var(ENV_ATTACH_PREFIX)
             .map(|s| s.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default();
-        Ok(Config { home: absolute(&home)?, socket, pane_logger: sibling_binary("dtmcp-pane-logger")?, attach_prefix })
+        Ok(Config { home: absolute(&home)?, socket, pane_logger: sibling_binary(PANE_LOGGER)?, attach_prefix })
     }
 
     /// `sessions/` under the state home.
@@ -65,6 +68,28 @@ impl Config {
     pub fn token_file(&self) -> PathBuf {
         self.home.join("token")
     }
+
+    /// Checks that the pane logger this server would start is there and
+    /// may be run: without it every `session_create` would fail after a
+    /// wait, with a message about a socket rather than the binary.
+    pub fn check_pane_logger(&self) -> Result<(), ConfigError> {
+        check_pane_logger(&self.pane_logger)
+    }
+}
+
+/// Checks that `path` is an executable file, saying which and how to get
+/// one when it is not.
+pub fn check_pane_logger(path: &Path) -> Result<(), ConfigError> {
+    let why = match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "is missing".to_string(),
+        Err(e) => format!("cannot be read ({e})"),
+        Ok(m) if !m.is_file() => "is not a file".to_string(),
+        Ok(_) => match nix::unistd::access(path, nix::unistd::AccessFlags::X_OK) {
+            Ok(()) => return Ok(()),
+            Err(e) => format!("is not executable ({e})"),
+        },
+    };
+    Err(ConfigError::NoPaneLogger { path: path.to_path_buf(), why })
 }
 
 /// The shared server's Unix socket: `explicit` (from `--socket`), else
@@ -95,6 +120,18 @@ pub enum ConfigError {
         "neither {ENV_SOCKET_PATH} nor XDG_RUNTIME_DIR is set, so the server's socket has no home; set one of them (or pass --socket)"
     )]
     NoRuntimeDir,
+    /// The pane logger binary is not beside this program, or cannot run.
+    #[error(
+        "the pane logger {} {why}; build every binary with `cargo build --release` in the source tree, \
+         or install all three with `cargo install --path .`",
+        path.display()
+    )]
+    NoPaneLogger {
+        /// Where it was looked for.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Our own executable could not be located.
     #[error("cannot locate the {0} binary next to this program: {1}")]
     Binary(String, std::io::Error),

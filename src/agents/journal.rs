@@ -125,7 +125,12 @@ impl Journal {
 
     /// Every agent's last typing time in `session`, in epoch seconds.
     pub fn agents_typed(&self, session: &str) -> BTreeMap<String, u64> {
-        self.with_log(session, |log| log.typed.iter().map(|(a, ms)| (a.clone(), ms / 1000)).collect())
+        self.agents_typed_ms(session).into_iter().map(|(a, ms)| (a, ms / 1000)).collect()
+    }
+
+    /// Every agent's last typing time in `session`, in ms since the epoch.
+    pub fn agents_typed_ms(&self, session: &str) -> BTreeMap<String, u64> {
+        self.with_log(session, |log| log.typed.clone())
     }
 
     /// Runs `f` on the up-to-date journal of `session`.

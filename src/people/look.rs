@@ -88,8 +88,8 @@ pub struct Facts {
     /// What it is doing.
     pub state: State,
     /// Since when, ms since the epoch: the running command's start, the
-    /// last command's end for a shell at its prompt, the last output of a
-    /// closed session.
+    /// last command's end for a shell at its prompt, the close of a closed
+    /// session.
     pub since_ms: Option<u64>,
     /// What holds the terminal (the foreground program's name); `null`
     /// once closed.
@@ -393,6 +393,11 @@ fn ms_of(t: std::time::SystemTime) -> u64 {
 /// A closed session: its files only.
 fn closed_facts(home: &Home, name: &str) -> Facts {
     let (mut facts, _) = base(home, name);
+    // Since it closed, not since its last output: the directory changes
+    // when the logger takes its socket away on leaving (and later only
+    // when a marker file is made in it).
+    let stamp = |f: &str| std::fs::metadata(facts.dir.join(f)).and_then(|m| m.modified()).ok().map(ms_of);
+    facts.since_ms = ["", files::CHECKPOINT, files::ENDED].into_iter().filter_map(stamp).chain(facts.since_ms).max();
     if let Some(r) = last_finished_on_disk(&facts.dir) {
         set_last(&mut facts, &r);
     }

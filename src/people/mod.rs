@@ -21,6 +21,7 @@
 //! - A closed pipe (`| head`) ends the command quietly with status 0.
 
 pub mod attach;
+pub mod complete;
 pub mod look;
 pub mod ls;
 pub mod regions;

@@ -1,5 +1,7 @@
 //! The plain HTTP routes beside `/mcp`: `/health` and `/api/*`, for people,
 //! scripts and clients' buttons (a Close button posts `{"force": true}`).
+//! Every time is in milliseconds since the epoch, in a field named `*_ms`,
+//! as in `ls --json`.
 
 use std::sync::Arc;
 
@@ -67,20 +69,20 @@ async fn one_session(
         "size": { "cols": pane.pane_width, "rows": pane.pane_height },
         "log_dir": sessions.cfg.session_dir(name),
         "attach": sessions.attach_command(&pane.tmux_session),
-        "agents_typed": terminal.journal().agents_typed(name),
+        "agents_typed_ms": terminal.journal().agents_typed_ms(name),
         "started_by": terminal.journal().creator_of(name),
         "pinned": sessions.pinned(pane.pane_id.as_str()).await,
         "place": Value::Null,
     });
     let seen = terminal.seen(pane).await;
-    v["clients"] = json!(seen.clients);
-    v["human_input"] = json!(seen.human_input);
+    v["clients"] = json!(seen.clients.iter().map(client_json).collect::<Vec<_>>());
+    v["human_input_ms"] = json!(seen.human_input.map(|s| s * 1000));
     v["typing_now"] = json!(seen.typing_now);
     v["left_at_prompt"] = json!(seen.left_at_prompt);
     if let Some(f) = sweeper.facts_of(name, live) {
         v["keep"] = json!(f.keep);
         v["delete_on_close"] = json!(f.delete_on_close);
-        v["expires"] = json!(expires_ms(sweeper.policy, &f).map(|ms| ms / 1000));
+        v["expires_ms"] = json!(expires_ms(sweeper.policy, &f));
     }
     if let Ok(s) = sessions.resolve(name).await {
         v["integrated"] = json!(s.meta.integrated);
@@ -89,7 +91,7 @@ async fn one_session(
         if let Ok(mut logger) = s.logger().await
             && let Ok(status) = logger.status().await
         {
-            v["last_output"] = json!(status.last_output_ms / 1000);
+            v["last_output_ms"] = json!(status.last_output_ms);
             v["at_prompt"] = json!(status.shell.at_prompt);
             v["place"] = place_of(&status.shell);
             if let Some(r) = &status.last_region {
@@ -105,6 +107,18 @@ async fn one_session(
     }
     redact_strings(terminal, name, &mut v);
     v
+}
+
+/// A person's terminal attached to a session, with its times in ms since
+/// the epoch like every time here (tmux stamps them to the second).
+fn client_json(c: &crate::tmux::clients::Client) -> Value {
+    json!({
+        "tty": c.tty,
+        "cols": c.cols,
+        "rows": c.rows,
+        "attached_ms": c.attached * 1000,
+        "last_input_ms": c.last_input.map(|s| s * 1000),
+    })
 }
 
 /// Redacts every string in `v` as a reply of session `name` is redacted:

@@ -54,7 +54,7 @@ pub enum SessionError {
         known: Vec<String>,
     },
     /// No session of that name, open or closed, has logs here.
-    #[error("no session named {name:?}, open or closed, has logs here{}; session_list names the open ones", known_list(.known))]
+    #[error("no session named {name:?}, open or closed, has logs here{}; session_list names the open ones", logs_list(.known))]
     NoLogs {
         /// The name asked for.
         name: String,
@@ -101,6 +101,10 @@ pub enum SessionError {
 
 fn known_list(known: &[String]) -> String {
     if known.is_empty() { String::new() } else { format!(" (open: {})", known.join(", ")) }
+}
+
+fn logs_list(known: &[String]) -> String {
+    if known.is_empty() { String::new() } else { format!(" (with logs: {})", known.join(", ")) }
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {

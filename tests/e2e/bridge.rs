@@ -179,6 +179,41 @@ async fn a_bridge_without_a_server_gives_up_after_30_seconds() {
     assert_has!(stderr, "no server answered");
 }
 
+/// With no server on its socket from the start, the bridge answers the
+/// client's first request at once with how to start one, and exits; it
+/// never says a server "went away".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_never_reached_a_server_answers_at_once_how_to_start_one() {
+    let world = World::new();
+    let socket = crate::serve::socket_of(&world);
+    let mut child = tokio::process::Command::new(SERVER)
+        .args(["connect", "--actor", "early"])
+        .envs(world.env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    stdin.write_all(format!("{init}\n").as_bytes()).await.expect("write");
+    let answer = tokio::time::timeout(Duration::from_secs(5), stdout.next_line()).await.expect("answered within 5 s");
+    let answer: Value = serde_json::from_str(&answer.expect("read").expect("an answer")).expect("JSON-RPC");
+    assert_eq!(answer["id"], 1);
+    let message = answer["error"]["message"].as_str().expect("an error").to_string();
+    assert_has!(message, format!("no server at {}", socket.display()));
+    assert_has!(message, "docent-terminal-mcp serve");
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.expect("exits").expect("status");
+    assert!(!status.success());
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).await.expect("stderr");
+    assert_has!(stderr, "no server at");
+    assert!(!stderr.contains("went away"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_exits_when_its_input_ends() {
     let world = World::new();

@@ -3,6 +3,8 @@
 
 mod agents;
 mod bridge;
+mod cli;
+mod demo;
 mod docent;
 mod expect;
 mod faults;

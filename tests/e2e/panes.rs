@@ -200,7 +200,7 @@ async fn another_agents_half_typed_text_is_left_alone() {
     let (_, body) = unix_get(&serve.socket, "/api/sessions");
     let list: Value = serde_json::from_str(&body).expect("JSON");
     let s = &list["sessions"][0];
-    assert!(s["agents_typed"]["alice"].is_u64() && s["agents_typed"]["bob"].is_u64(), "{s}");
+    assert!(s["agents_typed_ms"]["alice"].is_u64() && s["agents_typed_ms"]["bob"].is_u64(), "{s}");
     assert_eq!(s["typing_now"], Value::Null, "{s}");
     assert_eq!(s["pane_id"].as_str().map(|p| p.starts_with('%')), Some(true), "{s}");
     assert_eq!((s["adopted"].clone(), s["integrated"].clone()), (json!(false), json!(true)), "{s}");

@@ -1,5 +1,5 @@
 //! The command line for people (`ls`, `tail`, `show`, `regions`, `search`,
-//! `watch`, `attach`, `completions`, `man`), run as a subprocess with the
+//! `watch`, `attach`; `completions` and `man` are in `cli.rs`), run as a subprocess with the
 //! world's environment against real sessions: open, closed, with a log
 //! gap, with a person attached; `--json` parsed, exit statuses, colour
 //! only on a terminal and never with `NO_COLOR`.
@@ -572,28 +572,4 @@ async fn without_a_server_unknown_sessions_are_named_and_nothing_starts_tmux() {
         "a command of the people's command line started a tmux server"
     );
     assert!(!w.home().join("sessions").exists(), "nothing was written into the state home");
-}
-
-#[test]
-fn completions_man_and_help_come_from_the_same_definitions() {
-    let w = World::new();
-    let bash = cli(&w, &["completions", "bash"]);
-    assert_eq!(bash.code, 0);
-    for word in ["ls", "tail", "search", "watch", "--follow", "--failed"] {
-        assert_has!(bash.stdout, word);
-    }
-    for shell in ["zsh", "fish"] {
-        assert_eq!(cli(&w, &["completions", shell]).code, 0);
-    }
-    let man = cli(&w, &["man"]);
-    assert!(man.stdout.contains(".TH docent-terminal-mcp 1") && man.stdout.contains("tail"), "{}", man.stdout);
-    let dir = w.tmp.path().join("man1");
-    let written = cli(&w, &["man", "--dir", dir.to_str().expect("utf-8")]);
-    assert_eq!(written.code, 0, "{}", written.stderr);
-    assert!(dir.join("docent-terminal-mcp-search.1").is_file(), "{}", written.stdout);
-    for sub in ["ls", "tail", "show", "regions", "search", "watch", "attach"] {
-        let help = cli(&w, &[sub, "--help"]);
-        assert_eq!(help.code, 0);
-        assert_has!(help.stdout, "Examples:");
-    }
 }

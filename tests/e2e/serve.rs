@@ -296,7 +296,13 @@ async fn the_api_lists_closes_and_sweeps() {
     let s = &list["sessions"][0];
     assert_eq!(s["name"], "api1");
     assert_eq!(s["started_by"], "alice");
-    assert!(s["agents_typed"]["alice"].as_u64().is_some(), "{s}");
+    // Times in ms since the epoch, as `ls --json` gives them.
+    let now = dtmcp::config::now_ms();
+    let recent = |v: &Value| v.as_u64().is_some_and(|t| t.abs_diff(now) < 600_000);
+    assert!(recent(&s["agents_typed_ms"]["alice"]) && recent(&s["last_output_ms"]), "{s}");
+    let ls = Command::new(SERVER).args(["ls", "--json"]).envs(world.env()).output().expect("ls");
+    let ls: Value = serde_json::from_slice(&ls.stdout).expect("ls --json");
+    assert_eq!(ls[0]["agents"][0]["typed_ms"], s["agents_typed_ms"]["alice"], "one unit: {ls} {s}");
     assert_eq!(s["running"]["started_by"], "alice", "{s}");
     assert_has!(s["attach"].as_str().expect("attach"), "attach -t api1");
     // Another agent may not close it while alice's command runs; a person may, with force.

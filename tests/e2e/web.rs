@@ -612,3 +612,36 @@ async fn the_overview_says_what_each_session_is_doing() {
     };
     overview.until(PATIENCE, idle).await;
 }
+
+/// At a desktop's 1280 px the session page's two columns stay apart: the
+/// screen of a wide pane (here 160 columns of text) fits its own column,
+/// shown whole rather than scrolled or spilling under the commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_screen_fits_its_column_at_1280_px() {
+    needs!("tmux");
+    let s = Served::start().await;
+    s.call("session_create", json!({ "name": "wide", "cols": 160, "rows": 30 })).await;
+    s.call("run", json!({ "session": "wide", "command": "printf '%0160d\\n' 0 | tr 0 '#'" })).await;
+    let browser = browser!();
+    browser.c().set_window_size(1280, 900).await.expect("desktop size");
+    browser.c().goto(&s.link()).await.expect("log in");
+    browser.c().goto(&format!("{}/s/wide", s.base())).await.expect("session page");
+    browser.until_text("#screen", "##########").await;
+    let measured = browser
+        .eval(
+            "const box = document.querySelector('.screenbox').getBoundingClientRect();\
+             const side = document.querySelector('.side').getBoundingClientRect();\
+             const screen = document.querySelector('#screen');\
+             const rect = screen.getBoundingClientRect();\
+             return { box_right: box.right, side_left: side.left, screen_right: rect.right,\
+                      scroll: screen.scrollWidth, client: screen.clientWidth,\
+                      page: document.documentElement.scrollWidth, window: window.innerWidth };",
+        )
+        .await;
+    let n = |k: &str| measured[k].as_f64().unwrap_or_else(|| panic!("{k} in {measured}"));
+    assert!(n("box_right") <= n("side_left"), "the screen's column runs under the commands: {measured}");
+    assert!(n("screen_right") <= n("box_right") + 0.5, "the screen spills out of its column: {measured}");
+    assert!(n("scroll") <= n("client") + 1.0, "the screen's rows do not fit it: {measured}");
+    assert!(n("page") <= n("window") + 1.0, "the page is wider than the window: {measured}");
+    browser.close().await;
+}

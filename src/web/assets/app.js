@@ -240,6 +240,7 @@
         }
       }
       for (const [i, html] of f.lines) if (rows[i]) rows[i].innerHTML = html; // escaped by the server
+      screen.style.setProperty("--cols", String(f.cols)); // the stylesheet fits this many columns
       screenInfo.textContent = f.cols + "×" + f.rows + (f.alternate ? " · full-screen program" : "");
     }
 

@@ -1,0 +1,186 @@
+//! The first ten minutes: the narrated demo runs every step against the
+//! real server, and a router without its pane logger says so at start,
+//! in one line, instead of failing every call later.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::harness::{SERVER, World};
+use crate::{assert_has, needs};
+
+/// Runs `program args` with `env`, stdin closed, and returns its exit
+/// status, stdout and stderr; killed after `limit`.
+pub async fn run_for(
+    program: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+    limit: Duration,
+) -> (std::process::ExitStatus, String, String) {
+    let child = tokio::process::Command::new(program)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+    let out = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{} {args:?} did not end within {limit:?}", program.display()))
+        .expect("output");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status, text(&out.stdout), text(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_runs_every_step_and_exits_zero() {
+    needs!("tmux");
+    let world = World::new();
+    let (status, out, err) = run_for(Path::new(SERVER), &["demo"], &world.env(), Duration::from_secs(120)).await;
+    assert!(status.success(), "the demo failed ({status}):\n{out}\n{err}");
+    assert_eq!(out.matches("\n← ").count(), 16, "every step was answered:\n{out}");
+    assert_eq!(out.matches(" (error)").count(), 1, "only the step meant to be refused was:\n{out}");
+    assert_has!(out, "hello from Linux");
+    assert_has!(out, "done sleeping");
+}
+
+/// The server binary alone in a directory of its own, as a build that made
+/// only it would leave it.
+fn lonely_server(world: &World) -> std::path::PathBuf {
+    let dir = world.tmp.path().join("bin");
+    std::fs::create_dir_all(&dir).expect("bin dir");
+    let exe = dir.join("docent-terminal-mcp");
+    std::fs::copy(SERVER, &exe).expect("copy the server");
+    exe
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_pane_logger_the_router_says_so_in_one_line_and_stops() {
+    let world = World::new();
+    let exe = lonely_server(&world);
+    let logger = exe.with_file_name("dtmcp-pane-logger");
+    for args in [&["demo"][..], &[], &["stdio"], &["serve"]] {
+        let started = Instant::now();
+        let (status, out, err) = run_for(&exe, args, &world.env(), Duration::from_secs(20)).await;
+        assert!(!status.success(), "{args:?} went on without a logger:\n{out}\n{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{args:?} took {:?} to stop", started.elapsed());
+        assert_eq!(out, "", "{args:?} printed before it stopped");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line:\n{err}");
+        assert_has!(err, format!("the pane logger {} is missing", logger.display()));
+        assert_has!(err, "cargo build --release");
+        assert_has!(err, "cargo install --path .");
+    }
+    // There, but not executable.
+    std::fs::write(&logger, b"#!/bin/sh\n").expect("a logger that cannot run");
+    let (status, _, err) = run_for(&exe, &["demo"], &world.env(), Duration::from_secs(20)).await;
+    assert!(!status.success());
+    assert_has!(err, format!("the pane logger {} is not executable", logger.display()));
+}
+
+/// The text of the pane `target` of `world`'s tmux.
+fn pane_text(world: &World, target: &str) -> String {
+    String::from_utf8_lossy(&world.tmux(&["capture-pane", "-p", "-J", "-t", target]).stdout).into_owned()
+}
+
+/// Started by hand in a terminal, the server says what it is and where to
+/// go instead of waiting in silence; ctrl+d leaves without an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_started_by_hand_in_a_terminal_says_what_it_is() {
+    needs!("tmux");
+    let world = World::new();
+    let mut args: Vec<String> =
+        ["new-session", "-d", "-s", "byhand", "-x", "200", "-y", "20"].map(String::from).to_vec();
+    for (k, v) in world.env() {
+        args.extend(["-e".to_string(), format!("{k}={v}")]);
+    }
+    args.push(format!("'{SERVER}'; echo \"exited with $?\"; sleep 60"));
+    let made = world.tmux(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let started = Instant::now();
+    let mut text = pane_text(&world, "=byhand:");
+    while !text.contains("--help") && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = pane_text(&world, "=byhand:");
+    }
+    assert_has!(text, "docent-terminal-mcp: an MCP server");
+    assert_has!(text, "docent-terminal-mcp demo");
+    assert_eq!(text.lines().filter(|l| !l.trim().is_empty()).count(), 1, "one line:\n{text}");
+    world.tmux(&["send-keys", "-t", "=byhand:", "C-d"]);
+    while !text.contains("exited with") && started.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = pane_text(&world, "=byhand:");
+    }
+    assert_has!(text, "exited with 0");
+    assert!(!text.contains("connection closed"), "{text}");
+}
+
+/// The demo's own tmux socket named in `text` (`tmux -L dtmcp-demo-N`).
+fn demo_socket(text: &str) -> Option<String> {
+    let at = text.find("tmux -L dtmcp-demo-")?;
+    text[at + "tmux -L ".len()..].split_whitespace().next().map(str::to_string)
+}
+
+/// Kills a demo's tmux server when the test ends, however it ends.
+struct DemoTmux(Option<String>);
+
+impl Drop for DemoTmux {
+    fn drop(&mut self) {
+        if let Some(socket) = self.0.take() {
+            dtmcp::tmux::kill_server_now(&socket);
+        }
+    }
+}
+
+fn demo_has_its_session(socket: &str) -> bool {
+    let out = std::process::Command::new("tmux").args(["-L", socket, "has-session", "-t", "=demo"]).output();
+    out.is_ok_and(|o| o.status.success())
+}
+
+/// Waits (at most `limit`) until the whole text of `world`'s pane `target`
+/// holds `needle`, and returns it.
+async fn pane_until(world: &World, target: &str, needle: &str, limit: Duration) -> String {
+    let started = Instant::now();
+    loop {
+        let out = world.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", target]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(started.elapsed() < limit, "{needle:?} never showed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// In a terminal the demo's attach line works until Enter; `--keep`
+/// leaves the session for later, and says how to clean up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_keeps_its_session_until_enter_or_for_good_with_keep() {
+    needs!("tmux");
+    let world = World::new();
+    let run = format!("env -u TMUX '{SERVER}' demo; echo \"demo exited with $?\"; sleep 60");
+    let made = world.tmux(&["new-session", "-d", "-s", "tour", "-x", "200", "-y", "50", &run]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let text = pane_until(&world, "=tour:", "Press Enter", Duration::from_secs(90)).await;
+    let socket = demo_socket(&text).unwrap_or_else(|| panic!("no attach line:\n{text}"));
+    let _guard = DemoTmux(Some(socket.clone()));
+    assert!(demo_has_its_session(&socket), "the attach line leads nowhere:\n{text}");
+    world.tmux(&["send-keys", "-t", "=tour:", "Enter"]);
+    let text = pane_until(&world, "=tour:", "demo exited with", Duration::from_secs(30)).await;
+    assert_has!(text, "demo exited with 0");
+    assert_has!(text, "Next: register the server with your agent");
+    assert!(!demo_has_its_session(&socket), "the demo left its tmux server behind");
+
+    let (status, out, err) =
+        run_for(Path::new(SERVER), &["demo", "--keep"], &world.env(), Duration::from_secs(120)).await;
+    let kept = demo_socket(&out);
+    let _kept_guard = DemoTmux(kept.clone());
+    assert!(status.success(), "{out}\n{err}");
+    let kept = kept.unwrap_or_else(|| panic!("no attach line:\n{out}"));
+    assert_has!(out, "stays open");
+    assert!(demo_has_its_session(&kept), "--keep did not keep the session:\n{out}");
+    let dir = out.split("; rm -r ").nth(1).and_then(|r| r.lines().next()).expect("how to clean up").to_string();
+    assert!(Path::new(&dir).join("state/sessions/demo/raw.log").is_file(), "the logs are kept in {dir}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
