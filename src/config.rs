@@ -123,7 +123,7 @@ pub enum ConfigError {
     /// The pane logger binary is not beside this program, or cannot run.
     #[error(
         "the pane logger {} {why}; build every binary with `cargo build --release` in the source tree, \
-         or install all three with `cargo install --path .`",
+         or install all three with `cargo install --profile dist --path .`",
         path.display()
     )]
     NoPaneLogger {

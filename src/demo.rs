@@ -218,7 +218,7 @@ fn next_step(exe: &Path) {
     println!("\nNext: register the server with your agent. For Claude Code:");
     println!("  claude mcp add -s user terminal -- {}", exe.display());
     println!(
-        "or install the three binaries first (`cargo install --path .`) and register ~/.cargo/bin/docent-terminal-mcp."
+        "or install the three binaries first (`cargo install --profile dist --path .`) and register ~/.cargo/bin/docent-terminal-mcp."
     );
     println!("README.md (\"Register it with your agent\") and docs/clients.md cover Codex, Gemini CLI and others.");
 }

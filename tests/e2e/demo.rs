@@ -70,7 +70,7 @@ async fn without_its_pane_logger_the_router_says_so_in_one_line_and_stops() {
         assert_eq!(err.lines().count(), 1, "{args:?}: one line:\n{err}");
         assert_has!(err, format!("the pane logger {} is missing", logger.display()));
         assert_has!(err, "cargo build --release");
-        assert_has!(err, "cargo install --path .");
+        assert_has!(err, "cargo install --profile dist --path .");
     }
     // There, but not executable.
     std::fs::write(&logger, b"#!/bin/sh\n").expect("a logger that cannot run");
