@@ -380,8 +380,8 @@ fn base(home: &Home, name: &str) -> (Facts, Meta) {
 
 /// The agents that typed into session `name`, the latest first.
 fn agents_of(home: &Home, name: &str) -> Vec<Agent> {
-    let typed = home.journal.agents_typed(name);
-    let mut agents: Vec<Agent> = typed.into_iter().map(|(name, s)| Agent { name, typed_ms: s * 1000 }).collect();
+    let typed = home.journal.agents_typed_ms(name);
+    let mut agents: Vec<Agent> = typed.into_iter().map(|(name, typed_ms)| Agent { name, typed_ms }).collect();
     agents.sort_by(|a, b| b.typed_ms.cmp(&a.typed_ms).then_with(|| a.name.cmp(&b.name)));
     agents
 }
