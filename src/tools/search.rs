@@ -83,9 +83,24 @@ impl Terminal {
             ToolError::from(e).reworded(|e| format!("{e}\n(the pattern is a Rust regex: escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)"))
         })?;
         let dir = logs.dir.clone();
-        tokio::task::spawn_blocking(move || run_search(&dir, &re, &p))
+        let params = p.clone();
+        let (mut answer, page) = tokio::task::spawn_blocking(move || run_search(&dir, &re, &params))
             .await
-            .map_err(|e| ToolError::Failed(format!("the search failed: {e}")))?
+            .map_err(|e| ToolError::Failed(format!("the search failed: {e}")))??;
+        self.hide_in_groups(&logs.dir, &mut answer.groups);
+        Ok(render(&p, page, &answer))
+    }
+
+    /// The shown lines of `groups` (of the session in `dir`) redacted,
+    /// each group as one text, before a long line is shortened: a cut
+    /// through a secret leaves pieces no rule knows.
+    fn hide_in_groups(&self, dir: &Path, groups: &mut [Vec<Shown>]) {
+        for group in groups {
+            let texts: Vec<String> = group.iter().map(|s| s.text.clone()).collect();
+            let (hidden, counts) = self.inner.secrets.redact_lines(dir, &texts);
+            super::secrets::hidden_early(&counts);
+            group.iter_mut().zip(hidden).for_each(|(s, t)| s.text = t);
+        }
     }
 }
 
@@ -118,7 +133,7 @@ pub(super) fn with_regions<T>(
     f(&index)
 }
 
-fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, ToolError> {
+fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<(Answer, Page), ToolError> {
     let context = p.context.unwrap_or(0);
     if context > MAX_CONTEXT {
         return Err(ToolError::BadInput(format!("context is at most {MAX_CONTEXT} lines")));
@@ -150,7 +165,7 @@ fn run_search(dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<
     };
     let labels = with_regions(dir, |index| labels(index, &found.hits))?;
     let region_file = region.as_ref().map(|r| store::write_region_file(dir, r).map_err(|e| e.to_string()));
-    Ok(render(p, page, &Answer { found, groups, labels, region, region_file }))
+    Ok((Answer { found, groups, labels, region, region_file }, page))
 }
 
 /// The first hits of a search of a whole log kept, so that the same
@@ -209,7 +224,7 @@ fn scanned_before(
     }
     let hits = s.first.iter().skip(page.offset as usize).take(page.max_hits as usize).copied().collect();
     let scope = (lines > 0).then_some(Scope { first: LineNo(1), last: LineNo(lines) });
-    let found = Found { total: s.total, hits, scope };
+    let found = Found { total: s.total, hits, scope, ..Found::default() };
     *slot = Some(s);
     Ok(Some(found))
 }
@@ -373,7 +388,8 @@ mod tests {
     fn a_long_page_is_cut_by_size_and_the_next_call_continues_after_it() {
         let hits: Vec<LineNo> = (1..=200).map(|n| LineNo(n * 10)).collect();
         let groups = hits.iter().map(|&line| vec![Shown { line, text: "x".repeat(1000), hit: true }]).collect();
-        let found = Found { total: 500, hits, scope: Some(search::Scope { first: LineNo(1), last: LineNo(5000) }) };
+        let scope = Some(search::Scope { first: LineNo(1), last: LineNo(5000) });
+        let found = Found { total: 500, hits, scope, ..Found::default() };
         let answer = Answer { found, groups, labels: HashMap::new(), region: None, region_file: None };
         let p = SearchParams { region: None, max_hits: Some(200), offset: Some(100), ..params() };
         let text = render(&p, Page { offset: 100, max_hits: 200 }, &answer);

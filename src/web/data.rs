@@ -55,8 +55,9 @@ pub struct Hits {
     pub hits: Vec<Hit>,
 }
 
-/// Cuts a long line for the page.
-fn shown(mut line: String) -> String {
+/// Cuts a long line for the page, once its secrets are hidden: a cut
+/// through a secret leaves pieces no rule knows.
+pub fn shown(mut line: String) -> String {
     if let Some((at, _)) = line.char_indices().nth(MAX_LINE_CHARS) {
         line.truncate(at);
         line.push('…');
@@ -64,16 +65,18 @@ fn shown(mut line: String) -> String {
     line
 }
 
-/// Lines `from..from+count` of the log in `dir` (`count` capped).
+/// Lines `from..from+count` of the log in `dir` (`count` capped), whole:
+/// the caller hides their secrets, then cuts them with [`shown`].
 pub fn lines(dir: &Path, from: u64, count: u64) -> Result<Lines, String> {
     let reader = LineReader::open(dir).map_err(|e| e.to_string())?;
     let (total, _) = reader.extent().map_err(|e| e.to_string())?;
     let first = from.max(1);
     let text = reader.read(LineNo(first), count.min(MAX_LINES)).map_err(|e| e.to_string())?;
-    Ok(Lines { first, lines: text.into_iter().map(shown).collect(), total })
+    Ok(Lines { first, lines: text, total })
 }
 
-/// The page of hits of `pattern` that starts after `offset` hits.
+/// The page of hits of `pattern` that starts after `offset` hits, their
+/// lines whole (see [`lines`]).
 pub fn find(dir: &Path, pattern: &str, offset: u64) -> Result<Hits, String> {
     if pattern.is_empty() {
         return Err("type a regex to search for".into());
@@ -87,7 +90,7 @@ pub fn find(dir: &Path, pattern: &str, offset: u64) -> Result<Hits, String> {
         .iter()
         .map(|&line| Hit {
             line: line.0,
-            text: shown(reader.read(line, 1).ok().and_then(|mut l| l.pop()).unwrap_or_default()),
+            text: reader.read(line, 1).ok().and_then(|mut l| l.pop()).unwrap_or_default(),
             region: search::region_at(&regions, line).map(|r| r.id.0),
         })
         .collect();

@@ -313,7 +313,7 @@ async fn lines(
     let hide = hide::Hide::new(&web.terminal, &name);
     blocking(move || {
         let mut lines = data::lines(&dir, q.from.unwrap_or(1), q.count.unwrap_or(100))?;
-        lines.lines = hide.lines(lines.lines);
+        lines.lines = hide.lines(lines.lines).into_iter().map(data::shown).collect();
         Ok(lines)
     })
     .await
@@ -343,7 +343,7 @@ async fn search(
         let mut hits = data::find(&dir, &pattern, q.offset.unwrap_or(0))?;
         // A hit on a secret still counts; its text shows the placeholder.
         let texts = hide.lines(hits.hits.iter().map(|h| h.text.clone()).collect());
-        hits.hits.iter_mut().zip(texts).for_each(|(h, t)| h.text = t);
+        hits.hits.iter_mut().zip(texts).for_each(|(h, t)| h.text = data::shown(t));
         Ok(hits)
     })
     .await

@@ -6,6 +6,7 @@ mod bridge;
 mod docent;
 mod expect;
 mod faults;
+mod hardening;
 mod harness;
 mod inspector;
 mod logger;

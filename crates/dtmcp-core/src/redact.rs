@@ -15,7 +15,12 @@
 //!
 //! Pure: no file is read here but the table's own (by its caller's path).
 
+mod project;
 mod rules;
+mod split;
+mod window;
+
+pub use window::redact_window;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -292,6 +297,15 @@ fn render(kind: &str, n: u32) -> String {
 struct Span {
     range: std::ops::Range<usize>,
     kind: String,
+    /// Its value, when it is not the text of its range (a token a tab
+    /// split in two: the value has no tab).
+    value: Option<String>,
+}
+
+impl Span {
+    fn new(range: std::ops::Range<usize>, kind: impl Into<String>) -> Span {
+        Span { range, kind: kind.into(), value: None }
+    }
 }
 
 /// A secret of a text and the placeholder it becomes.
@@ -299,66 +313,54 @@ struct Span {
 struct Found {
     /// Its byte range in the text.
     range: std::ops::Range<usize>,
+    /// Its kind.
+    kind: String,
     /// Its placeholder.
     placeholder: String,
 }
 
-/// An escape sequence as a reply spells it out: the raw view's `\e[31m`,
-/// and the `\033[31m`, `\x1b[31m`, `\E[31m`, `\u001b[31m` a command line
-/// carries to `printf` or `echo -e`; and a real one (a screen captured
-/// with its colours, as the web view shows it).
-static SPELLED_ESCAPE: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(&format!(
-        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|{REAL_ESCAPE_PATTERN}",
-    ))
-    .expect("a constant pattern")
-});
-
-/// A real escape sequence (CSI, OSC, or a short one), as in a screen
-/// captured with its colours.
-const REAL_ESCAPE_PATTERN: &str = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])";
-
-/// [`REAL_ESCAPE_PATTERN`], compiled.
-static REAL_ESCAPE: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(REAL_ESCAPE_PATTERN).expect("a constant pattern"));
-
-/// `text` without the escape sequences spelled out in it, and for each
-/// byte of that, the byte of `text` it came from (one more at the end).
-/// `None` when there is none: the text is its own projection.
-fn project(text: &str) -> Option<(String, Vec<usize>)> {
-    if memchr::memchr2(b'\\', 0x1b, text.as_bytes()).is_none() || !SPELLED_ESCAPE.is_match(text) {
-        return None;
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut map = Vec::with_capacity(text.len() + 1);
-    let mut last = 0;
-    let mut keep = |from: usize, to: usize, out: &mut String| {
-        out.push_str(&text[from..to]);
-        map.extend(from..to);
-    };
-    for m in SPELLED_ESCAPE.find_iter(text) {
-        keep(last, m.start(), &mut out);
-        last = m.end();
-    }
-    keep(last, text.len(), &mut out);
-    map.push(text.len());
-    Some((out, map))
+/// Where a text was cut out of a longer one (a window of a log, the top
+/// of a screen whose first row may go on from a row scrolled away): a
+/// value the session knows may stand there cut in two, so at a cut edge a
+/// piece of [`EDGE_MIN`] characters or more of one counts as the value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cut {
+    /// The text starts inside a longer one.
+    pub start: bool,
+    /// The text ends inside a longer one.
+    pub end: bool,
 }
+
+/// The shortest piece of a known value that counts as the value at a cut
+/// edge: shorter pieces are too likely to be ordinary text.
+pub const EDGE_MIN: usize = 6;
 
 /// Every secret in `text` with its placeholder from `table` (new ones
 /// added there), in order, and how many of each kind it had.
 ///
-/// The text is searched with escape sequences that it spells out taken
-/// away (a colour change in the middle of a secret does not hide it); a
-/// find's range covers them in `text`. Placeholders already in the text
-/// stay as they are.
-fn find(text: &str, known: &Known, table: &mut Table) -> (Vec<Found>, Counts) {
-    let projected = project(text);
+/// The text is searched with what can hide a secret taken away (see
+/// [`project`](self::project)); a find's range covers it in `text`.
+/// Placeholders already in the text stay as they are. A value learnt from
+/// one place of the text (an assignment whose name says secret) is then a
+/// secret everywhere in it: when the first look learns a value, the text
+/// is looked at again.
+fn find(text: &str, known: &Known, table: &mut Table, cut: Cut) -> (Vec<Found>, Counts) {
+    let learned = table.entries.len();
+    let first = find_once(text, known, table, cut);
+    if table.entries.len() == learned {
+        return first;
+    }
+    find_once(text, known, table, cut)
+}
+
+/// One look of [`find`].
+fn find_once(text: &str, known: &Known, table: &mut Table, cut: Cut) -> (Vec<Found>, Counts) {
+    let projected = project::project(text);
     let seen = projected.as_ref().map_or(text, |(p, _)| p.as_str());
     let mut counts = Counts::default();
     let mut found = Vec::new();
-    for s in spans(seen, known, table) {
-        let value = canonical(&seen[s.range.clone()]);
+    for s in spans(seen, known, table, cut) {
+        let value = s.value.unwrap_or_else(|| canonical(&seen[s.range.clone()]));
         let placeholder = table.placeholder(&s.kind, &value);
         if s.kind == PRIVATE_KEY {
             // Its lines, so that a read of a few of them hides them too.
@@ -370,28 +372,31 @@ fn find(text: &str, known: &Known, table: &mut Table) -> (Vec<Found>, Counts) {
             Some((_, map)) => map[s.range.start]..map[s.range.end - 1] + 1,
             None => s.range,
         };
-        *counts.0.entry(s.kind).or_default() += 1;
-        found.push(Found { range, placeholder });
+        *counts.0.entry(s.kind.clone()).or_default() += 1;
+        found.push(Found { range, kind: s.kind, placeholder });
     }
     (found, counts)
 }
 
 /// The secrets of `text`, placeholders already there left out, in order,
 /// none overlapping.
-fn spans(text: &str, known: &Known, table: &Table) -> Vec<Span> {
+fn spans(text: &str, known: &Known, table: &Table, cut: Cut) -> Vec<Span> {
     // Placeholders already in the text stay as they are; a private key
     // comes before values, so that the lines it taught the table do not
-    // break it up; then values, then the other shapes, then the lines of
-    // a key seen without its ends.
+    // break it up; then values (whole, then cut at an edge), then the
+    // other shapes, then tokens a tab split, then the lines of a key seen
+    // without its ends.
     let mut spans: Vec<Span> = match text.contains(OPEN) {
-        true => PLACEHOLDER.find_iter(text).map(|m| Span { range: m.range(), kind: String::new() }).collect(),
+        true => PLACEHOLDER.find_iter(text).map(|m| Span::new(m.range(), "")).collect(),
         false => Vec::new(),
     };
     let (keys, shapes): (Vec<_>, Vec<_>) = RULES.find(text).into_iter().partition(|f| f.kind == PRIVATE_KEY);
-    spans.extend(keys.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    spans.extend(keys.into_iter().map(|f| Span::new(f.range, f.kind)));
     spans.extend(by_value(text, known, table));
-    spans.extend(shapes.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
-    spans.extend(rules::key_lines(text).into_iter().map(|range| Span { range, kind: KEY_LINE.to_string() }));
+    spans.extend(window::at_edges(text, cut, values(known, table)));
+    spans.extend(shapes.into_iter().map(|f| Span::new(f.range, f.kind)));
+    spans.extend(split::split_tokens(text, &RULES));
+    spans.extend(rules::key_lines(text).into_iter().map(|range| Span::new(range, KEY_LINE)));
     if spans.iter().all(|s| s.kind.is_empty()) {
         return Vec::new();
     }
@@ -406,6 +411,19 @@ fn spans(text: &str, known: &Known, table: &Table) -> Vec<Span> {
     taken
 }
 
+/// Writes `secret` (a find's text, or the part of it a window shows) as
+/// its placeholder: a secret over several lines keeps its lines, the
+/// first showing the placeholder, each further one its line-number prefix
+/// (if the text has them) and `‹…›`.
+fn hide_into(out: &mut String, secret: &str, placeholder: &str) {
+    out.push_str(placeholder);
+    for line in secret.split('\n').skip(1) {
+        out.push('\n');
+        out.push_str(&line[..prefix_len(line)]);
+        out.push_str("‹…›");
+    }
+}
+
 /// `text` with every secret replaced by its placeholder from `table` (new
 /// ones added there), and how many of each kind it had.
 ///
@@ -415,7 +433,7 @@ fn spans(text: &str, known: &Known, table: &Table) -> Vec<Span> {
 /// further one keeps its line-number prefix (if the text has them) and
 /// shows `‹…›`.
 pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) {
-    let (found, counts) = find(text, known, table);
+    let (found, counts) = find(text, known, table, Cut::default());
     if found.is_empty() {
         return (text.to_string(), counts);
     }
@@ -423,12 +441,7 @@ pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) 
     let mut last = 0;
     for f in found {
         out.push_str(&text[last..f.range.start]);
-        out.push_str(&f.placeholder);
-        for line in text[f.range.clone()].split('\n').skip(1) {
-            out.push('\n');
-            out.push_str(&line[..prefix_len(line)]);
-            out.push_str("‹…›");
-        }
+        hide_into(&mut out, &text[f.range.clone()], &f.placeholder);
         last = f.range.end;
     }
     out.push_str(&text[last..]);
@@ -447,7 +460,8 @@ pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) 
 /// placeholder where it starts and `‹…›` at the start of each further row
 /// it covers. A full row that ended there is read on too: that can only
 /// hide more, never less. Colour escapes of `capture-pane -e` count for
-/// nothing in a row's width.
+/// nothing in a row's width. The first row may go on from a row scrolled
+/// off the top: the screen is read as cut there.
 pub fn redact_screen<S: AsRef<str>>(
     rows: &[S],
     cols: usize,
@@ -463,7 +477,7 @@ pub fn redact_screen<S: AsRef<str>>(
         starts.push(joined.len());
         joined.push_str(row.as_ref());
     }
-    let (found, counts) = find(&joined, known, table);
+    let (found, counts) = find(&joined, known, table, Cut { start: true, end: false });
     if found.is_empty() {
         return (rows.iter().map(|r| r.as_ref().to_string()).collect(), counts);
     }
@@ -495,15 +509,25 @@ fn fills(row: &str, cols: usize) -> bool {
     width + 1 >= cols
 }
 
-/// The finds of the values of `table` and `known` in `text`.
-fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
-    let values: Vec<(&str, &str)> = table
+/// [`project::REAL_ESCAPE_PATTERN`], compiled.
+static REAL_ESCAPE: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(project::REAL_ESCAPE_PATTERN).expect("a constant pattern"));
+
+/// The values of `table` (but a private key's whole block) and `known`,
+/// each with its kind.
+fn values<'a>(known: &'a Known, table: &'a Table) -> Vec<(&'a str, &'a str)> {
+    table
         .entries
         .iter()
         .filter(|e| !e.value.contains('\n'))
         .map(|e| (e.kind.as_str(), e.value.as_str()))
         .chain(known.values.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .collect();
+        .collect()
+}
+
+/// The finds of the values of `table` and `known` in `text`.
+fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
+    let values = values(known, table);
     if values.is_empty() {
         return Vec::new();
     }
@@ -515,10 +539,7 @@ fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
             .kind(Some(AhoCorasickKind::NoncontiguousNFA))
             .build(values.iter().map(|(_, v)| v));
         if let Ok(ac) = ac {
-            return ac
-                .find_iter(text)
-                .map(|m| Span { range: m.range(), kind: values[m.pattern().as_usize()].0.to_string() })
-                .collect();
+            return ac.find_iter(text).map(|m| Span::new(m.range(), values[m.pattern().as_usize()].0)).collect();
         }
     }
     // Few values: a vectorised substring search each, far cheaper than
@@ -533,7 +554,7 @@ fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
     let mut out: Vec<Span> = Vec::with_capacity(hits.len());
     for (range, kind) in hits {
         if out.last().is_none_or(|l| l.range.end <= range.start) {
-            out.push(Span { range, kind: kind.to_string() });
+            out.push(Span::new(range, kind));
         }
     }
     out
