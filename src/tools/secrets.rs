@@ -119,23 +119,7 @@ impl Secrets {
         if lines.is_empty() || !self.applies(dir) {
             return (lines.to_vec(), Counts::default());
         }
-        let joined = lines.join("\n");
-        let (hidden, counts) = self.redact(Some(dir), &joined);
-        let out: Vec<String> = hidden.split('\n').map(str::to_string).collect();
-        if out.len() == lines.len() {
-            return (out, counts);
-        }
-        // The redactor keeps the lines; should it ever not, each alone.
-        let mut all = Counts::default();
-        let each = lines
-            .iter()
-            .map(|l| {
-                let (text, counts) = self.redact(Some(dir), l);
-                all.add(&counts);
-                text
-            })
-            .collect();
-        (each, all)
+        with_table(&dir.join(TABLE_FILE), |table| redact::redact_lines(lines, &self.known, table))
     }
 
     /// `input` with the placeholders of the session in `dir` replaced by

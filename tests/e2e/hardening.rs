@@ -1,6 +1,7 @@
 //! The hardening of issue 37, seen from outside: secrets cut by a window
-//! of any view, secrets split by invisible characters and tabs, and
-//! `save_to` through a hard link.
+//! of any view or split by invisible characters and tabs, `save_to`
+//! through a hard link, a session whose program is not found, the people's
+//! `--redact`, and connections that never finish a request.
 
 use serde_json::json;
 
@@ -107,4 +108,47 @@ async fn long_lines_cut_by_a_read_or_a_search_and_a_screens_top_row_hide_their_s
     let screen = s.ok("read", json!({ "session": "win2", "view": "screen" })).await;
     assert!(!screen.contains("cat wrap.txt"), "the command's row scrolled away:\n{screen}");
     assert_hidden(&screen, &[JWT], 8, "the screen");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_named_secret_in_one_line_is_hidden_in_every_line_of_the_same_reply() {
+    let w = World::new();
+    let s = w.server().await;
+    let work = w.tmp.path().join("work-aws1");
+    std::fs::create_dir_all(&work).expect("work dir");
+    let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    let text = format!(
+        "AKIAIOSFODNN7EXAMPLE {secret}\n[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n\
+         aws_secret_access_key = {secret}\nregion = eu-west-1\noutput = json\naws configure: {secret}\n"
+    );
+    std::fs::write(work.join("creds.txt"), text).expect("creds.txt");
+    s.ok("session_create", json!({ "name": "aws1", "cwd": work.display().to_string() })).await;
+    // The first reply that meets the value: only one line names it secret.
+    let out = s.run("aws1", "cat creds.txt").await;
+    assert_hidden(&out, &[secret], 8, "the first reply");
+    assert!(out.contains("aws configure: ‹secret:aws-secret-key:1›"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_split_by_an_invisible_character_or_a_tab_stays_hidden() {
+    let w = World::new();
+    let s = w.server().await;
+    let work = w.tmp.path().join("work-inv1");
+    std::fs::create_dir_all(&work).expect("work dir");
+    let (head, tail) = GH.split_at(17);
+    let gaps = ['\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}', '\u{ad}', '\t'];
+    let text: String = gaps.iter().enumerate().map(|(i, gap)| format!("key{i} {head}{gap}{tail} done\n")).collect();
+    std::fs::write(work.join("inv.txt"), text).expect("inv.txt");
+    s.ok("session_create", json!({ "name": "inv1", "cwd": work.display().to_string() })).await;
+    let out = s.run("inv1", "cat inv.txt").await;
+    assert_hidden(&out, &[head, tail], 8, "the run");
+    for i in 0..gaps.len() {
+        assert!(out.contains(&format!("key{i} ‹secret:github-token:1› done")), "line {i}:\n{out}");
+    }
+    let raw = s.ok("read", json!({ "session": "inv1", "view": "raw" })).await;
+    assert_hidden(&raw, &[head, tail], 8, "the raw view");
+    let screen = s.ok("read", json!({ "session": "inv1", "view": "screen" })).await;
+    assert_hidden(&screen, &[head, tail], 8, "the screen");
+    let found = s.ok("search", json!({ "session": "inv1", "pattern": "done$" })).await;
+    assert_hidden(&found, &[head, tail], 8, "a search");
 }

@@ -57,18 +57,6 @@ fn known_values_are_found_at_a_cut_edge_by_a_piece() {
 }
 
 #[test]
-fn a_value_learnt_in_one_line_is_hidden_in_every_line_of_the_reply() {
-    let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
-    let text = format!(
-        "AKIAIOSFODNN7EXAMPLE {secret}\n[default]\naws_secret_access_key = {secret}\nregion = x\naws configure: {secret}"
-    );
-    let mut table = Table::default();
-    let (out, counts) = crate::redact::redact(&text, &Known::default(), &mut table);
-    assert!(!out.contains(secret), "{out}");
-    assert_eq!(counts.0.get("aws-secret-key"), Some(&3), "{out}");
-}
-
-#[test]
 fn screen_rows_whose_first_row_goes_on_from_the_scrollback_hide_a_known_tail() {
     let mut table = Table::default();
     table.learn("github-token", GH);
