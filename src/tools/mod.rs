@@ -49,6 +49,7 @@ use crate::calls::CallLog;
 use crate::session::Sessions;
 pub use reply::ToolError;
 use reply::{Facts, Reply};
+pub use search::CallerLeft;
 
 /// The server's instructions to the model, kept in `texts/instructions.md`.
 const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;

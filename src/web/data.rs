@@ -53,6 +53,9 @@ pub struct Hits {
     pub offset: u64,
     /// This page's hits.
     pub hits: Vec<Hit>,
+    /// Set when the search stopped before the end of the log (it took
+    /// too long): the last line it searched.
+    pub stopped_after: Option<u64>,
 }
 
 /// Cuts a long line for the page, once its secrets are hidden: a cut
@@ -76,13 +79,15 @@ pub fn lines(dir: &Path, from: u64, count: u64) -> Result<Lines, String> {
 }
 
 /// The page of hits of `pattern` that starts after `offset` hits, their
-/// lines whole (see [`lines`]).
-pub fn find(dir: &Path, pattern: &str, offset: u64) -> Result<Hits, String> {
+/// lines whole (see [`lines`]); `stop` is asked between blocks whether to
+/// answer with what was found so far.
+pub fn find(dir: &Path, pattern: &str, offset: u64, stop: &dyn Fn() -> bool) -> Result<Hits, String> {
     if pattern.is_empty() {
         return Err("type a regex to search for".into());
     }
     let re = search::compile(pattern).map_err(|e| e.to_string())?;
-    let found = search::search(dir, &re, None, Page { offset, max_hits: HITS_PER_PAGE }).map_err(|e| e.to_string())?;
+    let page = Page { offset, max_hits: HITS_PER_PAGE };
+    let found = search::search_until(dir, &re, None, page, stop).map_err(|e| e.to_string())?;
     let reader = LineReader::open(dir).map_err(|e| e.to_string())?;
     let regions = store::read_regions(dir).unwrap_or_default();
     let hits = found
@@ -94,7 +99,7 @@ pub fn find(dir: &Path, pattern: &str, offset: u64) -> Result<Hits, String> {
             region: search::region_at(&regions, line).map(|r| r.id.0),
         })
         .collect();
-    Ok(Hits { total: found.total, offset, hits })
+    Ok(Hits { total: found.total, offset, hits, stopped_after: found.stopped_after.map(|l| l.0) })
 }
 
 /// The regions before region `before` (at most [`MAX_REGIONS`], the
@@ -133,12 +138,12 @@ mod tests {
     #[test]
     fn search_finds_lines_and_refuses_a_bad_regex() {
         let dir = log(&["ok", "error: disk full", "ok", "ERROR again"]);
-        let hits = find(dir.path(), "(?i)error", 0).expect("search");
+        let hits = find(dir.path(), "(?i)error", 0, &|| false).expect("search");
         assert_eq!(hits.total, 2);
         assert_eq!(hits.hits.iter().map(|h| h.line).collect::<Vec<_>>(), vec![2, 4]);
         assert_eq!(hits.hits[0].text, "error: disk full");
-        assert!(find(dir.path(), "(", 0).is_err());
-        assert!(find(dir.path(), "", 0).is_err());
+        assert!(find(dir.path(), "(", 0, &|| false).is_err());
+        assert!(find(dir.path(), "", 0, &|| false).is_err());
     }
 
     #[test]
