@@ -5,8 +5,10 @@
 //!   `--allowed-hosts` list a non-loopback bind must give), so a web page
 //!   cannot reach the port by DNS rebinding. A Unix socket has no names.
 //! - `Origin`: when present, its host must be an allowed name (on the Unix
-//!   socket: a loopback name); anything else (including `null`) gets 403,
-//!   as the MCP specification asks of servers.
+//!   socket: a loopback name) and, on TCP, its port the listener's own (a
+//!   page of another local server, `http://localhost:3000`, is another
+//!   origin); anything else (including `null`) gets 403, as the MCP
+//!   specification asks of servers.
 //! - Token (TCP only, every route but `/health`): `Authorization: Bearer T`,
 //!   compared in constant time; missing or wrong gives 401 with
 //!   `WWW-Authenticate`. A token in the URL is refused outright (400): URLs
@@ -29,19 +31,22 @@ pub struct Guard {
     pub token: Option<Token>,
     /// The host names `Host` may carry; `None`: any (the Unix socket).
     pub hosts: Option<Vec<String>>,
+    /// The port an `Origin` must name (the TCP listener's); `None`: any.
+    pub port: Option<u16>,
 }
 
 impl Guard {
     /// The rules of the Unix socket: its modes and peer check do the work.
     pub fn unix() -> Guard {
-        Guard { token: None, hosts: None }
+        Guard { token: None, hosts: None, port: None }
     }
 
-    /// The rules of a TCP port: loopback names plus `extra`, and the token.
-    pub fn tcp(token: Token, extra: &[String]) -> Guard {
+    /// The rules of TCP port `port`: loopback names plus `extra`, origins
+    /// on that port, and the token.
+    pub fn tcp(token: Token, extra: &[String], port: u16) -> Guard {
         let mut hosts: Vec<String> = LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect();
         hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
-        Guard { token: Some(token), hosts: Some(hosts) }
+        Guard { token: Some(token), hosts: Some(hosts), port: Some(port) }
     }
 
     fn host_allowed(&self, name: &str) -> bool {
@@ -52,11 +57,18 @@ impl Guard {
     }
 
     fn origin_allowed(&self, origin: &str) -> bool {
-        let Some(name) = origin_host(origin) else { return false };
-        match &self.hosts {
+        let Some((name, port)) = origin_host(origin) else { return false };
+        let named = match &self.hosts {
             None => LOOPBACK_NAMES.contains(&name.as_str()),
             Some(hosts) => hosts.contains(&name),
-        }
+        };
+        named && self.port.is_none_or(|own| port == Some(own))
+    }
+
+    /// Whether `headers` carry this listener's bearer token.
+    fn token_shown(&self, headers: &HeaderMap) -> bool {
+        let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+        self.token.as_ref().is_some_and(|t| offered.is_some_and(|o| t.matches(o)))
     }
 
     /// Checks one request; `Err` is the response to send instead.
@@ -133,6 +145,13 @@ pub async fn enforce(State(guard): State<Guard>, request: Request, next: Next) -
     if let Err(refusal) = guard.check_for(uri.path(), uri.query(), request.headers(), opens) {
         return refusal.into_response();
     }
+    // The connection is wanted: it sent a whole request, with the token
+    // where one is needed (see `conns`).
+    if let Some(proof) = request.extensions().get::<super::conns::Proof>()
+        && (guard.token.is_none() || guard.token_shown(request.headers()))
+    {
+        proof.prove();
+    }
     next.run(request).await
 }
 
@@ -189,12 +208,25 @@ pub fn host_name(value: &str) -> String {
     }
 }
 
-/// The host name of an `Origin` (`scheme://host[:port]`); `None` for `null`
-/// and anything without a scheme.
-fn origin_host(origin: &str) -> Option<String> {
-    let (_, rest) = origin.split_once("://")?;
-    let authority = rest.split('/').next()?;
-    Some(host_name(authority))
+/// The host name of an `Origin` (`scheme://host[:port]`) and its port (the
+/// scheme's own when none is written: 80 for http, 443 for https); `None`
+/// for `null` and anything without a scheme.
+fn origin_host(origin: &str) -> Option<(String, Option<u16>)> {
+    let (scheme, rest) = origin.split_once("://")?;
+    let authority = rest.split('/').next()?.trim().to_ascii_lowercase();
+    let written = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').and_then(|(_, after)| after.strip_prefix(':')),
+        None => authority.rsplit_once(':').map(|(_, port)| port),
+    };
+    let port = match written {
+        Some(p) => Some(p.parse().ok()?),
+        None => match scheme.to_ascii_lowercase().as_str() {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        },
+    };
+    Some((host_name(&authority), port))
 }
 
 #[cfg(test)]
@@ -214,7 +246,7 @@ mod tests {
 
     fn tcp() -> Guard {
         let tmp = tempfile::tempdir().expect("tempdir");
-        Guard::tcp(Token::load_or_create(&tmp.path().join("t")).expect("token"), &["box.lan".into()])
+        Guard::tcp(Token::load_or_create(&tmp.path().join("t")).expect("token"), &["box.lan".into()], 8766)
     }
 
     #[rstest]
@@ -233,12 +265,34 @@ mod tests {
     #[case::no_token(&[("host", "localhost:8766")], 401)]
     #[case::wrong_token(&[("host", "box.lan:8766"), ("authorization", "Bearer nope")], 401)]
     #[case::foreign_origin_on_health(&[("host", "localhost"), ("origin", "https://evil.example")], 403)]
+    #[case::another_local_port(&[("host", "localhost:8766"), ("origin", "http://localhost:3000")], 403)]
+    #[case::no_port_is_80(&[("host", "localhost:8766"), ("origin", "http://localhost")], 403)]
     fn tcp_refusals(#[case] pairs: &[(&'static str, &'static str)], #[case] status: u16) {
         let r = tcp().check("/mcp", None, &headers(pairs)).expect_err("refused").into_response();
         assert_eq!(r.status().as_u16(), status);
         if status == 401 {
             assert!(r.headers().contains_key(header::WWW_AUTHENTICATE));
         }
+    }
+
+    #[rstest]
+    #[case::own_port("http://localhost:8766", Some(("localhost", Some(8766))))]
+    #[case::ipv6("http://[::1]:8766", Some(("::1", Some(8766))))]
+    #[case::ipv6_default("https://[::1]", Some(("::1", Some(443))))]
+    #[case::default_http("http://box.lan/", Some(("box.lan", Some(80))))]
+    #[case::bad_port("http://localhost:99999", None)]
+    #[case::null("null", None)]
+    fn origins_are_read_with_their_port(#[case] origin: &str, #[case] want: Option<(&str, Option<u16>)>) {
+        assert_eq!(origin_host(origin), want.map(|(n, p)| (n.to_string(), p)));
+    }
+
+    #[test]
+    fn an_origin_on_this_port_is_let_in() {
+        let g = tcp();
+        let own = headers(&[("host", "localhost:8766"), ("origin", "http://localhost:8766")]);
+        assert_eq!(g.check("/mcp", None, &own).expect_err("still needs the token").status.as_u16(), 401);
+        let other = headers(&[("host", "localhost:8766"), ("origin", "http://localhost:8767")]);
+        assert_eq!(g.check("/mcp", None, &other).expect_err("refused").status.as_u16(), 403);
     }
 
     #[test]

@@ -152,3 +152,87 @@ async fn a_token_split_by_an_invisible_character_or_a_tab_stays_hidden() {
     let found = s.ok("search", json!({ "session": "inv1", "pattern": "done$" })).await;
     assert_hidden(&found, &[head, tail], 8, "a search");
 }
+
+/// Lets the process `cmd` starts open `n` files at most (soft and hard).
+fn open_files_at_most(cmd: &mut std::process::Command, n: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // makes the setrlimit system call, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, n, n)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_finish_a_request_starve_nobody() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    use crate::serve::{Serve, bridge, free_port, request, tcp_http, unix_get};
+
+    let w = World::new();
+    let port = free_port();
+    // 256 files at most: without a cap, 300 idle connections take them all.
+    let serve = Serve::start_with(&w, &["--tcp", &port.to_string()], |cmd| open_files_at_most(cmd, 256));
+
+    // A request line sent in part is closed once the header time is out.
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    slow.write_all(b"GET /health HT").expect("write");
+    slow.set_read_timeout(Some(Duration::from_secs(25))).expect("timeout");
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert!(started.elapsed() < Duration::from_secs(20), "the half-sent request was held {:?}", started.elapsed());
+
+    // 300 connections that send nothing, or half a request line.
+    let mut held = Vec::new();
+    for i in 0..300 {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        if i % 2 == 0 {
+            let _ = c.write_all(b"POST /mcp HTTP/1.1\r\nhost: localhost\r\n");
+        }
+        held.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(unix_get(&serve.socket, "/health").0, 200, "/health on the socket");
+    let agent = bridge(&w, "alice").await;
+    let listed = agent.call("session_list", json!({})).await.expect("an MCP call on the socket");
+    assert!(!listed.is_error, "{}", listed.text);
+    let host = format!("127.0.0.1:{port}");
+    assert_eq!(tcp_http(port, &request("GET", "/health", &[("host", &host)], "")).0, 200, "/health on TCP");
+    // The oldest of them were closed to make room.
+    let mut closed = 0;
+    for c in &mut held {
+        let _ = c.set_read_timeout(Some(Duration::from_millis(50)));
+        if matches!(c.read(&mut [0u8; 64]), Ok(0)) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 200, "only {closed} of 300 idle connections were closed");
+}
+
+#[test]
+fn json_rpc_that_is_no_message_or_no_call_gets_a_json_rpc_error() {
+    use crate::serve::{Serve, mcp_headers, request, unix_http};
+
+    let w = World::new();
+    let serve = Serve::start(&w, &[]);
+    let post = |body: &str| {
+        let (status, _, text) =
+            unix_http(&serve.socket, &request("POST", "/mcp", &mcp_headers(&[("host", "x")]), body));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {status} {text}"));
+        (status, v["error"]["code"].as_i64(), v["error"]["message"].as_str().unwrap_or_default().to_string())
+    };
+    let (status, code, _) = post("{not json");
+    assert_eq!((status, code), (400, Some(-32700)));
+    let (status, code, why) = post(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+    assert_eq!((status, code), (400, Some(-32700)));
+    assert!(why.contains("batch"), "{why}");
+    let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":"echo hi"}}"#;
+    let (_, code, why) = post(call);
+    assert_eq!(code, Some(-32602), "{why}");
+    assert!(why.contains("`arguments` must be an object"), "{why}");
+}
