@@ -153,6 +153,27 @@ async fn a_token_split_by_an_invisible_character_or_a_tab_stays_hidden() {
     assert_hidden(&found, &[head, tail], 8, "a search");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn save_to_refuses_a_second_name_of_a_file_and_process_memory() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("sv1").await;
+    let meta = w.session_dir("sv1").join("meta.json");
+    let before = std::fs::read(&meta).expect("meta.json");
+    let outside = w.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("dir");
+    let link = outside.join("x");
+    std::fs::hard_link(&meta, &link).expect("a hard link out of the state home");
+    let args = json!({ "session": "sv1", "command": "echo overwritten", "save_to": link.display().to_string(), "overwrite": true });
+    let refused = s.err("run", args).await;
+    assert!(refused.contains("2 names"), "{refused}");
+    assert_eq!(std::fs::read(&meta).expect("meta.json"), before, "meta.json keeps its bytes");
+    let args = json!({ "session": "sv1", "command": "echo x", "save_to": "/proc/self/mem", "overwrite": true });
+    assert!(s.err("run", args).await.contains("/proc"));
+    // The session goes on as before.
+    assert!(s.run("sv1", "echo still-here").await.contains("still-here"));
+}
+
 /// Lets the process `cmd` starts open `n` files at most (soft and hard).
 fn open_files_at_most(cmd: &mut std::process::Command, n: u64) {
     use std::os::unix::process::CommandExt;
