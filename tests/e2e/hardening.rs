@@ -174,6 +174,53 @@ async fn save_to_refuses_a_second_name_of_a_file_and_process_memory() {
     assert!(s.run("sv1", "echo still-here").await.contains("still-here"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_program_is_not_found_says_so_instead_of_ready() {
+    let w = World::new();
+    let s = w.server().await;
+    let said = s.err("session_create", json!({ "name": "nx1", "command": "/nonexistent" })).await;
+    assert!(!said.contains("ready"), "{said}");
+    assert!(said.contains("did not start") && said.contains("not found"), "{said}");
+    // A program that runs is ready as before.
+    let ok = s.ok("session_create", json!({ "name": "nx2", "command": "cat" })).await;
+    assert!(ok.contains("ready"), "{ok}");
+}
+
+/// Runs the command line with `args` in `w`'s environment; its stdout.
+fn people(w: &World, args: &[&str]) -> String {
+    let mut child = std::process::Command::new(crate::harness::SERVER)
+        .args(args)
+        .envs(w.env())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the command line");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{args:?} did not end");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out).expect("read");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_people_commands_show_secrets_to_their_person_and_hide_them_with_redact() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("pp1").await;
+    s.run("pp1", &format!("echo token {GH}")).await;
+    for args in [&["show", "pp1"][..], &["tail", "pp1"], &["search", "pp1", "token"]] {
+        assert!(people(&w, args).contains(GH), "{args:?} shows the log as it is");
+        let mut redacted = args.to_vec();
+        redacted.push("--redact");
+        let out = people(&w, &redacted);
+        assert_hidden(&out, &[GH], 8, &format!("{redacted:?}"));
+        assert!(out.contains("‹secret:github-token:1›"), "{redacted:?}:\n{out}");
+    }
+}
+
 /// Lets the process `cmd` starts open `n` files at most (soft and hard).
 fn open_files_at_most(cmd: &mut std::process::Command, n: u64) {
     use std::os::unix::process::CommandExt;
