@@ -5,10 +5,10 @@
 //!   `--allowed-hosts` list a non-loopback bind must give), so a web page
 //!   cannot reach the port by DNS rebinding. A Unix socket has no names.
 //! - `Origin`: when present, its host must be an allowed name (on the Unix
-//!   socket: a loopback name) and, on TCP, its port the listener's own (a
-//!   page of another local server, `http://localhost:3000`, is another
-//!   origin); anything else (including `null`) gets 403, as the MCP
-//!   specification asks of servers.
+//!   socket: a loopback name) and, on TCP, its port the one the request
+//!   was sent to (`Host`'s): a page of another local server,
+//!   `http://localhost:3000`, is another origin. Anything else (including
+//!   `null`) gets 403, as the MCP specification asks of servers.
 //! - Token (TCP only, every route but `/health`): `Authorization: Bearer T`,
 //!   compared in constant time; missing or wrong gives 401 with
 //!   `WWW-Authenticate`. A token in the URL is refused outright (400): URLs
@@ -31,22 +31,19 @@ pub struct Guard {
     pub token: Option<Token>,
     /// The host names `Host` may carry; `None`: any (the Unix socket).
     pub hosts: Option<Vec<String>>,
-    /// The port an `Origin` must name (the TCP listener's); `None`: any.
-    pub port: Option<u16>,
 }
 
 impl Guard {
     /// The rules of the Unix socket: its modes and peer check do the work.
     pub fn unix() -> Guard {
-        Guard { token: None, hosts: None, port: None }
+        Guard { token: None, hosts: None }
     }
 
-    /// The rules of TCP port `port`: loopback names plus `extra`, origins
-    /// on that port, and the token.
-    pub fn tcp(token: Token, extra: &[String], port: u16) -> Guard {
+    /// The rules of a TCP port: loopback names plus `extra`, and the token.
+    pub fn tcp(token: Token, extra: &[String]) -> Guard {
         let mut hosts: Vec<String> = LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect();
         hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
-        Guard { token: Some(token), hosts: Some(hosts), port: Some(port) }
+        Guard { token: Some(token), hosts: Some(hosts) }
     }
 
     fn host_allowed(&self, name: &str) -> bool {
@@ -56,13 +53,13 @@ impl Guard {
         }
     }
 
-    fn origin_allowed(&self, origin: &str) -> bool {
-        let Some((name, port)) = origin_host(origin) else { return false };
-        let named = match &self.hosts {
+    /// Whether `origin` may send requests to `host` (the request's `Host`).
+    fn origin_allowed(&self, origin: &str, host: Option<&str>) -> bool {
+        let Some(Origin { name, port, scheme_port }) = origin_host(origin) else { return false };
+        match &self.hosts {
             None => LOOPBACK_NAMES.contains(&name.as_str()),
-            Some(hosts) => hosts.contains(&name),
-        };
-        named && self.port.is_none_or(|own| port == Some(own))
+            Some(hosts) => hosts.contains(&name) && port == host.and_then(host_port).or(scheme_port),
+        }
     }
 
     /// Whether `headers` carry this listener's bearer token.
@@ -97,7 +94,8 @@ impl Guard {
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("?");
-            if !self.origin_allowed(origin) {
+            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+            if !self.origin_allowed(origin, host) {
                 return Err(refuse(
                     StatusCode::FORBIDDEN,
                     &format!("requests from the origin {origin:?} are not allowed"),
@@ -208,25 +206,46 @@ pub fn host_name(value: &str) -> String {
     }
 }
 
-/// The host name of an `Origin` (`scheme://host[:port]`) and its port (the
-/// scheme's own when none is written: 80 for http, 443 for https); `None`
-/// for `null` and anything without a scheme.
-fn origin_host(origin: &str) -> Option<(String, Option<u16>)> {
+/// What an `Origin` names.
+#[derive(Debug, PartialEq, Eq)]
+struct Origin {
+    /// Its host name, lowercased.
+    name: String,
+    /// Its port: the one written, else its scheme's.
+    port: Option<u16>,
+    /// Its scheme's port (80 for http, 443 for https).
+    scheme_port: Option<u16>,
+}
+
+/// What an `Origin` (`scheme://host[:port]`) names; `None` for `null`, for
+/// anything without a scheme, and for a port that is no port.
+fn origin_host(origin: &str) -> Option<Origin> {
     let (scheme, rest) = origin.split_once("://")?;
     let authority = rest.split('/').next()?.trim().to_ascii_lowercase();
+    let scheme_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
     let written = match authority.strip_prefix('[') {
         Some(v6) => v6.split_once(']').and_then(|(_, after)| after.strip_prefix(':')),
         None => authority.rsplit_once(':').map(|(_, port)| port),
     };
     let port = match written {
         Some(p) => Some(p.parse().ok()?),
-        None => match scheme.to_ascii_lowercase().as_str() {
-            "http" => Some(80),
-            "https" => Some(443),
-            _ => None,
-        },
+        None => scheme_port,
     };
-    Some((host_name(&authority), port))
+    Some(Origin { name: host_name(&authority), port, scheme_port })
+}
+
+/// The port a `Host` value names, if it names one.
+fn host_port(value: &str) -> Option<u16> {
+    let value = value.trim();
+    let port = match value.strip_prefix('[') {
+        Some(v6) => v6.split_once(']')?.1.strip_prefix(':')?,
+        None => value.rsplit_once(':')?.1,
+    };
+    port.parse().ok()
 }
 
 #[cfg(test)]
@@ -246,7 +265,7 @@ mod tests {
 
     fn tcp() -> Guard {
         let tmp = tempfile::tempdir().expect("tempdir");
-        Guard::tcp(Token::load_or_create(&tmp.path().join("t")).expect("token"), &["box.lan".into()], 8766)
+        Guard::tcp(Token::load_or_create(&tmp.path().join("t")).expect("token"), &["box.lan".into()])
     }
 
     #[rstest]
@@ -283,16 +302,19 @@ mod tests {
     #[case::bad_port("http://localhost:99999", None)]
     #[case::null("null", None)]
     fn origins_are_read_with_their_port(#[case] origin: &str, #[case] want: Option<(&str, Option<u16>)>) {
-        assert_eq!(origin_host(origin), want.map(|(n, p)| (n.to_string(), p)));
+        assert_eq!(origin_host(origin).map(|o| (o.name, o.port)), want.map(|(n, p)| (n.to_string(), p)));
     }
 
     #[test]
-    fn an_origin_on_this_port_is_let_in() {
+    fn an_origin_on_the_port_the_request_went_to_is_let_in() {
         let g = tcp();
         let own = headers(&[("host", "localhost:8766"), ("origin", "http://localhost:8766")]);
         assert_eq!(g.check("/mcp", None, &own).expect_err("still needs the token").status.as_u16(), 401);
         let other = headers(&[("host", "localhost:8766"), ("origin", "http://localhost:8767")]);
         assert_eq!(g.check("/mcp", None, &other).expect_err("refused").status.as_u16(), 403);
+        // Behind a proxy on port 80, the browser's origin names the proxy's.
+        let proxied = headers(&[("host", "localhost"), ("origin", "http://localhost")]);
+        assert_eq!(g.check("/mcp", None, &proxied).expect_err("still needs the token").status.as_u16(), 401);
     }
 
     #[test]

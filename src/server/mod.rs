@@ -157,8 +157,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         let view = crate::web::view_routes(web.clone());
-        let guard = Guard::tcp(token, &opts.allowed_hosts, addr.port());
-        let tcp_routes = router(app.clone(), guard, &ct, kept.clone(), view);
+        let tcp_routes = router(app.clone(), Guard::tcp(token, &opts.allowed_hosts), &ct, kept.clone(), view);
         let limits = conns::Limits::for_open_files(open_files, Some(conns::HEADER_TIMEOUT));
         servers.spawn(conns::serve(listener, tcp_routes, limits, ct.clone()));
         eprintln!("docent-terminal-mcp: serving on http://{addr}/mcp (bearer token in {})", cfg.token_file().display());
