@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::look;
 use super::style::{Paint, Style};
 use super::{Failure, Home, Out, Outcome, first_line};
+use dtmcp_core::redact::Reader;
 use dtmcp_core::region::Region;
 use dtmcp_core::search::{self, Page, Shown};
 use dtmcp_core::store;
@@ -50,6 +51,10 @@ pub struct SearchArgs {
     /// and lines (each with line, text, match and region).
     #[arg(long)]
     pub json: bool,
+    /// Show secrets as placeholders (‹secret:KIND:N›), as the agents see
+    /// them: for sharing a screen. By default the log shows as it is.
+    #[arg(long)]
+    pub redact: bool,
 }
 
 /// One line of `search --json`.
@@ -79,7 +84,7 @@ pub async fn run(home: Home, args: SearchArgs) -> Outcome {
         Failure::Usage(format!("{e}\n(escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)"))
     })?;
     let found = look::find(&home, &args.name).await?;
-    let regions = store::read_regions(&found.dir).map_err(Failure::of)?;
+    let mut regions = store::read_regions(&found.dir).map_err(Failure::of)?;
     let lines = super::regions::lines_of(&found.dir)?;
     let scope = match args.region {
         None => None,
@@ -98,10 +103,18 @@ pub async fn run(home: Home, args: SearchArgs) -> Outcome {
         out.line(&total.to_string())?;
         return if total == 0 { Err(Failure::NoMatch) } else { Ok(()) };
     }
-    let groups = match hits.scope {
+    let mut groups = match hits.scope {
         Some(s) => search::with_context(&found.dir, &hits.hits, args.context, s).map_err(Failure::of)?,
         None => Vec::new(),
     };
+    if args.redact {
+        let mut hide = Reader::for_session(&found.dir);
+        for group in &mut groups {
+            let texts: Vec<String> = group.iter().map(|s| s.text.clone()).collect();
+            group.iter_mut().zip(hide.lines(&texts)).for_each(|(s, t)| s.text = t);
+        }
+        regions.iter_mut().for_each(|r| r.command = hide.text(&r.command));
+    }
     if args.json {
         let lines = groups
             .iter()

@@ -8,6 +8,7 @@ use super::look::{self, Found};
 use super::regions::{self, RegionFacts};
 use super::style::{Paint, Style};
 use super::{Failure, Home, Out, Outcome, clock, duration};
+use dtmcp_core::redact::Reader;
 use dtmcp_core::region::{LinePos, Region};
 use dtmcp_core::store::{self, LineReader, files};
 use dtmcp_core::types::{LineNo, RegionId};
@@ -38,6 +39,10 @@ pub struct ShowArgs {
     /// Number the output's lines as in the session's log.
     #[arg(short = 'n', long)]
     pub line_numbers: bool,
+    /// Show secrets as placeholders (‹secret:KIND:N›), as the agents see
+    /// them: for sharing a screen. By default the log shows as it is.
+    #[arg(long)]
+    pub redact: bool,
 }
 
 /// Runs `show`.
@@ -50,11 +55,13 @@ pub async fn run(home: Home, args: ShowArgs) -> Outcome {
     let facts = RegionFacts::of(region, found.live(), lines, &starters, crate::config::now_ms());
     let style = Style::for_stdout();
     let mut out = Out::stdout();
+    let mut hide = args.redact.then(|| Reader::for_session(&found.dir));
     if !args.no_header {
         let host = store::read_meta(&found.dir).map(|m| m.host).unwrap_or_default();
-        out.put(&header(&found, &facts, &host, style))?;
+        let text = header(&found, &facts, &host, style);
+        out.put(&hide.as_mut().map_or_else(|| text.clone(), |h| h.text(&text)))?;
     }
-    body(&found.dir, region, lines, args.line_numbers, style, &mut out)
+    body(&found.dir, region, lines, (args.line_numbers, style), hide.as_mut(), &mut out)
 }
 
 /// The region the arguments name.
@@ -112,8 +119,15 @@ fn header(found: &Found, r: &RegionFacts, server_host: &str, style: Style) -> St
 const CHUNK: u64 = 10_000;
 
 /// Prints the region's output: its lines, the first and last cut at the
-/// region's bounds.
-fn body(dir: &Path, r: &Region, total: u64, numbered: bool, style: Style, out: &mut Out) -> Outcome {
+/// region's bounds, their secrets hidden by `hide` if given.
+fn body(
+    dir: &Path,
+    r: &Region,
+    total: u64,
+    (numbered, style): (bool, Style),
+    mut hide: Option<&mut Reader>,
+    out: &mut Out,
+) -> Outcome {
     let scope = dtmcp_core::search::region_scope(r, LineNo(total));
     let reader = LineReader::open(dir).map_err(Failure::of)?;
     let end = r.end.unwrap_or(LinePos { line: LineNo(total + 1), bytes: 0 });
@@ -125,8 +139,14 @@ fn body(dir: &Path, r: &Region, total: u64, numbered: bool, style: Style, out: &
         if lines.is_empty() {
             break;
         }
+        let first = at;
+        let lines: Vec<String> =
+            lines.iter().enumerate().map(|(i, t)| cut(t, LineNo(first + i as u64), r.start, end).to_string()).collect();
+        let lines = match hide.as_deref_mut() {
+            Some(h) => h.lines(&lines),
+            None => lines,
+        };
         for text in &lines {
-            let text = cut(text, LineNo(at), r.start, end);
             if numbered {
                 out.put(&style.paint(Paint::Dim, &format!("{at:>width$}  ")))?;
             }

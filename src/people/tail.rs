@@ -18,6 +18,7 @@ use super::look::{self, Found};
 use super::style::{Paint, Style};
 use super::{Failure, Home, Out, Outcome};
 use dtmcp_core::protocol::{WaitReason, WaitSpec};
+use dtmcp_core::redact::Reader;
 use dtmcp_core::store::LineReader;
 use dtmcp_core::types::LineNo;
 
@@ -37,6 +38,10 @@ pub struct TailArgs {
     /// Then print new lines as they come, until ctrl+c or the session closes.
     #[arg(short, long)]
     pub follow: bool,
+    /// Show secrets as placeholders (‹secret:KIND:N›), as the agents see
+    /// them: for sharing a screen. By default the log shows as it is.
+    #[arg(long)]
+    pub redact: bool,
 }
 
 /// How long to wait before asking a dead logger's socket again.
@@ -53,6 +58,7 @@ pub async fn run(home: Home, args: TailArgs) -> Outcome {
     let found = look::find(&home, &args.name).await?;
     let total = committed(&found.dir)?;
     let mut printer = Printer::new(Style::for_stdout(), LineNo(total.saturating_sub(args.lines) + 1), total);
+    printer.hide = args.redact.then(|| Reader::for_session(&found.dir));
     printer.catch_up(&found.dir)?;
     if !args.follow {
         return Ok(());
@@ -141,6 +147,8 @@ struct Printer {
     width: usize,
     /// Inside the screen dump of a log gap.
     in_gap: bool,
+    /// Hides the secrets of the lines printed (`--redact`).
+    hide: Option<Reader>,
 }
 
 /// The most lines read from disk at once.
@@ -149,7 +157,7 @@ const CHUNK: u64 = 10_000;
 impl Printer {
     fn new(style: Style, next: LineNo, last: u64) -> Printer {
         let width = digits(last).max(4);
-        Printer { out: Out::stdout(), style, next, width, in_gap: false }
+        Printer { out: Out::stdout(), style, next, width, in_gap: false, hide: None }
     }
 
     /// Prints every line on disk from the next one on.
@@ -162,6 +170,10 @@ impl Printer {
             if lines.is_empty() {
                 break;
             }
+            let lines = match self.hide.as_mut() {
+                Some(h) => h.lines(&lines),
+                None => lines,
+            };
             for text in &lines {
                 self.print(text)?;
             }

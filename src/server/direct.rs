@@ -47,7 +47,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::caller::SESSION_HEADER;
-use crate::tools::Terminal;
+use crate::tools::{CallerLeft, Terminal};
 
 /// The header naming the protocol version of a request.
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -104,17 +104,28 @@ impl Direct {
         Direct { rmcp, manager, terminal, running: Mutex::default(), touched: Mutex::default() }
     }
 
-    /// Serves one request of `/mcp`.
+    /// Serves one request of `/mcp`. A JSON body is read here whatever
+    /// path it takes, so that one that is no JSON-RPC message, or a
+    /// `tools/call` whose params are not a call's, is answered as
+    /// JSON-RPC says (rmcp would answer the first with HTTP 415 alone, and
+    /// the second as an unknown method).
     pub async fn serve(State(direct): State<Arc<Direct>>, request: Request) -> Response {
-        let Some((session, to)) = direct.candidate(request.method(), request.headers()).await else {
-            return direct.to_rmcp_learning(request).await;
-        };
+        if request.method() != Method::POST || !json_in(request.headers()) {
+            return direct.to_rmcp(request).await;
+        }
         let (parts, body) = request.into_parts();
         let bytes = match read_body(body).await {
             Ok(bytes) => bytes,
             Err(refused) => return refused,
         };
-        match direct.route(session, to, &bytes) {
+        let message = match checked(&bytes) {
+            Ok(message) => message,
+            Err(answer) => return *answer,
+        };
+        let Some((session, to)) = direct.candidate(&parts.method, &parts.headers).await else {
+            return direct.to_rmcp_learning(parts, bytes, &message).await;
+        };
+        match direct.route(session, to, message) {
             Route::Answer { session, id, request, to } => direct.answer(session, id, *request, to, parts).await,
             Route::Cancel(token) => {
                 token.cancel();
@@ -144,9 +155,8 @@ impl Direct {
         Some((session, Caller { terminal, peer }))
     }
 
-    /// Where the body of a candidate goes.
-    fn route(&self, session: String, to: Caller, bytes: &Bytes) -> Route {
-        let Ok(message) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes) else { return Route::Rmcp };
+    /// Where the message of a candidate goes.
+    fn route(&self, session: String, to: Caller, message: ClientJsonRpcMessage) -> Route {
         match message {
             ClientJsonRpcMessage::Request(call) if direct_kind(&call.request) => {
                 Route::Answer { session, id: call.id, request: Box::new(call.request), to }
@@ -182,6 +192,8 @@ impl Direct {
         std::mem::swap(&mut context.meta, request.get_meta_mut());
         let mut extensions = Extensions::new();
         extensions.insert(parts);
+        let left = CancellationToken::new();
+        extensions.insert(CallerLeft(left.clone()));
         context.extensions = extensions;
         let key = (session.clone(), id.clone());
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), ct.clone());
@@ -189,7 +201,7 @@ impl Direct {
         // A client hanging up does not drop the call midway (see `Finish`);
         // a panic in it is answered as an error, as from a task of its own.
         let call = AssertUnwindSafe(async move { terminal.handle_request(request, context).await });
-        let handled = Finish::new(call.catch_unwind()).await;
+        let handled = Finish::new(call.catch_unwind(), left).await;
         self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
         if ct.is_cancelled() {
             // A cancelled request gets no answer: an empty stream, as rmcp
@@ -221,24 +233,23 @@ impl Direct {
     /// most) until the session's connection has seen it. rmcp accepts the
     /// notification before its handler runs, so without the wait a client's
     /// first call could overtake it and go the slow way through rmcp.
-    async fn to_rmcp_learning(&self, request: Request) -> Response {
-        let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let Some(session) = session.filter(|_| request.method() == Method::POST && plain_headers(request.headers()))
-        else {
-            return self.to_rmcp(request).await;
-        };
-        let (parts, body) = request.into_parts();
-        let bytes = match read_body(body).await {
-            Ok(bytes) => bytes,
-            Err(refused) => return refused,
-        };
+    async fn to_rmcp_learning(
+        &self,
+        parts: axum::http::request::Parts,
+        bytes: Bytes,
+        message: &ClientJsonRpcMessage,
+    ) -> Response {
+        let session = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let session = session.filter(|_| plain_headers(&parts.headers));
         let initialized = matches!(
-            serde_json::from_slice::<ClientJsonRpcMessage>(&bytes),
-            Ok(ClientJsonRpcMessage::Notification(n))
-                if matches!(n.notification, ClientNotification::InitializedNotification(_))
+            message,
+            ClientJsonRpcMessage::Notification(n) if matches!(n.notification, ClientNotification::InitializedNotification(_))
         );
         let response = self.to_rmcp(Request::from_parts(parts, Body::from(bytes))).await;
-        if initialized && response.status().is_success() {
+        if let Some(session) = session
+            && initialized
+            && response.status().is_success()
+        {
             self.terminal.http_session_learned(&session, LEARN_WITHIN).await;
         }
         response
@@ -283,20 +294,23 @@ impl Direct {
 /// the client hangs up, and a call must not stop halfway through typing or
 /// before its record is written. Awaiting it in place spares a call the
 /// hand-over to another task (a wake-up of the other worker thread, and
-/// back) that spawning it would cost.
+/// back) that spawning it would cost. A call that has nothing to finish
+/// for nobody (a search) learns of the hang-up from `left`.
 struct Finish<F: Future + Send + 'static>
 where
     F::Output: Send + 'static,
 {
     call: Option<Pin<Box<F>>>,
+    /// Cancelled when the call is left to finish alone.
+    left: CancellationToken,
 }
 
 impl<F: Future + Send + 'static> Finish<F>
 where
     F::Output: Send + 'static,
 {
-    fn new(call: F) -> Finish<F> {
-        Finish { call: Some(Box::pin(call)) }
+    fn new(call: F, left: CancellationToken) -> Finish<F> {
+        Finish { call: Some(Box::pin(call)), left }
     }
 }
 
@@ -324,6 +338,7 @@ where
         if let Some(call) = self.call.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
+            self.left.cancel();
             runtime.spawn(call);
         }
     }
@@ -334,6 +349,77 @@ async fn read_body(body: Body) -> Result<Bytes, Response> {
     axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
         let why = "Payload Too Large: a request body may be at most 4 MiB";
         (StatusCode::PAYLOAD_TOO_LARGE, why).into_response()
+    })
+}
+
+/// Whether a request says its body is JSON.
+fn json_in(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The JSON-RPC message in `bytes`, or the JSON-RPC error that answers a
+/// body that is none: a parse error (-32700) for what is not JSON, a batch
+/// (the MCP versions we speak have none) or JSON of another shape; invalid
+/// params (-32602) for a `tools/call` whose params are not a call's (its
+/// `arguments` not an object, say), which rmcp would take for an unknown
+/// method.
+fn checked(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Response>> {
+    let error = match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
+        Ok(ClientJsonRpcMessage::Request(call)) => match bad_call(&call.request) {
+            None => return Ok(ClientJsonRpcMessage::Request(call)),
+            Some(why) => {
+                let error = rmcp::ErrorData::invalid_params(why, None);
+                let message = ServerJsonRpcMessage::error(error, Some(call.id));
+                let answer = match serde_json::to_vec(&message) {
+                    Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+                    Err(e) => {
+                        (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the answer: {e}")).into_response()
+                    }
+                };
+                return Err(Box::new(answer));
+            }
+        },
+        Ok(message) => return Ok(message),
+        Err(e) => e,
+    };
+    let why = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Err(e) => format!("Parse error: the body is not JSON ({e})"),
+        Ok(serde_json::Value::Array(_)) => {
+            "Parse error: a batch (a JSON array) is not accepted; send one JSON-RPC message per request".to_string()
+        }
+        Ok(_) => format!("Parse error: the body is not a JSON-RPC message ({error})"),
+    };
+    let body = serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32700, "message": why } });
+    Err(Box::new(
+        (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response(),
+    ))
+}
+
+/// Why a request is a `tools/call` whose params are not a call's, if it is.
+fn bad_call(request: &ClientRequest) -> Option<String> {
+    let ClientRequest::CustomRequest(custom) = request else { return None };
+    if custom.method != "tools/call" {
+        return None;
+    }
+    let arguments = custom.params.as_ref().and_then(|p| p.get("arguments"));
+    Some(match arguments {
+        Some(a) if !a.is_object() && !a.is_null() => {
+            let kind = match a {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                _ => "a boolean",
+            };
+            format!("Invalid params: `arguments` must be an object of the tool's parameters by name; got {kind}")
+        }
+        _ => match custom.params_as::<rmcp::model::CallToolRequestParams>() {
+            Err(e) => format!("Invalid params: tools/call takes {{\"name\": TOOL, \"arguments\": {{…}}}}: {e}"),
+            Ok(_) => "Invalid params: tools/call takes {\"name\": TOOL, \"arguments\": {…}}".to_string(),
+        },
     })
 }
 
@@ -358,11 +444,6 @@ fn plain_headers(headers: &HeaderMap) -> bool {
             .filter_map(|v| v.to_str().ok())
             .any(|v| v.split(',').any(|t| t.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case(kind))))
     };
-    let json_in = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
     let version_ok = match headers.get(VERSION_HEADER) {
         None => true,
         Some(v) => v.to_str().is_ok_and(|v| {
@@ -374,7 +455,7 @@ fn plain_headers(headers: &HeaderMap) -> bool {
         let k = k.as_str();
         k == "mcp-method" || k == "mcp-name" || k.starts_with("mcp-param-")
     });
-    json_in && accepts("application/json") && accepts("text/event-stream") && version_ok && !standard
+    json_in(headers) && accepts("application/json") && accepts("text/event-stream") && version_ok && !standard
 }
 
 #[cfg(test)]
@@ -403,6 +484,36 @@ mod tests {
         // Newer versions check standard headers and per-request metadata.
         assert!(!plain_headers(&headers(&[BOTH, JSON, ("mcp-protocol-version", "2026-07-28")])));
         assert!(!plain_headers(&headers(&[BOTH, JSON, ("mcp-method", "tools/call")])));
+    }
+
+    /// The JSON-RPC error `checked` answers `body` with: HTTP status, code
+    /// and message.
+    fn refused(body: &str) -> (u16, i64, String) {
+        let response = *checked(body.as_bytes()).expect_err("refused");
+        let status = response.status().as_u16();
+        let bytes = futures_util::FutureExt::now_or_never(axum::body::to_bytes(response.into_body(), 1 << 20))
+            .expect("a body at hand")
+            .expect("a body");
+        let v: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+        let code = v["error"]["code"].as_i64().expect("a code");
+        (status, code, v["error"]["message"].as_str().unwrap_or_default().to_string())
+    }
+
+    #[test]
+    fn bodies_that_are_no_json_rpc_get_json_rpc_errors() {
+        let (status, code, why) = refused("{not json");
+        assert_eq!((status, code), (400, -32700), "{why}");
+        let (_, code, why) = refused(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+        assert_eq!(code, -32700);
+        assert!(why.contains("batch"), "{why}");
+        let (status, code, why) =
+            refused(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run","arguments":"echo hi"}}"#);
+        assert_eq!((status, code), (200, -32602), "{why}");
+        assert!(why.contains("`arguments` must be an object") && why.contains("a string"), "{why}");
+        let (_, code, _) = refused(r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"arguments":{}}}"#);
+        assert_eq!(code, -32602, "no name");
+        let call = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run","arguments":{}}}"#;
+        assert!(checked(call.as_bytes()).is_ok());
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //!   `--allowed-hosts` list a non-loopback bind must give), so a web page
 //!   cannot reach the port by DNS rebinding. A Unix socket has no names.
 //! - `Origin`: when present, its host must be an allowed name (on the Unix
-//!   socket: a loopback name); anything else (including `null`) gets 403,
-//!   as the MCP specification asks of servers.
+//!   socket: a loopback name) and, on TCP, its port the one the request
+//!   was sent to (`Host`'s): a page of another local server,
+//!   `http://localhost:3000`, is another origin. Anything else (including
+//!   `null`) gets 403, as the MCP specification asks of servers.
 //! - Token (TCP only, every route but `/health`): `Authorization: Bearer T`,
 //!   compared in constant time; missing or wrong gives 401 with
 //!   `WWW-Authenticate`. A token in the URL is refused outright (400): URLs
@@ -51,12 +53,19 @@ impl Guard {
         }
     }
 
-    fn origin_allowed(&self, origin: &str) -> bool {
-        let Some(name) = origin_host(origin) else { return false };
+    /// Whether `origin` may send requests to `host` (the request's `Host`).
+    fn origin_allowed(&self, origin: &str, host: Option<&str>) -> bool {
+        let Some(Origin { name, port, scheme_port }) = origin_host(origin) else { return false };
         match &self.hosts {
             None => LOOPBACK_NAMES.contains(&name.as_str()),
-            Some(hosts) => hosts.contains(&name),
+            Some(hosts) => hosts.contains(&name) && port == host.and_then(host_port).or(scheme_port),
         }
+    }
+
+    /// Whether `headers` carry this listener's bearer token.
+    fn token_shown(&self, headers: &HeaderMap) -> bool {
+        let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+        self.token.as_ref().is_some_and(|t| offered.is_some_and(|o| t.matches(o)))
     }
 
     /// Checks one request; `Err` is the response to send instead.
@@ -85,7 +94,8 @@ impl Guard {
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("?");
-            if !self.origin_allowed(origin) {
+            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+            if !self.origin_allowed(origin, host) {
                 return Err(refuse(
                     StatusCode::FORBIDDEN,
                     &format!("requests from the origin {origin:?} are not allowed"),
@@ -132,6 +142,13 @@ pub async fn enforce(State(guard): State<Guard>, request: Request, next: Next) -
     };
     if let Err(refusal) = guard.check_for(uri.path(), uri.query(), request.headers(), opens) {
         return refusal.into_response();
+    }
+    // The connection is wanted: it sent a whole request, with the token
+    // where one is needed (see `conns`).
+    if let Some(proof) = request.extensions().get::<super::conns::Proof>()
+        && (guard.token.is_none() || guard.token_shown(request.headers()))
+    {
+        proof.prove();
     }
     next.run(request).await
 }
@@ -189,12 +206,46 @@ pub fn host_name(value: &str) -> String {
     }
 }
 
-/// The host name of an `Origin` (`scheme://host[:port]`); `None` for `null`
-/// and anything without a scheme.
-fn origin_host(origin: &str) -> Option<String> {
-    let (_, rest) = origin.split_once("://")?;
-    let authority = rest.split('/').next()?;
-    Some(host_name(authority))
+/// What an `Origin` names.
+#[derive(Debug, PartialEq, Eq)]
+struct Origin {
+    /// Its host name, lowercased.
+    name: String,
+    /// Its port: the one written, else its scheme's.
+    port: Option<u16>,
+    /// Its scheme's port (80 for http, 443 for https).
+    scheme_port: Option<u16>,
+}
+
+/// What an `Origin` (`scheme://host[:port]`) names; `None` for `null`, for
+/// anything without a scheme, and for a port that is no port.
+fn origin_host(origin: &str) -> Option<Origin> {
+    let (scheme, rest) = origin.split_once("://")?;
+    let authority = rest.split('/').next()?.trim().to_ascii_lowercase();
+    let scheme_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    let written = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').and_then(|(_, after)| after.strip_prefix(':')),
+        None => authority.rsplit_once(':').map(|(_, port)| port),
+    };
+    let port = match written {
+        Some(p) => Some(p.parse().ok()?),
+        None => scheme_port,
+    };
+    Some(Origin { name: host_name(&authority), port, scheme_port })
+}
+
+/// The port a `Host` value names, if it names one.
+fn host_port(value: &str) -> Option<u16> {
+    let value = value.trim();
+    let port = match value.strip_prefix('[') {
+        Some(v6) => v6.split_once(']')?.1.strip_prefix(':')?,
+        None => value.rsplit_once(':')?.1,
+    };
+    port.parse().ok()
 }
 
 #[cfg(test)]
@@ -233,12 +284,37 @@ mod tests {
     #[case::no_token(&[("host", "localhost:8766")], 401)]
     #[case::wrong_token(&[("host", "box.lan:8766"), ("authorization", "Bearer nope")], 401)]
     #[case::foreign_origin_on_health(&[("host", "localhost"), ("origin", "https://evil.example")], 403)]
+    #[case::another_local_port(&[("host", "localhost:8766"), ("origin", "http://localhost:3000")], 403)]
+    #[case::no_port_is_80(&[("host", "localhost:8766"), ("origin", "http://localhost")], 403)]
     fn tcp_refusals(#[case] pairs: &[(&'static str, &'static str)], #[case] status: u16) {
         let r = tcp().check("/mcp", None, &headers(pairs)).expect_err("refused").into_response();
         assert_eq!(r.status().as_u16(), status);
         if status == 401 {
             assert!(r.headers().contains_key(header::WWW_AUTHENTICATE));
         }
+    }
+
+    #[rstest]
+    #[case::own_port("http://localhost:8766", Some(("localhost", Some(8766))))]
+    #[case::ipv6("http://[::1]:8766", Some(("::1", Some(8766))))]
+    #[case::ipv6_default("https://[::1]", Some(("::1", Some(443))))]
+    #[case::default_http("http://box.lan/", Some(("box.lan", Some(80))))]
+    #[case::bad_port("http://localhost:99999", None)]
+    #[case::null("null", None)]
+    fn origins_are_read_with_their_port(#[case] origin: &str, #[case] want: Option<(&str, Option<u16>)>) {
+        assert_eq!(origin_host(origin).map(|o| (o.name, o.port)), want.map(|(n, p)| (n.to_string(), p)));
+    }
+
+    #[test]
+    fn an_origin_on_the_port_the_request_went_to_is_let_in() {
+        let g = tcp();
+        let own = headers(&[("host", "localhost:8766"), ("origin", "http://localhost:8766")]);
+        assert_eq!(g.check("/mcp", None, &own).expect_err("still needs the token").status.as_u16(), 401);
+        let other = headers(&[("host", "localhost:8766"), ("origin", "http://localhost:8767")]);
+        assert_eq!(g.check("/mcp", None, &other).expect_err("refused").status.as_u16(), 403);
+        // Behind a proxy on port 80, the browser's origin names the proxy's.
+        let proxied = headers(&[("host", "localhost"), ("origin", "http://localhost")]);
+        assert_eq!(g.check("/mcp", None, &proxied).expect_err("still needs the token").status.as_u16(), 401);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! the state lock held, `WATCHDOG=1` when asked to, and `STOPPING=1`.
 
 pub mod api;
+pub mod conns;
 pub mod direct;
 pub mod guard;
 pub mod notify;
@@ -109,6 +110,7 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
     let ct = CancellationToken::new();
     let kept = Arc::new(store::FileSessions::new(cfg.home.join("http-sessions")));
     let mut servers = tokio::task::JoinSet::new();
+    let open_files = conns::raise_open_files();
 
     // The port (and its token) first: once the socket answers, all is up.
     if let Some(port) = opts.tcp {
@@ -119,25 +121,25 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
             tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         let view = crate::web::view_routes(web.clone());
         let tcp_routes = router(app.clone(), Guard::tcp(token, &opts.allowed_hosts), &ct, kept.clone(), view);
-        let stop = ct.clone();
-        servers.spawn(
-            async move { axum::serve(listener, tcp_routes).with_graceful_shutdown(stop.cancelled_owned()).await },
-        );
+        let limits = conns::Limits::for_open_files(open_files, Some(conns::HEADER_TIMEOUT));
+        servers.spawn(conns::serve(listener, tcp_routes, limits, ct.clone()));
         eprintln!("docent-terminal-mcp: serving on http://{addr}/mcp (bearer token in {})", cfg.token_file().display());
         eprintln!("docent-terminal-mcp: a read-only web view is at http://{addr}/ (`docent-terminal-mcp web` logs in)");
     }
 
     let unix = socket::PeerChecked::new(bound.listener.try_clone()?)?;
     let unix_routes = router(app.clone(), Guard::unix(), &ct, kept, crate::web::socket_routes(web));
-    let stop = ct.clone();
-    servers.spawn(async move { axum::serve(unix, unix_routes).with_graceful_shutdown(stop.cancelled_owned()).await });
+    servers.spawn(conns::serve(unix, unix_routes, conns::Limits::for_open_files(open_files, None), ct.clone()));
     eprintln!("docent-terminal-mcp: serving on {}", bound.path.display());
 
     notify::ready();
     let watchdog = notify::watchdog_interval().map(|every| tokio::spawn(notify::keep_alive(every)));
     let why = tokio::select! {
         s = shutdown_signal() => s,
-        r = servers.join_next() => format!("a listener ended: {r:?}"),
+        r = servers.join_next() => format!("a listener ended{}", match r {
+            Some(Err(e)) => format!(": {e}"),
+            _ => String::new(),
+        }),
     };
     eprintln!("docent-terminal-mcp: stopping ({why})");
     notify::stopping();

@@ -26,7 +26,7 @@ use crate::retention::{Action, Decision, SweepMode, Sweeper};
 use crate::tmux::{PaneInfo, Tmux, TmuxError};
 use dtmcp_core::contract::{OPT_DIR, OPT_LOGGER, PIPE_COMMAND};
 use dtmcp_core::marker::Secret;
-use dtmcp_core::protocol::{Status, WaitSpec};
+use dtmcp_core::protocol::{Status, WaitReason, WaitSpec};
 use dtmcp_core::store::{self, Meta, files};
 
 pub use client::{ClientError, LoggerClient, Loggers};
@@ -683,7 +683,11 @@ impl Sessions {
         } else {
             WaitSpec { after: status.mark, settle_ms: Some(300), timeout_ms: 2_000, ..WaitSpec::default() }
         };
-        Ok(logger.wait(spec).await?.1)
+        let (reason, status) = logger.wait(spec).await?;
+        if reason == WaitReason::Eof || status.eof {
+            return Err(SessionError::BadInput(ended_at_once(s)));
+        }
+        Ok(status)
     }
 
     /// Closes session `name`: its pane ends, its logger finishes, its logs stay.
@@ -831,6 +835,38 @@ struct NewPane {
     info: PaneInfo,
     #[allow(dead_code)]
     dir: PathBuf,
+}
+
+/// What to say of session `s` whose program ended before it was ready (a
+/// command not found, a program that failed at once): the last lines it
+/// printed, which say why (`sh: 1: /nonexistent: not found`). A check of
+/// `PATH` beforehand could not say as much: the command is a shell line,
+/// run with the session's own environment, and may start with a builtin,
+/// a variable or a path the server's environment does not see.
+fn ended_at_once(s: &Session) -> String {
+    /// The lines of output quoted.
+    const LAST: u64 = 5;
+    let said = store::LineReader::open(&s.dir)
+        .and_then(|r| {
+            let (lines, _) = r.extent()?;
+            let from = lines.saturating_sub(LAST - 1).max(1);
+            r.read(dtmcp_core::types::LineNo(from), lines + 1 - from)
+        })
+        .unwrap_or_default();
+    let said: Vec<&str> = said.iter().map(|l| l.trim_end()).filter(|l| !l.is_empty()).collect();
+    let said = match said.is_empty() {
+        true => "(it printed nothing)".to_string(),
+        false => said.join("\n  "),
+    };
+    let command = s.meta.command.last().map_or("", String::as_str);
+    format!(
+        "session {} did not start: its program ({command}) ended at once. It printed:\n  {said}\n\
+         Check the command: is it installed, on the PATH of the session's shell, spelled right? Nothing runs in {}; \
+         its log is kept in {}",
+        s.name,
+        s.name,
+        s.dir.display()
+    )
 }
 
 fn parse_new_pane(out: &str) -> Option<(u32, String)> {

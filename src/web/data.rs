@@ -53,10 +53,14 @@ pub struct Hits {
     pub offset: u64,
     /// This page's hits.
     pub hits: Vec<Hit>,
+    /// Set when the search stopped before the end of the log (it took
+    /// too long): the last line it searched.
+    pub stopped_after: Option<u64>,
 }
 
-/// Cuts a long line for the page.
-fn shown(mut line: String) -> String {
+/// Cuts a long line for the page, once its secrets are hidden: a cut
+/// through a secret leaves pieces no rule knows.
+pub fn shown(mut line: String) -> String {
     if let Some((at, _)) = line.char_indices().nth(MAX_LINE_CHARS) {
         line.truncate(at);
         line.push('…');
@@ -64,22 +68,26 @@ fn shown(mut line: String) -> String {
     line
 }
 
-/// Lines `from..from+count` of the log in `dir` (`count` capped).
+/// Lines `from..from+count` of the log in `dir` (`count` capped), whole:
+/// the caller hides their secrets, then cuts them with [`shown`].
 pub fn lines(dir: &Path, from: u64, count: u64) -> Result<Lines, String> {
     let reader = LineReader::open(dir).map_err(|e| e.to_string())?;
     let (total, _) = reader.extent().map_err(|e| e.to_string())?;
     let first = from.max(1);
     let text = reader.read(LineNo(first), count.min(MAX_LINES)).map_err(|e| e.to_string())?;
-    Ok(Lines { first, lines: text.into_iter().map(shown).collect(), total })
+    Ok(Lines { first, lines: text, total })
 }
 
-/// The page of hits of `pattern` that starts after `offset` hits.
-pub fn find(dir: &Path, pattern: &str, offset: u64) -> Result<Hits, String> {
+/// The page of hits of `pattern` that starts after `offset` hits, their
+/// lines whole (see [`lines`]); `stop` is asked between blocks whether to
+/// answer with what was found so far.
+pub fn find(dir: &Path, pattern: &str, offset: u64, stop: &dyn Fn() -> bool) -> Result<Hits, String> {
     if pattern.is_empty() {
         return Err("type a regex to search for".into());
     }
     let re = search::compile(pattern).map_err(|e| e.to_string())?;
-    let found = search::search(dir, &re, None, Page { offset, max_hits: HITS_PER_PAGE }).map_err(|e| e.to_string())?;
+    let page = Page { offset, max_hits: HITS_PER_PAGE };
+    let found = search::search_until(dir, &re, None, page, stop).map_err(|e| e.to_string())?;
     let reader = LineReader::open(dir).map_err(|e| e.to_string())?;
     let regions = store::read_regions(dir).unwrap_or_default();
     let hits = found
@@ -87,11 +95,11 @@ pub fn find(dir: &Path, pattern: &str, offset: u64) -> Result<Hits, String> {
         .iter()
         .map(|&line| Hit {
             line: line.0,
-            text: shown(reader.read(line, 1).ok().and_then(|mut l| l.pop()).unwrap_or_default()),
+            text: reader.read(line, 1).ok().and_then(|mut l| l.pop()).unwrap_or_default(),
             region: search::region_at(&regions, line).map(|r| r.id.0),
         })
         .collect();
-    Ok(Hits { total: found.total, offset, hits })
+    Ok(Hits { total: found.total, offset, hits, stopped_after: found.stopped_after.map(|l| l.0) })
 }
 
 /// The regions before region `before` (at most [`MAX_REGIONS`], the
@@ -135,12 +143,12 @@ mod tests {
     #[test]
     fn search_finds_lines_and_refuses_a_bad_regex() {
         let dir = log(&["ok", "error: disk full", "ok", "ERROR again"]);
-        let hits = find(dir.path(), "(?i)error", 0).expect("search");
+        let hits = find(dir.path(), "(?i)error", 0, &|| false).expect("search");
         assert_eq!(hits.total, 2);
         assert_eq!(hits.hits.iter().map(|h| h.line).collect::<Vec<_>>(), vec![2, 4]);
         assert_eq!(hits.hits[0].text, "error: disk full");
-        assert!(find(dir.path(), "(", 0).is_err());
-        assert!(find(dir.path(), "", 0).is_err());
+        assert!(find(dir.path(), "(", 0, &|| false).is_err());
+        assert!(find(dir.path(), "", 0, &|| false).is_err());
     }
 
     #[test]

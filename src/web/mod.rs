@@ -36,6 +36,7 @@ pub mod screen;
 pub mod sse;
 pub mod tmux_events;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -313,7 +314,7 @@ async fn lines(
     let hide = hide::Hide::new(&web.terminal, &name);
     blocking(move || {
         let mut lines = data::lines(&dir, q.from.unwrap_or(1), q.count.unwrap_or(100))?;
-        lines.lines = hide.lines(lines.lines);
+        lines.lines = hide.lines(lines.lines).into_iter().map(data::shown).collect();
         Ok(lines)
     })
     .await
@@ -339,14 +340,33 @@ async fn search(
     };
     let pattern = q.q.unwrap_or_default();
     let hide = hide::Hide::new(&web.terminal, &name);
+    // A browser that gives up drops this handler; the search then stops
+    // at its next block rather than scanning on for nobody.
+    let gone = Arc::new(AtomicBool::new(false));
+    let _gone = GoneOnDrop(gone.clone());
+    let until = Instant::now() + SEARCH_BUDGET;
     blocking(move || {
-        let mut hits = data::find(&dir, &pattern, q.offset.unwrap_or(0))?;
+        let stop = || gone.load(Ordering::Relaxed) || Instant::now() >= until;
+        let mut hits = data::find(&dir, &pattern, q.offset.unwrap_or(0), &stop)?;
         // A hit on a secret still counts; its text shows the placeholder.
         let texts = hide.lines(hits.hits.iter().map(|h| h.text.clone()).collect());
-        hits.hits.iter_mut().zip(texts).for_each(|(h, t)| h.text = t);
+        hits.hits.iter_mut().zip(texts).for_each(|(h, t)| h.text = data::shown(t));
         Ok(hits)
     })
     .await
+}
+
+/// How long one search of the view may scan before it answers with what
+/// it found.
+const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Marks a search's caller gone when its handler ends, however it ends.
+struct GoneOnDrop(Arc<AtomicBool>);
+
+impl Drop for GoneOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The query of `GET /web/s/NAME/regions`.

@@ -264,15 +264,18 @@ impl RowReader {
     }
 }
 
-/// What a character is shown as: itself, or U+FFFD for controls and the
-/// bidirectional formatting characters ("Trojan Source").
+/// What a character is shown as: itself, or U+FFFD for controls, the
+/// bidirectional formatting characters ("Trojan Source"), and the
+/// characters that show nothing but split a word: dropped, they would
+/// join the two halves of a token split by one into a token whole on the
+/// page and in a copy of it.
 fn shown(c: char) -> char {
     let unwanted = c.is_control()
         || ('\u{202a}'..='\u{202e}').contains(&c)
         || ('\u{2066}'..='\u{2069}').contains(&c)
-        || c == '\u{61c}'
-        || c == '\u{200e}'
-        || c == '\u{200f}';
+        || ('\u{200b}'..='\u{200f}').contains(&c)
+        || ('\u{2060}'..='\u{2064}').contains(&c)
+        || matches!(c, '\u{61c}' | '\u{ad}' | '\u{180e}' | '\u{feff}');
     if unwanted { '\u{fffd}' } else { c }
 }
 
@@ -379,6 +382,8 @@ mod tests {
     #[case::bare_reset("\x1b[31mA\x1b[mB", "<span class=\"f1\">A</span>B")]
     #[case::other_escapes_dropped("a\x1b]8;;http://x\x07b\x1b[2Kc", "abc")]
     #[case::bidi_override_replaced("x\u{202e}y", "x\u{fffd}y")]
+    #[case::zero_width_space_shown("ghp_ab\u{200b}cd", "ghp_ab\u{fffd}cd")]
+    #[case::word_joiner_and_soft_hyphen_shown("a\u{2060}b\u{ad}c\u{feff}d", "a\u{fffd}b\u{fffd}c\u{fffd}d")]
     fn rows_become_escaped_spans(#[case] line: &str, #[case] html: &str) {
         assert_eq!(row_html(line, None), html);
     }

@@ -8,6 +8,7 @@ mod demo;
 mod docent;
 mod expect;
 mod faults;
+mod hardening;
 mod harness;
 mod inspector;
 mod logger;

@@ -109,3 +109,35 @@ async fn a_clipped_run_writes_its_region_file_and_says_where() {
     let short = s.run("t1", "echo short").await;
     assert!(!short.contains("regions/"), "{short}");
 }
+
+/// The peak resident memory of process `pid`, in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).expect("VmHWM");
+    kb.trim().trim_end_matches("kB").trim().parse::<u64>().expect("a number") / 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pattern_that_runs_over_line_breaks_costs_one_pass_and_a_huge_one_is_refused_cheaply() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("big").await;
+    s.ok("run", json!({"session": "big", "command": "seq 1 300000", "last_lines": 1})).await;
+    // `\s` took the line break, and each line's search scanned to the end
+    // of its block: 81-90 s over MCP on 300,000 lines. One pass now.
+    let started = std::time::Instant::now();
+    let found = s.ok("search", json!({"session": "big", "pattern": r"(\w+\s*)*$", "max_hits": 1})).await;
+    let took = started.elapsed();
+    assert!(!found.contains("stopped after"), "{found}");
+    let total: u64 = found.split(' ').next().and_then(|n| n.parse().ok()).expect("a count");
+    assert!(total >= 300_000, "{found}");
+    assert!(took < std::time::Duration::from_secs(8), "the search took {took:?}");
+    // A pattern of 3.9 MB is refused by its length, before the parser
+    // could take hundreds of megabytes over it.
+    let before = peak_mib(s.pid());
+    let huge = "(a|b)".repeat(780_000);
+    let refused = s.err("search", json!({"session": "big", "pattern": huge})).await;
+    assert_has!(refused, "at most 4096 bytes");
+    let after = peak_mib(s.pid());
+    assert!(after < before + 100, "the peak went from {before} MiB to {after} MiB");
+}

@@ -23,9 +23,15 @@ pub struct Serve {
 impl Serve {
     /// Starts `serve` (with `extra` arguments) and waits until `/health` answers.
     pub fn start(world: &World, extra: &[&str]) -> Serve {
+        Serve::start_with(world, extra, |_| {})
+    }
+
+    /// [`Serve::start`], with `configure` given the command first.
+    pub fn start_with(world: &World, extra: &[&str], configure: impl FnOnce(&mut Command)) -> Serve {
         let socket = socket_of(world);
         let mut cmd = Command::new(SERVER);
         cmd.arg("serve").args(extra).envs(world.env()).stdin(Stdio::null()).stderr(Stdio::inherit());
+        configure(&mut cmd);
         let child = cmd.spawn().expect("start serve");
         let serve = Serve { child, socket };
         let started = Instant::now();
@@ -122,15 +128,15 @@ pub fn unix_get(socket: &Path, path: &str) -> (u16, String) {
 }
 
 /// A request over TCP to loopback `port`.
-fn tcp_http(port: u16, request: &str) -> (u16, Vec<(String, String)>, String) {
+pub fn tcp_http(port: u16, request: &str) -> (u16, Vec<(String, String)>, String) {
     let s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     exchange(s, request)
 }
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+pub const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
-fn mcp_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+pub fn mcp_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut h = vec![("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
     h.extend_from_slice(extra);
     h
@@ -235,6 +241,10 @@ fn foreign_origins_and_hosts_are_refused_on_every_route() {
         let own_origin =
             tcp_http(port, &with(&[("host", &good_host), ("origin", &format!("http://localhost:{port}"))])).0;
         assert_eq!(own_origin, 200, "{path} with our own Origin");
+        // Another local server's page is another origin.
+        let next_port = format!("http://localhost:{}", port.wrapping_add(1));
+        let other_port = tcp_http(port, &with(&[("host", &good_host), ("origin", &next_port)])).0;
+        assert_eq!(other_port, 403, "{path} with an Origin on another port");
         let unix = unix_http(&serve.socket, &with(&[("host", "x"), ("origin", "https://evil.example")])).0;
         assert_eq!(unix, 403, "{path} on the socket with a foreign Origin");
     }

@@ -15,7 +15,12 @@
 //!
 //! Pure: no file is read here but the table's own (by its caller's path).
 
+mod project;
 mod rules;
+mod split;
+mod window;
+
+pub use window::redact_window;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -283,6 +288,31 @@ pub fn inherit(parent: &Path, child: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A session's secrets hidden for a reader outside the server (the
+/// people's command line with `--redact`): the session's placeholders,
+/// read from its directory and used as its replies use them, never
+/// written back.
+pub struct Reader {
+    table: Table,
+}
+
+impl Reader {
+    /// For the session whose directory is `dir`.
+    pub fn for_session(dir: &Path) -> Reader {
+        Reader { table: Table::load(&dir.join(TABLE_FILE)) }
+    }
+
+    /// `text` with its secrets hidden.
+    pub fn text(&mut self, text: &str) -> String {
+        redact(text, &Known::default(), &mut self.table).0
+    }
+
+    /// `lines`, read as one text, with their secrets hidden; as many lines.
+    pub fn lines(&mut self, lines: &[String]) -> Vec<String> {
+        redact_lines(lines, &Known::default(), &mut self.table).0
+    }
+}
+
 /// `‹secret:github-token:1›`.
 fn render(kind: &str, n: u32) -> String {
     format!("{OPEN}secret:{kind}:{n}›")
@@ -292,6 +322,15 @@ fn render(kind: &str, n: u32) -> String {
 struct Span {
     range: std::ops::Range<usize>,
     kind: String,
+    /// Its value, when it is not the text of its range (a token a tab
+    /// split in two: the value has no tab).
+    value: Option<String>,
+}
+
+impl Span {
+    fn new(range: std::ops::Range<usize>, kind: impl Into<String>) -> Span {
+        Span { range, kind: kind.into(), value: None }
+    }
 }
 
 /// A secret of a text and the placeholder it becomes.
@@ -299,66 +338,54 @@ struct Span {
 struct Found {
     /// Its byte range in the text.
     range: std::ops::Range<usize>,
+    /// Its kind.
+    kind: String,
     /// Its placeholder.
     placeholder: String,
 }
 
-/// An escape sequence as a reply spells it out: the raw view's `\e[31m`,
-/// and the `\033[31m`, `\x1b[31m`, `\E[31m`, `\u001b[31m` a command line
-/// carries to `printf` or `echo -e`; and a real one (a screen captured
-/// with its colours, as the web view shows it).
-static SPELLED_ESCAPE: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(&format!(
-        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|{REAL_ESCAPE_PATTERN}",
-    ))
-    .expect("a constant pattern")
-});
-
-/// A real escape sequence (CSI, OSC, or a short one), as in a screen
-/// captured with its colours.
-const REAL_ESCAPE_PATTERN: &str = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])";
-
-/// [`REAL_ESCAPE_PATTERN`], compiled.
-static REAL_ESCAPE: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(REAL_ESCAPE_PATTERN).expect("a constant pattern"));
-
-/// `text` without the escape sequences spelled out in it, and for each
-/// byte of that, the byte of `text` it came from (one more at the end).
-/// `None` when there is none: the text is its own projection.
-fn project(text: &str) -> Option<(String, Vec<usize>)> {
-    if memchr::memchr2(b'\\', 0x1b, text.as_bytes()).is_none() || !SPELLED_ESCAPE.is_match(text) {
-        return None;
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut map = Vec::with_capacity(text.len() + 1);
-    let mut last = 0;
-    let mut keep = |from: usize, to: usize, out: &mut String| {
-        out.push_str(&text[from..to]);
-        map.extend(from..to);
-    };
-    for m in SPELLED_ESCAPE.find_iter(text) {
-        keep(last, m.start(), &mut out);
-        last = m.end();
-    }
-    keep(last, text.len(), &mut out);
-    map.push(text.len());
-    Some((out, map))
+/// Where a text was cut out of a longer one (a window of a log, the top
+/// of a screen whose first row may go on from a row scrolled away): a
+/// value the session knows may stand there cut in two, so at a cut edge a
+/// piece of [`EDGE_MIN`] characters or more of one counts as the value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cut {
+    /// The text starts inside a longer one.
+    pub start: bool,
+    /// The text ends inside a longer one.
+    pub end: bool,
 }
+
+/// The shortest piece of a known value that counts as the value at a cut
+/// edge: shorter pieces are too likely to be ordinary text.
+pub const EDGE_MIN: usize = 6;
 
 /// Every secret in `text` with its placeholder from `table` (new ones
 /// added there), in order, and how many of each kind it had.
 ///
-/// The text is searched with escape sequences that it spells out taken
-/// away (a colour change in the middle of a secret does not hide it); a
-/// find's range covers them in `text`. Placeholders already in the text
-/// stay as they are.
-fn find(text: &str, known: &Known, table: &mut Table) -> (Vec<Found>, Counts) {
-    let projected = project(text);
+/// The text is searched with what can hide a secret taken away (see
+/// [`project`](self::project)); a find's range covers it in `text`.
+/// Placeholders already in the text stay as they are. A value learnt from
+/// one place of the text (an assignment whose name says secret) is then a
+/// secret everywhere in it: when the first look learns a value, the text
+/// is looked at again.
+fn find(text: &str, known: &Known, table: &mut Table, cut: Cut) -> (Vec<Found>, Counts) {
+    let learned = table.entries.len();
+    let first = find_once(text, known, table, cut);
+    if table.entries.len() == learned {
+        return first;
+    }
+    find_once(text, known, table, cut)
+}
+
+/// One look of [`find`].
+fn find_once(text: &str, known: &Known, table: &mut Table, cut: Cut) -> (Vec<Found>, Counts) {
+    let projected = project::project(text);
     let seen = projected.as_ref().map_or(text, |(p, _)| p.as_str());
     let mut counts = Counts::default();
     let mut found = Vec::new();
-    for s in spans(seen, known, table) {
-        let value = canonical(&seen[s.range.clone()]);
+    for s in spans(seen, known, table, cut) {
+        let value = s.value.unwrap_or_else(|| canonical(&seen[s.range.clone()]));
         let placeholder = table.placeholder(&s.kind, &value);
         if s.kind == PRIVATE_KEY {
             // Its lines, so that a read of a few of them hides them too.
@@ -370,28 +397,31 @@ fn find(text: &str, known: &Known, table: &mut Table) -> (Vec<Found>, Counts) {
             Some((_, map)) => map[s.range.start]..map[s.range.end - 1] + 1,
             None => s.range,
         };
-        *counts.0.entry(s.kind).or_default() += 1;
-        found.push(Found { range, placeholder });
+        *counts.0.entry(s.kind.clone()).or_default() += 1;
+        found.push(Found { range, kind: s.kind, placeholder });
     }
     (found, counts)
 }
 
 /// The secrets of `text`, placeholders already there left out, in order,
 /// none overlapping.
-fn spans(text: &str, known: &Known, table: &Table) -> Vec<Span> {
+fn spans(text: &str, known: &Known, table: &Table, cut: Cut) -> Vec<Span> {
     // Placeholders already in the text stay as they are; a private key
     // comes before values, so that the lines it taught the table do not
-    // break it up; then values, then the other shapes, then the lines of
-    // a key seen without its ends.
+    // break it up; then values (whole, then cut at an edge), then the
+    // other shapes, then tokens a tab split, then the lines of a key seen
+    // without its ends.
     let mut spans: Vec<Span> = match text.contains(OPEN) {
-        true => PLACEHOLDER.find_iter(text).map(|m| Span { range: m.range(), kind: String::new() }).collect(),
+        true => PLACEHOLDER.find_iter(text).map(|m| Span::new(m.range(), "")).collect(),
         false => Vec::new(),
     };
     let (keys, shapes): (Vec<_>, Vec<_>) = RULES.find(text).into_iter().partition(|f| f.kind == PRIVATE_KEY);
-    spans.extend(keys.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
+    spans.extend(keys.into_iter().map(|f| Span::new(f.range, f.kind)));
     spans.extend(by_value(text, known, table));
-    spans.extend(shapes.into_iter().map(|f| Span { range: f.range, kind: f.kind.to_string() }));
-    spans.extend(rules::key_lines(text).into_iter().map(|range| Span { range, kind: KEY_LINE.to_string() }));
+    spans.extend(window::at_edges(text, cut, values(known, table)));
+    spans.extend(shapes.into_iter().map(|f| Span::new(f.range, f.kind)));
+    spans.extend(split::split_tokens(text, &RULES));
+    spans.extend(rules::key_lines(text).into_iter().map(|range| Span::new(range, KEY_LINE)));
     if spans.iter().all(|s| s.kind.is_empty()) {
         return Vec::new();
     }
@@ -406,6 +436,19 @@ fn spans(text: &str, known: &Known, table: &Table) -> Vec<Span> {
     taken
 }
 
+/// Writes `secret` (a find's text, or the part of it a window shows) as
+/// its placeholder: a secret over several lines keeps its lines, the
+/// first showing the placeholder, each further one its line-number prefix
+/// (if the text has them) and `‹…›`.
+fn hide_into(out: &mut String, secret: &str, placeholder: &str) {
+    out.push_str(placeholder);
+    for line in secret.split('\n').skip(1) {
+        out.push('\n');
+        out.push_str(&line[..prefix_len(line)]);
+        out.push_str("‹…›");
+    }
+}
+
 /// `text` with every secret replaced by its placeholder from `table` (new
 /// ones added there), and how many of each kind it had.
 ///
@@ -415,7 +458,7 @@ fn spans(text: &str, known: &Known, table: &Table) -> Vec<Span> {
 /// further one keeps its line-number prefix (if the text has them) and
 /// shows `‹…›`.
 pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) {
-    let (found, counts) = find(text, known, table);
+    let (found, counts) = find(text, known, table, Cut::default());
     if found.is_empty() {
         return (text.to_string(), counts);
     }
@@ -423,16 +466,38 @@ pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) 
     let mut last = 0;
     for f in found {
         out.push_str(&text[last..f.range.start]);
-        out.push_str(&f.placeholder);
-        for line in text[f.range.clone()].split('\n').skip(1) {
-            out.push('\n');
-            out.push_str(&line[..prefix_len(line)]);
-            out.push_str("‹…›");
-        }
+        hide_into(&mut out, &text[f.range.clone()], &f.placeholder);
         last = f.range.end;
     }
     out.push_str(&text[last..]);
     (out, counts)
+}
+
+/// `lines` (in order, as one text, so that a key over several of them is
+/// seen whole) with every secret replaced by its placeholder from `table`
+/// (new ones added there), and how many of each kind they had; as many
+/// lines as before.
+pub fn redact_lines(lines: &[String], known: &Known, table: &mut Table) -> (Vec<String>, Counts) {
+    let joined = lines.join("\n");
+    let (hidden, counts) = redact(&joined, known, table);
+    if hidden == joined {
+        return (lines.to_vec(), counts);
+    }
+    let out: Vec<String> = hidden.split('\n').map(str::to_string).collect();
+    if out.len() == lines.len() {
+        return (out, counts);
+    }
+    // The redactor keeps the lines; should it ever not, each alone.
+    let mut all = Counts::default();
+    let each = lines
+        .iter()
+        .map(|l| {
+            let (text, counts) = redact(l, known, table);
+            all.add(&counts);
+            text
+        })
+        .collect();
+    (each, all)
 }
 
 /// The rows of a screen `cols` wide with every secret replaced by its
@@ -447,7 +512,8 @@ pub fn redact(text: &str, known: &Known, table: &mut Table) -> (String, Counts) 
 /// placeholder where it starts and `‹…›` at the start of each further row
 /// it covers. A full row that ended there is read on too: that can only
 /// hide more, never less. Colour escapes of `capture-pane -e` count for
-/// nothing in a row's width.
+/// nothing in a row's width. The first row may go on from a row scrolled
+/// off the top: the screen is read as cut there.
 pub fn redact_screen<S: AsRef<str>>(
     rows: &[S],
     cols: usize,
@@ -463,7 +529,7 @@ pub fn redact_screen<S: AsRef<str>>(
         starts.push(joined.len());
         joined.push_str(row.as_ref());
     }
-    let (found, counts) = find(&joined, known, table);
+    let (found, counts) = find(&joined, known, table, Cut { start: true, end: false });
     if found.is_empty() {
         return (rows.iter().map(|r| r.as_ref().to_string()).collect(), counts);
     }
@@ -495,15 +561,25 @@ fn fills(row: &str, cols: usize) -> bool {
     width + 1 >= cols
 }
 
-/// The finds of the values of `table` and `known` in `text`.
-fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
-    let values: Vec<(&str, &str)> = table
+/// [`project::REAL_ESCAPE_PATTERN`], compiled.
+static REAL_ESCAPE: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(project::REAL_ESCAPE_PATTERN).expect("a constant pattern"));
+
+/// The values of `table` (but a private key's whole block) and `known`,
+/// each with its kind.
+fn values<'a>(known: &'a Known, table: &'a Table) -> Vec<(&'a str, &'a str)> {
+    table
         .entries
         .iter()
         .filter(|e| !e.value.contains('\n'))
         .map(|e| (e.kind.as_str(), e.value.as_str()))
         .chain(known.values.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .collect();
+        .collect()
+}
+
+/// The finds of the values of `table` and `known` in `text`.
+fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
+    let values = values(known, table);
     if values.is_empty() {
         return Vec::new();
     }
@@ -515,10 +591,7 @@ fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
             .kind(Some(AhoCorasickKind::NoncontiguousNFA))
             .build(values.iter().map(|(_, v)| v));
         if let Ok(ac) = ac {
-            return ac
-                .find_iter(text)
-                .map(|m| Span { range: m.range(), kind: values[m.pattern().as_usize()].0.to_string() })
-                .collect();
+            return ac.find_iter(text).map(|m| Span::new(m.range(), values[m.pattern().as_usize()].0)).collect();
         }
     }
     // Few values: a vectorised substring search each, far cheaper than
@@ -533,7 +606,7 @@ fn by_value(text: &str, known: &Known, table: &Table) -> Vec<Span> {
     let mut out: Vec<Span> = Vec::with_capacity(hits.len());
     for (range, kind) in hits {
         if out.last().is_none_or(|l| l.range.end <= range.start) {
-            out.push(Span { range, kind: kind.to_string() });
+            out.push(Span::new(range, kind));
         }
     }
     out
@@ -575,199 +648,4 @@ fn prefix_len(line: &str) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GH: &str = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
-
-    fn run(text: &str, table: &mut Table) -> (String, Counts) {
-        redact(text, &Known::default(), table)
-    }
-
-    #[test]
-    fn the_same_value_keeps_its_placeholder_and_kinds_number_apart() {
-        let mut table = Table::default();
-        let other = GH.replace("A1", "Z9");
-        let (out, counts) = run(&format!("a {GH} b {other} c {GH}"), &mut table);
-        assert_eq!(out, "a ‹secret:github-token:1› b ‹secret:github-token:2› c ‹secret:github-token:1›");
-        assert_eq!(counts.to_string(), "3 github-token");
-        let (again, _) = run(&format!("url=https://u:hunter2hunter2@h/ {other}"), &mut table);
-        assert_eq!(again, "url=https://u:‹secret:url-password:1›@h/ ‹secret:github-token:2›");
-        assert_eq!(table.value_of("‹secret:github-token:2›"), Some(other.as_str()));
-    }
-
-    #[test]
-    fn a_value_once_redacted_is_found_without_its_context() {
-        let mut table = Table::default();
-        run("DB_PASSWORD=correct-horse-battery", &mut table);
-        let (out, counts) = run("echo correct-horse-battery", &mut table);
-        assert_eq!(out, "echo ‹secret:password:1›");
-        assert_eq!(counts.total(), 1);
-    }
-
-    #[test]
-    fn known_values_are_found_whatever_their_shape_but_not_short_ones() {
-        let env = [("HOME", "/root"), ("MY_DEPLOY_TOKEN", "plainwords99"), ("API_KEY", "short"), ("X", "listedvalue")];
-        let known = Known::from_env(env, &["X".to_string()]);
-        assert_eq!(known.len(), 2);
-        let (out, _) = redact("plainwords99 listedvalue short /root", &known, &mut Table::default());
-        assert_eq!(out, "‹secret:my-deploy-token:1› ‹secret:x:1› short /root");
-    }
-
-    #[test]
-    fn a_numbered_private_key_keeps_its_lines_and_types_back_without_numbers() {
-        let text = "  9  $ cat k\n 10  -----BEGIN PRIVATE KEY-----\n 11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n 12  -----END PRIVATE KEY-----\n 13  $";
-        let mut table = Table::default();
-        let (out, counts) = run(text, &mut table);
-        assert_eq!(out, "  9  $ cat k\n 10  ‹secret:private-key:1›\n 11  ‹…›\n 12  ‹…›\n 13  $");
-        assert_eq!(counts.total(), 1);
-        let value = table.value_of("‹secret:private-key:1›");
-        assert_eq!(
-            value,
-            Some("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----")
-        );
-    }
-
-    #[test]
-    fn placeholders_in_the_text_stay_and_a_seen_keys_lines_hide_alone() {
-        let mut table = Table::default();
-        let typed = "echo ‹secret:github-token:9› secret: ‹secret:x:1›";
-        assert_eq!(run(typed, &mut table), (typed.to_string(), Counts::default()));
-        run("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----", &mut table);
-        let (out, _) = run(" 11  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", &mut table);
-        assert_eq!(out, " 11  ‹secret:private-key-line:1›");
-    }
-
-    #[test]
-    fn placeholders_type_back_and_unknown_ones_refuse() {
-        let mut table = Table::default();
-        run(GH, &mut table);
-        assert_eq!(table.substitute("x ‹secret:github-token:1› y").as_deref(), Ok(format!("x {GH} y").as_str()));
-        assert_eq!(table.substitute("no placeholder").as_deref(), Ok("no placeholder"));
-        let err = table.substitute("‹secret:github-token:1› ‹secret:github-token:7›").unwrap_err();
-        assert_eq!(err.placeholder, "‹secret:github-token:7›");
-        assert!(err.to_string().contains("known: ‹secret:github-token:1›"), "{err}");
-    }
-
-    #[test]
-    fn the_table_survives_a_restart_in_a_private_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("secrets.json");
-        let mut table = Table::default();
-        run(GH, &mut table);
-        table.save(&path).expect("save");
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).expect("stat").permissions());
-        assert_eq!(mode & 0o777, 0o600);
-        let mut again = Table::load(&path);
-        let other = GH.replace("A1", "Z9");
-        let (out, _) = run(&format!("{other} {GH}"), &mut again);
-        assert_eq!(out, "‹secret:github-token:2› ‹secret:github-token:1›");
-    }
-
-    #[test]
-    fn a_spelled_out_escape_inside_a_secret_does_not_hide_it() {
-        let (head, tail) = GH.split_at(20);
-        let mut table = Table::default();
-        let raw = format!("out: {head}\\e[31m{tail}\\e[0m\\r\\n");
-        let (out, counts) = run(&raw, &mut table);
-        assert_eq!(out, "out: ‹secret:github-token:1›\\e[0m\\r\\n");
-        assert_eq!(counts.total(), 1);
-        assert_eq!(table.value_of("‹secret:github-token:1›"), Some(GH), "the value has no escape in it");
-        let typed = format!("printf '{head}\\033[31m{tail}\\033[0m\\n'");
-        assert_eq!(run(&typed, &mut table).0, "printf '‹secret:github-token:1›\\033[0m\\n'");
-        // The raw view doubles a typed backslash.
-        let echoed = format!("printf '{head}\\\\033[31m{tail}'");
-        assert_eq!(run(&echoed, &mut table).0, "printf '‹secret:github-token:1›'");
-        let path = r"C:\e\x1b wins";
-        assert_eq!(run(path, &mut table).0, path);
-        // A captured screen's real escapes, over two rows.
-        let screen = format!("$ cat k\n\x1b[32m{head}\x1b[1m{tail}\x1b[0m\n$ ");
-        assert_eq!(run(&screen, &mut table).0, "$ cat k\n\x1b[32m‹secret:github-token:1›\x1b[0m\n$ ");
-    }
-
-    /// A PEM key of `n` full lines, made up.
-    fn pem(n: usize) -> (String, Vec<String>) {
-        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let lines: Vec<String> =
-            (0..n).map(|k| (0..64).map(|i| alphabet[(i * 11 + k * 17 + 3) % 64] as char).collect()).collect();
-        let text = format!("-----BEGIN PRIVATE KEY-----\n{}\nAb12==\n-----END PRIVATE KEY-----", lines.join("\n"));
-        (text, lines)
-    }
-
-    #[test]
-    fn a_key_read_a_few_lines_at_a_time_stays_hidden() {
-        let (key, lines) = pem(6);
-        let numbered: Vec<String> = key.lines().enumerate().map(|(i, l)| format!("{:>4}  {l}", i + 10)).collect();
-        let footer = "… more lines: read from_line=N";
-        for (from, to) in [(0, 3), (3, 6), (6, 9), (2, 5), (4, 5)] {
-            let mut table = Table::default();
-            let part = format!("lines\n{}\n{footer}", numbered[from..to].join("\n"));
-            let (out, counts) = run(&part, &mut table);
-            for l in &lines {
-                assert!(!out.contains(l.as_str()), "lines {from}..{to} show a key line:\n{out}");
-            }
-            assert!(counts.total() >= 1, "lines {from}..{to}:\n{out}");
-            assert!(out.starts_with("lines\n") && out.ends_with(footer), "the rest stays:\n{out}");
-        }
-    }
-
-    #[test]
-    fn a_split_pane_inherits_the_placeholders_and_the_switch() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (parent, child, other) = (dir.path().join("p"), dir.path().join("c"), dir.path().join("o"));
-        for d in [&parent, &child, &other] {
-            std::fs::create_dir(d).expect("mkdir");
-        }
-        let mut table = Table::default();
-        run(GH, &mut table);
-        table.save(&parent.join(TABLE_FILE)).expect("save");
-        inherit(&parent, &child).expect("inherit");
-        assert_eq!(Table::load(&child.join(TABLE_FILE)).value_of("‹secret:github-token:1›"), Some(GH));
-        assert!(!child.join(OFF_FILE).exists());
-        std::fs::write(parent.join(OFF_FILE), "off\n").expect("off");
-        inherit(&parent, &other).expect("inherit");
-        assert!(other.join(OFF_FILE).exists());
-    }
-
-    #[test]
-    fn text_without_secrets_is_unchanged() {
-        let text = "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\nAuthor: me\n";
-        assert_eq!(run(text, &mut Table::default()), (text.to_string(), Counts::default()));
-    }
-
-    /// `rows` of a screen `cols` wide, redacted.
-    fn screen<S: AsRef<str>>(rows: &[S], cols: usize, table: &mut Table) -> Vec<String> {
-        redact_screen(rows, cols, &Known::default(), table).0
-    }
-
-    #[test]
-    fn a_secret_wrapped_over_screen_rows_is_hidden_in_each() {
-        let (head, tail) = GH.split_at(20);
-        let mut table = Table::default();
-        // The line "$ echo GH" on a screen 26 wide: 6 + 20 characters fill
-        // the first row, the rest of the token goes on in the second.
-        let rows = [format!("$ echo {head}"), format!("{tail} done"), "$ ".into()];
-        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
-        let shown = screen(&rows, 27, &mut table);
-        assert_eq!(shown, ["$ echo ‹secret:github-token:1›", "‹…› done", "$ "]);
-        // The same with colours, a wide character filling the row but its
-        // last column, and a value the table already knows.
-        let rows = [format!("\x1b[1m界{head}\x1b[0m"), tail.to_string()];
-        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
-        let shown = screen(&rows, 23, &mut table);
-        assert_eq!(shown, ["\x1b[1m界‹secret:github-token:1›", "‹…›"]);
-        // A short row ends its line: the halves are no secret.
-        let rows = [head, tail];
-        assert_eq!(screen(&rows, 80, &mut Table::default()), rows);
-    }
-
-    #[test]
-    fn screen_rows_keep_their_number_and_their_other_text() {
-        let mut table = Table::default();
-        let rows = [format!("token {GH} ok"), "next".into(), String::new()];
-        let shown = screen(&rows.iter().map(String::as_str).collect::<Vec<_>>(), 80, &mut table);
-        assert_eq!(shown, ["token ‹secret:github-token:1› ok", "next", ""]);
-        assert_eq!(screen(&["plain", "rows"], 5, &mut table), ["plain", "rows"]);
-        assert_eq!(screen::<&str>(&[], 80, &mut table), Vec::<String>::new());
-    }
-}
+mod tests;

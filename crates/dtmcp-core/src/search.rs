@@ -3,28 +3,36 @@
 //!
 //! The text is streamed from `session.txt` in large blocks that end at a
 //! line break, and the regex runs over each block whole: no line table, no
-//! per-line regex call, no `String` of the file. A match is widened to its
-//! line with `memchr`, counted once, and the search resumes after that line.
-//! Only the hits of the requested page get a line number, found by binary
-//! search in `lines.idx`, so counting costs one pass of the regex and
-//! nothing per line. The same code serves live and closed sessions: the
-//! logger makes every line visible on disk before it reports it.
+//! per-line regex call, no `String` of the file. The pattern is compiled so
+//! that no match can run over a line break ([`pattern`]), so a match lies
+//! in its line: it is counted once, and the search resumes after that
+//! line, each byte looked at a bounded number of times. Only the hits of
+//! the requested page get a line number, found by binary search in
+//! `lines.idx`, so counting costs one pass of the regex and nothing per
+//! line. The same code serves live and closed sessions: the logger makes
+//! every line visible on disk before it reports it.
+//!
+//! A caller may stop a search between blocks ([`search_until`]): when it
+//! has taken long enough, or nobody waits for it any more. What was found
+//! up to there is answered, with the last line searched.
+
+mod pattern;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 
 use crate::region::Region;
 use crate::store::{LineReader, StoreError, files};
 use crate::types::LineNo;
 
+pub use pattern::{MAX_PATTERN, compile};
+
 /// How much of `session.txt` is read at a time. A line longer than this
 /// grows the buffer to hold it.
 const BLOCK: usize = 1 << 17;
-/// The largest compiled regex accepted.
-const REGEX_SIZE_LIMIT: usize = 1 << 22;
 
 /// Why a search failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,16 +43,6 @@ pub enum SearchError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// Compiles `pattern` with line semantics: `^` and `$` match at every line's
-/// start and end.
-pub fn compile(pattern: &str) -> Result<Regex, SearchError> {
-    RegexBuilder::new(pattern)
-        .multi_line(true)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .build()
-        .map_err(|e| SearchError::Pattern(e.to_string()))
 }
 
 /// Lines `first..=last` of the log; empty when `last < first`.
@@ -75,11 +73,26 @@ pub struct Found {
     pub hits: Vec<LineNo>,
     /// The lines actually searched (the scope clipped to the log).
     pub scope: Option<Scope>,
+    /// Set when the search was stopped before the end of its scope: the
+    /// last line it searched (the line before the scope when none). The
+    /// count and the hits cover the lines up to it.
+    pub stopped_after: Option<LineNo>,
 }
 
 /// Searches the session directory `dir` for lines matching `re`, within
 /// `scope` (the whole log when `None`).
 pub fn search(dir: &Path, re: &Regex, scope: Option<Scope>, page: Page) -> Result<Found, SearchError> {
+    search_until(dir, re, scope, page, &|| false)
+}
+
+/// [`search`], asking `stop` after each block whether to stop there.
+pub fn search_until(
+    dir: &Path,
+    re: &Regex,
+    scope: Option<Scope>,
+    page: Page,
+    stop: &dyn Fn() -> bool,
+) -> Result<Found, SearchError> {
     let reader = LineReader::open(dir)?;
     let (lines, _) = reader.extent()?;
     let wanted = scope.unwrap_or(Scope { first: LineNo(1), last: LineNo(lines) });
@@ -91,15 +104,27 @@ pub fn search(dir: &Path, re: &Regex, scope: Option<Scope>, page: Page) -> Resul
     let path = dir.join(files::TEXT);
     let text = File::open(&path).map_err(|source| StoreError::Io { path: path.clone(), source })?;
     let mut counter = Counter { re, page, total: 0, starts: Vec::new() };
-    stream(&text, start, end, |block, base| counter.block(block, base))
-        .map_err(|source| StoreError::Io { path, source })?;
+    let reached = stream(&text, start, end, |block, base| {
+        counter.block(block, base);
+        !stop()
+    })
+    .map_err(|source| StoreError::Io { path, source })?;
     let mut hits = Vec::with_capacity(counter.starts.len());
     let mut low = first;
     for offset in counter.starts {
         low = line_starting_at(&reader, offset, low, last)?;
         hits.push(LineNo(low));
     }
-    Ok(Found { total: counter.total, hits, scope: Some(Scope { first: LineNo(first), last: LineNo(last) }) })
+    let stopped_after = match reached < end {
+        true => Some(LineNo(line_starting_at(&reader, reached, first, last)? - 1)),
+        false => None,
+    };
+    Ok(Found {
+        total: counter.total,
+        hits,
+        scope: Some(Scope { first: LineNo(first), last: LineNo(last) }),
+        stopped_after,
+    })
 }
 
 /// Counts matching lines block by block and keeps the page's line starts.
@@ -113,6 +138,8 @@ struct Counter<'a> {
 
 impl Counter<'_> {
     /// Handles one block of whole lines that begins at file offset `base`.
+    /// No match leaves its line (see [`pattern`]), so each line is looked
+    /// at from its start once at most.
     fn block(&mut self, block: &[u8], base: u64) {
         let mut at = 0;
         while at < block.len() {
@@ -122,11 +149,7 @@ impl Counter<'_> {
             }
             let line_start = memchr::memrchr(b'\n', &block[..m.start()]).map_or(0, |i| i + 1);
             let line_end = memchr::memchr(b'\n', &block[m.start()..]).map_or(block.len(), |i| m.start() + i);
-            // A match that runs past its line (a class or `\s` that takes
-            // the line break) counts only if the line matches by itself.
-            if m.end() <= line_end || self.re.is_match(&block[line_start..line_end]) {
-                self.hit(base + line_start as u64);
-            }
+            self.hit(base + line_start as u64);
             at = line_end + 1;
         }
     }
@@ -142,8 +165,9 @@ impl Counter<'_> {
 
 /// Feeds bytes `start..end` of `file` to `each` in blocks that end with a
 /// line break (the last may not, if the file does not), with each block's
-/// offset in the file.
-fn stream(file: &File, start: u64, end: u64, mut each: impl FnMut(&[u8], u64)) -> std::io::Result<()> {
+/// offset in the file, until `each` says to stop (`false`). Returns the
+/// offset up to which blocks were handed out.
+fn stream(file: &File, start: u64, end: u64, mut each: impl FnMut(&[u8], u64) -> bool) -> std::io::Result<u64> {
     let mut buf = vec![0u8; BLOCK];
     let mut carry = 0usize; // bytes at the front of buf not yet handed out
     let mut pos = start; // file offset of buf[carry]
@@ -165,14 +189,16 @@ fn stream(file: &File, start: u64, end: u64, mut each: impl FnMut(&[u8], u64)) -
                 continue;
             }
         };
-        each(&buf[..cut], base);
+        if !each(&buf[..cut], base) {
+            return Ok(base + cut as u64);
+        }
         buf.copy_within(cut..filled, 0);
         carry = filled - cut;
         if n == 0 {
             break;
         }
     }
-    Ok(())
+    Ok(end)
 }
 
 /// The number of the line that starts at `offset`, searching lines
@@ -377,6 +403,37 @@ mod tests {
         assert_eq!(nums(&find(dir.path(), "needle", middle, all(20))), vec![150_001]);
         let f = find(dir.path(), "^line", middle, Page { offset: 99_999, max_hits: 5 });
         assert_eq!((f.total, nums(&f)), (100_000, vec![200_000]));
+    }
+
+    #[test]
+    fn a_pattern_that_would_run_over_line_breaks_stays_in_its_line() {
+        // `\s` once took the line break, and each line's search scanned
+        // to the end of its block: minutes on a long log.
+        let re = compile(r"(\w+\s*)*$").expect("regex");
+        let m = re.find_at(b"ab cd\nef\ngh\n", 0).expect("a match");
+        assert_eq!(m.range(), 0..5, "the match ends with its line");
+        let lines: Vec<String> = (0..50_000).map(|i| format!("word{i} more words")).collect();
+        let dir = session(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(find(dir.path(), r"(\w+\s*)*$", None, all(5)).total, 50_000);
+    }
+
+    #[test]
+    fn a_search_stopped_between_blocks_says_how_far_it_got() {
+        let lines: Vec<String> = (1..=100_000).map(|i| format!("line {i}")).collect();
+        let dir = session(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        let re = compile("^line").expect("regex");
+        let asked = std::cell::Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() >= 2
+        };
+        let f = search_until(dir.path(), &re, None, all(3), &stop).expect("search");
+        let after = f.stopped_after.expect("stopped early").0;
+        assert!(after > 1000 && after < 100_000, "{after}");
+        assert_eq!(f.total, after, "the count covers the lines searched");
+        assert_eq!(nums(&f), vec![1, 2, 3]);
+        let whole = find(dir.path(), "^line", None, all(3));
+        assert_eq!((whole.total, whole.stopped_after), (100_000, None));
     }
 
     #[test]

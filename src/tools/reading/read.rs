@@ -96,7 +96,7 @@ impl Terminal {
         };
         let (last, more) =
             if last.0 >= first.0 + MAX_READ { (LineNo(first.0 + MAX_READ - 1), true) } else { (last, false) };
-        let lines = source.fetch(&status, first, last, region.as_ref()).await?;
+        let lines = self.hide_before_cutting(&dir, source.fetch(&status, first, last, region.as_ref()).await?);
         let mut out = match &region {
             Some(r) => format!(
                 "region {} `{}`{} · lines {first}-{last}\n",
@@ -120,6 +120,19 @@ impl Terminal {
             out.push_str(&region_file_note(&dir, r));
         }
         Ok(out)
+    }
+
+    /// `lines` of the session in `dir`, redacted whole when one of them is
+    /// longer than a reply shows: the reply cuts such a line (see
+    /// [`output::cut_line`]), and a cut through a secret leaves pieces no
+    /// rule knows.
+    fn hide_before_cutting(&self, dir: &Path, lines: Vec<String>) -> Vec<String> {
+        if lines.iter().all(|l| l.len() <= output::MAX_LINE_CHARS) {
+            return lines;
+        }
+        let (hidden, counts) = self.inner.secrets.redact_lines(dir, &lines);
+        crate::tools::replies::secrets::hidden_early(&counts);
+        hidden
     }
 
     /// " · started by agent NAME" when another agent than the caller

@@ -11,11 +11,15 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, Extensions};
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use crate::lru::Lru;
 use crate::tools::Terminal;
@@ -68,23 +72,108 @@ impl Terminal {
         description = crate::docent::texts::tool::SEARCH.trim_end(),
         meta = crate::tools::always_load()
     )]
-    pub async fn search(&self, Parameters(p): Parameters<SearchParams>) -> CallToolResult {
+    pub async fn search(
+        &self,
+        Parameters(p): Parameters<SearchParams>,
+        ct: CancellationToken,
+        extensions: Extensions,
+    ) -> CallToolResult {
         let name = p.session.clone();
-        self.call(crate::tools::ToolName::Search, Some(&name), self.search_body(p)).await
+        let left = extensions.get::<CallerLeft>().map(|l| l.0.clone());
+        self.call(crate::tools::ToolName::Search, Some(&name), self.search_body(p, Left { ct, left })).await
+    }
+}
+
+/// Set in a call's extensions by the transport that can tell: cancelled
+/// when the client hung up before the answer (the HTTP direct path goes
+/// on with a call its client left, for a `run` must not stop halfway; a
+/// search has nothing to finish).
+#[derive(Clone, Debug)]
+pub struct CallerLeft(pub CancellationToken);
+
+/// The ways a caller shows it no longer waits for a search.
+struct Left {
+    /// The request's own token: a `notifications/cancelled`, or rmcp
+    /// seeing the client go.
+    ct: CancellationToken,
+    /// The direct path's hang-up, see [`CallerLeft`].
+    left: Option<CancellationToken>,
+}
+
+impl Left {
+    /// Ends when the caller left.
+    async fn gone(&self) {
+        match &self.left {
+            Some(left) => tokio::select! {
+                _ = self.ct.cancelled() => {}
+                _ = left.cancelled() => {}
+            },
+            None => self.ct.cancelled().await,
+        }
+    }
+}
+
+/// How long one search may scan before it answers with what it found.
+const SEARCH_BUDGET: Duration = Duration::from_secs(10);
+
+/// What stops a search between blocks: its time is up, or its caller
+/// left (set from the async side; also when the call's future is dropped).
+#[derive(Clone)]
+struct Budget {
+    until: Instant,
+    gone: Arc<AtomicBool>,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget { until: Instant::now() + SEARCH_BUDGET, gone: Arc::default() }
+    }
+
+    fn spent(&self) -> bool {
+        self.gone.load(Ordering::Relaxed) || Instant::now() >= self.until
+    }
+}
+
+/// Marks a search's caller gone when the call ends, however it ends: a
+/// dropped call leaves no search scanning on for nobody.
+struct GoneOnDrop(Arc<AtomicBool>);
+
+impl Drop for GoneOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
 impl Terminal {
-    async fn search_body(&self, p: SearchParams) -> Result<String, ToolError> {
+    async fn search_body(&self, p: SearchParams, left: Left) -> Result<String, ToolError> {
         let logs = self.sessions().open_logs(&p.session).await?;
         let re = search::compile(&p.pattern).map_err(|e| {
             ToolError::from(e).reworded(|e| format!("{e}\n(the pattern is a Rust regex: escape ( ) [ ] {{ }} . * + ? | \\ with a backslash to match them literally)"))
         })?;
         let dir = logs.dir.clone();
-        let cache = std::sync::Arc::clone(&self.inner.searches);
-        tokio::task::spawn_blocking(move || cache.run_search(&dir, &re, &p))
-            .await
-            .map_err(|e| ToolError::Failed(format!("the search failed: {e}")))?
+        let params = p.clone();
+        let budget = Budget::new();
+        let _gone = GoneOnDrop(budget.gone.clone());
+        let cache = Arc::clone(&self.inner.searches);
+        let scan = tokio::task::spawn_blocking(move || run_search(&cache, &dir, &re, &params, &budget));
+        let (mut answer, page) = tokio::select! {
+            done = scan => done.map_err(|e| ToolError::Failed(format!("the search failed: {e}")))??,
+            () = left.gone() => return Err(ToolError::Failed("the search was cancelled: its caller left".into())),
+        };
+        self.hide_in_groups(&logs.dir, &mut answer.groups);
+        Ok(render(&p, page, &answer))
+    }
+
+    /// The shown lines of `groups` (of the session in `dir`) redacted,
+    /// each group as one text, before a long line is shortened: a cut
+    /// through a secret leaves pieces no rule knows.
+    fn hide_in_groups(&self, dir: &Path, groups: &mut [Vec<Shown>]) {
+        for group in groups {
+            let texts: Vec<String> = group.iter().map(|s| s.text.clone()).collect();
+            let (hidden, counts) = self.inner.secrets.redact_lines(dir, &texts);
+            crate::tools::replies::secrets::hidden_early(&counts);
+            group.iter_mut().zip(hidden).for_each(|(s, t)| s.text = t);
+        }
     }
 }
 
@@ -130,20 +219,17 @@ impl SearchCache {
         index.refresh()?;
         f(&index)
     }
-
-    /// The search `p` (its pattern compiled: `re`) of the log in `dir`,
-    /// rendered.
-    fn run_search(&self, dir: &Path, re: &regex::bytes::Regex, p: &SearchParams) -> Result<String, ToolError> {
-        run_search(self, dir, re, p)
-    }
 }
 
+/// The search `p` (its pattern compiled: `re`) of the log in `dir`, within
+/// `budget`, with what it found and the page it shows.
 fn run_search(
     cache: &SearchCache,
     dir: &Path,
     re: &regex::bytes::Regex,
     p: &SearchParams,
-) -> Result<String, ToolError> {
+    budget: &Budget,
+) -> Result<(Answer, Page), ToolError> {
     let context = p.context.unwrap_or(0);
     if context > MAX_CONTEXT {
         return Err(ToolError::BadInput(format!("context is at most {MAX_CONTEXT} lines")));
@@ -162,11 +248,12 @@ fn run_search(
             })
         })?),
     };
+    let stop = || budget.spent();
     let found = match &region {
-        Some(r) => search::search(dir, re, Some(search::region_scope(r, LineNo(lines))), page)?,
-        None => match scanned_before(cache, dir, re, &p.pattern, page, lines)? {
+        Some(r) => search::search_until(dir, re, Some(search::region_scope(r, LineNo(lines))), page, &stop)?,
+        None => match scanned_before(cache, dir, re, &p.pattern, page, lines, &stop)? {
             Some(found) => found,
-            None => search::search(dir, re, None, page)?,
+            None => search::search_until(dir, re, None, page, &stop)?,
         },
     };
     let groups = match found.scope {
@@ -175,7 +262,7 @@ fn run_search(
     };
     let labels = cache.with_regions(dir, |index| labels(index, &found.hits))?;
     let region_file = region.as_ref().map(|r| store::write_region_file(dir, r).map_err(|e| e.to_string()));
-    Ok(render(p, page, &Answer { found, groups, labels, region, region_file }))
+    Ok((Answer { found, groups, labels, region, region_file }, page))
 }
 
 /// The first hits of a search of a whole log kept, so that the same
@@ -208,6 +295,7 @@ fn scanned_before(
     pattern: &str,
     page: Page,
     lines: u64,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Option<Found>, ToolError> {
     use std::os::unix::fs::MetadataExt;
     if page.offset.saturating_add(page.max_hits) > MAX_HITS {
@@ -222,17 +310,21 @@ fn scanned_before(
         Some(s) if s.file == file && s.lines <= lines => s,
         _ => Scanned { file, lines: 0, total: 0, first: Vec::new() },
     };
+    let mut stopped_after = None;
     if lines > s.lines {
         let rest = Scope { first: LineNo(s.lines + 1), last: LineNo(lines) };
         let want = Page { offset: 0, max_hits: MAX_HITS - s.first.len() as u64 };
-        let new = search::search(dir, re, Some(rest), want)?;
+        let new = search::search_until(dir, re, Some(rest), want, stop)?;
         s.total += new.total;
         s.first.extend(new.hits);
-        s.lines = lines;
+        // Stopped early, it remembers how far it got: the same search
+        // again goes on from there.
+        stopped_after = new.stopped_after;
+        s.lines = stopped_after.map_or(lines, |l| l.0);
     }
     let hits = s.first.iter().skip(page.offset as usize).take(page.max_hits as usize).copied().collect();
     let scope = (lines > 0).then_some(Scope { first: LineNo(1), last: LineNo(lines) });
-    let found = Found { total: s.total, hits, scope };
+    let found = Found { total: s.total, hits, scope, stopped_after };
     *slot = Some(s);
     Ok(Some(found))
 }
@@ -300,6 +392,18 @@ fn headline(p: &SearchParams, a: &Answer) -> String {
     };
     let n = a.found.total;
     let mut out = format!("{n} line{} of {where_} in {} match {pattern}\n", plural(n), p.session);
+    if let (Some(after), Some(scope)) = (a.found.stopped_after, a.found.scope) {
+        let again = match a.region {
+            None => format!("the same search again goes on from line {} (a simpler pattern is quicker)", after.0 + 1),
+            Some(_) => "a simpler pattern is quicker".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "(the search stopped after {} s, the most one search may take, at line {after}: the count and the hits cover lines {}-{after}; {again})",
+            SEARCH_BUDGET.as_secs(),
+            scope.first
+        );
+    }
     match &a.region_file {
         Some(Ok(path)) => {
             let _ = writeln!(out, "region file: {}", path.display());
@@ -396,7 +500,8 @@ mod tests {
     fn a_long_page_is_cut_by_size_and_the_next_call_continues_after_it() {
         let hits: Vec<LineNo> = (1..=200).map(|n| LineNo(n * 10)).collect();
         let groups = hits.iter().map(|&line| vec![Shown { line, text: "x".repeat(1000), hit: true }]).collect();
-        let found = Found { total: 500, hits, scope: Some(search::Scope { first: LineNo(1), last: LineNo(5000) }) };
+        let scope = Some(search::Scope { first: LineNo(1), last: LineNo(5000) });
+        let found = Found { total: 500, hits, scope, ..Found::default() };
         let answer = Answer { found, groups, labels: HashMap::new(), region: None, region_file: None };
         let p = SearchParams { region: None, max_hits: Some(200), offset: Some(100), ..params() };
         let text = render(&p, Page { offset: 100, max_hits: 200 }, &answer);
@@ -420,7 +525,7 @@ mod tests {
         let re = search::compile("^hit").expect("regex");
         let cache = SearchCache::default();
         let both = |lines: u64, page: Page| {
-            let kept = scanned_before(&cache, dir.path(), &re, "^hit", page, lines).expect("kept");
+            let kept = scanned_before(&cache, dir.path(), &re, "^hit", page, lines, &|| false).expect("kept");
             let full = search::search(dir.path(), &re, None, page).expect("full");
             (kept, full)
         };
@@ -447,6 +552,38 @@ mod tests {
         let (kept, full) = both(50, page);
         assert_eq!(kept.as_ref(), Some(&full));
         assert_eq!(full.total, 7);
+    }
+
+    #[test]
+    fn a_stopped_search_says_how_far_it_got_and_the_same_search_goes_on_from_there() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = store::LineWriter::open(dir.path()).expect("open");
+        for i in 1..=60_000 {
+            w.push(&format!("hit {i}")).expect("push");
+        }
+        w.flush().expect("flush");
+        if std::fs::metadata(dir.path().join(files::TEXT)).and_then(|m| m.created()).is_err() {
+            return;
+        }
+        let re = search::compile("^hit").expect("regex");
+        let page = Page { offset: 0, max_hits: 5 };
+        let asked = std::cell::Cell::new(0);
+        let once = || {
+            asked.set(asked.get() + 1);
+            true
+        };
+        let cache = SearchCache::default();
+        let first = scanned_before(&cache, dir.path(), &re, "^hit", page, 60_000, &once).expect("scan").expect("kept");
+        let after = first.stopped_after.expect("stopped").0;
+        assert!(after < 60_000 && first.total == after, "{first:?}");
+        let p = SearchParams { region: None, ..params() };
+        let answer =
+            Answer { found: first, groups: Vec::new(), labels: HashMap::new(), region: None, region_file: None };
+        let text = render(&p, page, &answer);
+        assert!(text.contains(&format!("the same search again goes on from line {}", after + 1)), "{text}");
+        let again =
+            scanned_before(&cache, dir.path(), &re, "^hit", page, 60_000, &|| false).expect("scan").expect("kept");
+        assert_eq!((again.total, again.stopped_after), (60_000, None));
     }
 
     #[test]

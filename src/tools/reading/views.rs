@@ -17,6 +17,7 @@ use crate::tools::Terminal;
 use crate::tools::ToolError;
 use crate::tools::replies::output::digits;
 use dtmcp_core::agent_state::{SeenScreen, row_hash};
+use dtmcp_core::redact::Cut;
 use dtmcp_core::store::files;
 
 /// The `display -p` format that [`parse_pane_state`] reads.
@@ -30,6 +31,11 @@ pub const RAW_MAX_BYTES: u64 = 65536;
 /// The longest spelled-out text one reply carries (spelling can quadruple
 /// the size, and clients refuse results much over 25,000 tokens).
 const RAW_MAX_TEXT: usize = 48_000;
+
+/// Rows of history read above a screen, so that a secret the screen's top
+/// edge cuts is found with its beginning: a long token or JWT wraps over
+/// a few rows of a narrow pane.
+const SCREEN_CONTEXT_ROWS: usize = 8;
 
 /// What tmux says about a pane's screen at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,9 +145,18 @@ impl Terminal {
     pub(crate) async fn screen(&self, s: &Session, mode: ScreenMode) -> Result<String, ToolError> {
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
-        let capture = tmux.capture_screen(pane).await?;
+        // A few rows of the history above come along: the screen's first
+        // row may go on from one of them, and a secret cut there is found
+        // only with its beginning. They are redacted with the screen, then
+        // left out.
+        let above = format!("-{SCREEN_CONTEXT_ROWS}");
+        let capture = tmux.run(&["capture-pane", "-p", "-S", &above, "-t", pane]).await?;
         let state = pane_state(tmux, pane).await?;
-        let rows = self.redacted_screen(&s.name, &screen_rows(&capture, state.rows), state.cols);
+        let lines = capture.lines().count();
+        let history = lines.saturating_sub(state.rows as usize);
+        let all = screen_rows(&capture, (history + state.rows as usize) as u32);
+        let mut rows = self.redacted_screen(&s.name, &all, state.cols).split_off(history);
+        rows.resize(state.rows as usize, String::new());
         let screen = Screen { rows, state };
         let seen = SeenScreen::of(screen.state.cols, &screen.rows);
         let previous = self.update_agent(&s.name, |agent| agent.screen.replace(seen)).await.flatten();
@@ -270,17 +285,40 @@ pub fn raw_range(len: u64, from_byte: Option<u64>, count: Option<u64>) -> Result
     }
 }
 
-/// The raw view of the log at `path`, as `raw_range` selects.
-pub async fn raw(session: &str, path: &Path, from_byte: Option<u64>, count: Option<u64>) -> Result<String, ToolError> {
+/// Bytes of `raw.log` read on each side of a raw window, to find the ends
+/// of the lines it cuts: more than the longest one-line secret a rule
+/// knows (a token, a JWT, a key's line).
+const RAW_CONTEXT: u64 = 4096;
+
+/// The raw view of the log at `path`, as `raw_range` selects, with the
+/// secrets it touches hidden by `hide`.
+///
+/// A window cut through a secret shows two pieces of which neither looks
+/// like one, so the window is never redacted alone: the bytes around it
+/// are read too, out to the ends of the lines it cuts (at most
+/// [`RAW_CONTEXT`] bytes each way), spelled out as the window is, and
+/// `hide` gets that text, the window's range in it, and where the text
+/// itself had to be cut inside a line.
+pub async fn raw(
+    session: &str,
+    path: &Path,
+    from_byte: Option<u64>,
+    count: Option<u64>,
+    hide: impl FnOnce(&str, std::ops::Range<usize>, Cut) -> String,
+) -> Result<String, ToolError> {
     let io = |e: std::io::Error| ToolError::Failed(format!("reading {}: {e}", path.display()));
     let mut file = tokio::fs::File::open(path).await.map_err(io)?;
     let len = file.metadata().await.map_err(io)?.len();
     let (start, end) = raw_range(len, from_byte, count).map_err(ToolError::BadInput)?;
-    file.seek(std::io::SeekFrom::Start(start)).await.map_err(io)?;
-    let mut bytes = Vec::with_capacity((end - start) as usize);
-    file.take(end - start).read_to_end(&mut bytes).await.map_err(io)?;
-    let (text, used) = spell_out(&bytes, RAW_MAX_TEXT);
+    let (lo, hi) = (start.saturating_sub(RAW_CONTEXT), len.min(end + RAW_CONTEXT));
+    file.seek(std::io::SeekFrom::Start(lo)).await.map_err(io)?;
+    let mut bytes = Vec::with_capacity((hi - lo) as usize);
+    file.take(hi - lo).read_to_end(&mut bytes).await.map_err(io)?;
+    let (window_at, window_end) = ((start - lo) as usize, ((end - lo) as usize).min(bytes.len()));
+    let (text, used) = spell_out(&bytes[window_at..window_end], RAW_MAX_TEXT);
     let end = start + used as u64;
+    let (context, shown, cut) = raw_context(&bytes, window_at, window_at + used, &text, (lo, hi, len));
+    let text = hide(&context, shown, cut);
     let mut out = format!(
         "raw.log bytes {start}-{end} of {len}, spelled out: \\e is ESC, \\r CR, \\t tab, \\xNN another control or non-UTF-8 byte, \\\\ a backslash; each \\n ends a shown line\n"
     );
@@ -296,6 +334,27 @@ pub async fn raw(session: &str, path: &Path, from_byte: Option<u64>, count: Opti
         let _ = writeln!(out, "… later bytes: read session={session} view=\"raw\" from_byte={end}");
     }
     Ok(out)
+}
+
+/// The spelled-out context of a window: `bytes` (bytes `lo..hi` of a log
+/// of `len`) from the start of the line the window (`from..to` of
+/// `bytes`, spelled out as `window`) begins in to the end of the line it
+/// ends in, as far as `bytes` reaches; the window's range in it; and
+/// whether the context had to be cut inside a line at either end.
+fn raw_context(
+    bytes: &[u8],
+    from: usize,
+    to: usize,
+    window: &str,
+    (lo, hi, len): (u64, u64, u64),
+) -> (String, std::ops::Range<usize>, Cut) {
+    let head = memchr::memrchr(b'\n', &bytes[..from]).map_or(0, |i| i + 1);
+    let tail = memchr::memchr(b'\n', &bytes[to..]).map_or(bytes.len(), |i| to + i + 1);
+    let cut = Cut { start: head == 0 && lo > 0, end: tail == bytes.len() && hi < len };
+    let (before, _) = spell_out(&bytes[head..from], usize::MAX);
+    let (after, _) = spell_out(&bytes[to..tail], usize::MAX);
+    let shown = before.len()..before.len() + window.len();
+    (before + window + &after, shown, cut)
 }
 
 impl Terminal {
@@ -319,7 +378,14 @@ impl Terminal {
                 "no session named {session:?} has a log here; session_list shows the open ones"
             )));
         }
-        raw(session, &path, from_byte, count).await
+        let dir = self.sessions().cfg.session_dir(session);
+        let secrets = &self.inner.secrets;
+        raw(session, &path, from_byte, count, |context, shown, cut| {
+            let (text, counts) = secrets.redact_window(&dir, context, shown, cut);
+            crate::tools::replies::secrets::hidden_early(&counts);
+            text
+        })
+        .await
     }
 }
 

@@ -17,10 +17,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
+use std::ops::Range;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use dtmcp_core::redact::{self, Counts, Known, OFF_FILE, TABLE_FILE, Table};
+use dtmcp_core::redact::{self, Counts, Cut, Known, OFF_FILE, TABLE_FILE, Table};
 
 use crate::lru::Lru;
 use crate::tools::{Refusal, ToolError};
@@ -100,6 +101,29 @@ impl Secrets {
             return (rows.iter().map(|r| r.as_ref().to_string()).collect(), Counts::default());
         }
         self.tables.with_table(&dir.join(TABLE_FILE), |table| redact::redact_screen(rows, cols, &self.known, table))
+    }
+
+    /// The part `shown` of `context` (a window of a longer text of the
+    /// session in `dir`, with the text around it; `cut` says where the
+    /// context itself was cut inside a line), with every secret that
+    /// touches it hidden, and what was hidden (see
+    /// [`redact::redact_window`]).
+    pub fn redact_window(&self, dir: &Path, context: &str, shown: Range<usize>, cut: Cut) -> (String, Counts) {
+        if !self.applies(dir) {
+            return (context.get(shown).unwrap_or_default().to_string(), Counts::default());
+        }
+        self.tables
+            .with_table(&dir.join(TABLE_FILE), |table| redact::redact_window(context, shown, cut, &self.known, table))
+    }
+
+    /// `lines` of the session in `dir`, in order, redacted as one text (so
+    /// that a key over several of them is seen whole) before anything cuts
+    /// them short; as many lines as before, and what was hidden.
+    pub fn redact_lines(&self, dir: &Path, lines: &[String]) -> (Vec<String>, Counts) {
+        if lines.is_empty() || !self.applies(dir) {
+            return (lines.to_vec(), Counts::default());
+        }
+        self.tables.with_table(&dir.join(TABLE_FILE), |table| redact::redact_lines(lines, &self.known, table))
     }
 
     /// `input` with the placeholders of the session in `dir` replaced by

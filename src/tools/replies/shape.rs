@@ -222,22 +222,27 @@ fn read(dir: &Path, from: LineNo, to: LineNo) -> Result<Vec<String>, ToolError> 
 }
 
 /// Checks a `save_to` path before anything is typed: absolute, its parent a
-/// directory, not a symlink, and not an existing file unless `overwrite`.
+/// directory outside the state home and on a file system of files (not
+/// `/proc` or `/sys`), not a symlink, and not an existing file unless
+/// `overwrite`, which must then be a regular file with one name only.
 fn check_save_path(path: &str, overwrite: bool) -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
     let p = PathBuf::from(path);
     if !p.is_absolute() {
         return Err(format!("save_to must be an absolute path; got {path:?}"));
     }
-    if !p.parent().is_some_and(Path::is_dir) {
+    let Some(parent) = p.parent().filter(|d| d.is_dir()) else {
         return Err(format!("save_to: the directory of {path:?} does not exist"));
-    }
-    if let Some(home) = crate::config::Config::from_env().ok().map(|c| c.home)
+    };
+    if let Some(home) = state_home()
         && within(&p, &home)
     {
-        return Err(format!(
-            "save_to: {path:?} is inside the server's state directory {}, which only the server writes; pick a path outside it",
-            home.display()
-        ));
+        return Err(in_state_home(path, &home));
+    }
+    if let Ok(fs) = nix::sys::statfs::statfs(parent)
+        && let Some(kind) = pseudo_fs(fs.filesystem_type())
+    {
+        return Err(format!("save_to: {path:?} is on {kind}, where files are not files; pick a path on a disk"));
     }
     match std::fs::symlink_metadata(&p) {
         Ok(m) if m.file_type().is_symlink() => {
@@ -245,8 +250,47 @@ fn check_save_path(path: &str, overwrite: bool) -> Result<PathBuf, String> {
         }
         Ok(m) if !m.is_file() => Err(format!("save_to: {path:?} exists and is not a regular file")),
         Ok(_) if !overwrite => Err(format!("save_to: {path:?} exists; pass overwrite=true to replace it")),
+        Ok(m) if m.nlink() > 1 => Err(linked(path, m.nlink())),
         _ => Ok(p),
     }
+}
+
+/// The server's state home, if the environment names one.
+fn state_home() -> Option<PathBuf> {
+    crate::config::Config::from_env().ok().map(|c| c.home)
+}
+
+fn in_state_home(path: &str, home: &Path) -> String {
+    format!(
+        "save_to: {path:?} is inside the server's state directory {}, which only the server writes; pick a path outside it",
+        home.display()
+    )
+}
+
+fn linked(path: &str, links: u64) -> String {
+    format!(
+        "save_to: {path:?} has {links} names (hard links): writing it would change the file under its other names too, \
+         which may be a session's own record; pick a new path, or remove the other names first"
+    )
+}
+
+/// The name of a file system whose files are no files (process memory,
+/// kernel settings, devices), if `kind` is one.
+fn pseudo_fs(kind: nix::sys::statfs::FsType) -> Option<&'static str> {
+    use nix::sys::statfs as fs;
+    let pseudo = [
+        (fs::PROC_SUPER_MAGIC, "/proc"),
+        (fs::SYSFS_MAGIC, "/sys"),
+        (fs::DEVPTS_SUPER_MAGIC, "devpts"),
+        (fs::DEBUGFS_MAGIC, "debugfs"),
+        (fs::TRACEFS_MAGIC, "tracefs"),
+        (fs::SECURITYFS_MAGIC, "securityfs"),
+        (fs::SELINUX_MAGIC, "selinuxfs"),
+        (fs::CGROUP_SUPER_MAGIC, "cgroupfs"),
+        (fs::BPF_FS_MAGIC, "bpffs"),
+        (fs::NSFS_MAGIC, "nsfs"),
+    ];
+    pseudo.iter().find(|(magic, _)| *magic == kind).map(|(_, name)| *name)
 }
 
 /// Whether `path` (its directory's links resolved) lies inside `root`.
@@ -256,16 +300,49 @@ fn within(path: &Path, root: &Path) -> bool {
     parent.starts_with(&root)
 }
 
-/// Opens the target without following a symlink planted meanwhile.
+/// Opens the target and checks the file it got, as it is now (whatever
+/// changed since [`check_save_path`]): no symlink followed, nothing but a
+/// regular file with one name only, on a file system of files, outside
+/// the state home. Only then is an existing file emptied, so a refusal
+/// loses nothing.
 fn open_target(target: &SaveTo) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = &target.path;
+    let shown = path.display().to_string();
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW);
-    if target.overwrite {
-        opts.create(true).truncate(true);
+    // Non-blocking: a FIFO put there meanwhile must not hold the call.
+    opts.write(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK);
+    match target.overwrite {
+        true => opts.create(true),
+        false => opts.create_new(true),
+    };
+    let file = opts.open(path).map_err(|e| format!("save_to: cannot write {shown}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("save_to: cannot look at {shown}: {e}"))?;
+    let refusal = if !meta.is_file() {
+        Some(format!("save_to: {shown:?} is not a regular file"))
+    } else if meta.nlink() > 1 {
+        Some(linked(&shown, meta.nlink()))
+    } else if let Some(kind) = nix::sys::statfs::fstatfs(&file).ok().and_then(|fs| pseudo_fs(fs.filesystem_type())) {
+        Some(format!("save_to: {shown:?} is on {kind}, where files are not files; pick a path on a disk"))
     } else {
-        opts.create_new(true);
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file)));
+        let home = state_home().and_then(|h| h.canonicalize().ok());
+        match (real, home) {
+            (Ok(real), Some(home)) if real.starts_with(&home) => Some(in_state_home(&shown, &home)),
+            _ => None,
+        }
+    };
+    if let Some(why) = refusal {
+        if !target.overwrite && meta.is_file() && meta.len() == 0 {
+            // Made by this call: nothing of anyone's is lost with it.
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(why);
     }
-    opts.open(&target.path).map_err(|e| format!("save_to: cannot write {}: {e}", target.path.display()))
+    if target.overwrite {
+        file.set_len(0).map_err(|e| format!("save_to: cannot empty {shown}: {e}"))?;
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -304,6 +381,18 @@ mod tests {
         assert!(check_save_path(&path(&target), false).expect_err("exists").contains("overwrite"));
         assert!(check_save_path(&path(&target), true).is_ok());
         assert!(check_save_path(&path(&dir.path().join("new")), false).is_ok());
+        // A second name for a file, made anywhere, is refused before and at
+        // the write; the file keeps its bytes.
+        let other = dir.path().join("other");
+        std::fs::hard_link(&target, &other).expect("link");
+        assert!(check_save_path(&path(&other), true).expect_err("linked").contains("2 names"));
+        let save = SaveTo { path: other.clone(), overwrite: true };
+        assert!(open_target(&save).expect_err("linked").contains("2 names"));
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep");
+        // Process memory passes for a regular file by its mode; not by its file system.
+        assert!(check_save_path("/proc/self/mem", true).expect_err("proc").contains("/proc"));
+        let mem = SaveTo { path: "/proc/self/mem".into(), overwrite: true };
+        assert!(open_target(&mem).is_err());
     }
 
     #[test]

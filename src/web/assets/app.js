@@ -435,6 +435,9 @@
       found.replaceChildren();
       const shown = d.hits.length ? (d.offset + 1) + "–" + (d.offset + d.hits.length) : "0";
       add(found, el("p", "meta", d.total + " matching line" + (d.total === 1 ? "" : "s") + (d.total ? ", showing " + shown : "")));
+      if (d.stopped_after !== null && d.stopped_after !== undefined) {
+        add(found, el("p", "meta", "the search took too long and stopped after line " + d.stopped_after + "; the count covers the lines up to it"));
+      }
       const ul = el("ul", "hits");
       for (const h of d.hits) {
         const li = el("li", "hit");

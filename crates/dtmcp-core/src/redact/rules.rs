@@ -39,7 +39,7 @@ const RULES: &[Rule] = &[
         // ends inside it): the BEGIN line and the key's lines after it.
         kind: "private-key",
         keywords: &["PRIVATE KEY"],
-        pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:\n[ \t]*(?:\d+(?:  |[:-] ))?(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2}|[A-Z][A-Za-z-]*: [^\n]*))*",
+        pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:(?:\\r)?(?:\\n)?\n[ \t]*(?:\d+(?:  |[:-] ))?(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2}|[A-Z][A-Za-z-]*: [^\n]*))*",
     },
     Rule {
         // A block whose BEGIN lies before the text: the key's lines before
@@ -47,7 +47,7 @@ const RULES: &[Rule] = &[
         // END line alone shows nothing of the key and stays.
         kind: "private-key",
         keywords: &["PRIVATE KEY"],
-        pattern: r"(?m)^[ \t]*(?:\d+(?:  |[:-] ))?(?P<k>(?:(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2})\n[ \t]*(?:\d+(?:  |[:-] ))?)*[A-Za-z0-9+/]+={0,2}\n[ \t]*(?:\d+(?:  |[:-] ))?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
+        pattern: r"(?m)^[ \t]*(?:\d+(?:  |[:-] ))?(?P<k>(?:(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2})(?:\\r)?(?:\\n)?\n[ \t]*(?:\d+(?:  |[:-] ))?)*[A-Za-z0-9+/]+={0,2}(?:\\r)?(?:\\n)?\n[ \t]*(?:\d+(?:  |[:-] ))?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
     },
     Rule { kind: "anthropic-key", keywords: &["sk-ant-"], pattern: r"\bsk-ant-[a-z]{3,6}\d{2}-[A-Za-z0-9_\-]{40,}" },
     Rule {
@@ -180,6 +180,8 @@ impl Rules {
 /// The widths of a private key's full lines: 64 in PEM, 70 in OpenSSH's
 /// own format.
 const KEY_WIDTHS: [usize; 2] = [64, 70];
+/// A line's end as the raw view spells it out, before the real one.
+const SPELLED_ENDS: [&str; 3] = ["\\r\\n", "\\n", "\\r"];
 /// The longest line-number prefix a reply puts before a line (`1234567  `).
 const MAX_PREFIX: usize = 16;
 
@@ -198,7 +200,8 @@ pub(super) fn key_lines(text: &str) -> Vec<std::ops::Range<usize>> {
     }
     let body = |line: &str| {
         let start = super::prefix_len(line);
-        let rest = &line[start..];
+        // The raw view spells a line's end out before the real one.
+        let rest = SPELLED_ENDS.iter().find_map(|end| line[start..].strip_suffix(end)).unwrap_or(&line[start..]);
         let b64 =
             !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
         (start, rest.len(), b64)
@@ -211,7 +214,7 @@ pub(super) fn key_lines(text: &str) -> Vec<std::ops::Range<usize>> {
     while i < lines.len() {
         let full = |j: usize| {
             let (start, len, b64) = body(lines[j].1);
-            let rest = &lines[j].1[start..];
+            let rest = &lines[j].1[start..start + len];
             // Both cases and a digit, as base64 of random bytes has: hex
             // digests and words do not.
             let mixed = rest.bytes().any(|b| b.is_ascii_uppercase())
@@ -394,6 +397,18 @@ mod tests {
         assert_eq!(found, vec![a.as_str(), b.as_str(), "Xw9z"]);
         let ssh = format!("{}\n{}", b64_line(3, 70), b64_line(4, 70));
         assert_eq!(key_lines(&ssh).len(), 2);
+    }
+
+    #[test]
+    fn a_keys_lines_as_the_raw_view_spells_them_are_found() {
+        let (a, b) = (b64_line(5, 64), b64_line(6, 64));
+        let raw = format!("{a}\\r\\n\n{b}\\r\\n\nXw9z\\r\\n\n$ ");
+        let found: Vec<&str> = key_lines(&raw).into_iter().map(|r| &raw[r]).collect();
+        assert_eq!(found, vec![a.as_str(), b.as_str(), "Xw9z"]);
+        let head = format!("-----BEGIN PRIVATE KEY-----\\r\\n\n{a}\\r\\n\n{b}");
+        assert_eq!(kinds(&head)[0].1, head, "a block cut at its end");
+        let tail = format!("{a}\\r\\n\n{b}\\r\\n\n-----END PRIVATE KEY-----\\r\\n\n$ ");
+        assert!(kinds(&tail)[0].1.starts_with(&a), "a block cut at its start");
     }
 
     #[test]
