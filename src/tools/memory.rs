@@ -176,6 +176,7 @@ impl Terminal {
             prompts: before.mark.prompts,
             regions: before.mark.regions,
             shell_pid: before.shell.pid,
+            ahead: !before.shell.at_prompt,
         });
         self.update_agent(name, |s| s.left = left).await;
     }
@@ -196,6 +197,7 @@ impl Terminal {
             prompts: left.prompts,
             regions: left.regions,
             shell_pid: left.shell_pid,
+            ahead: left.ahead,
             at,
         })
     }
