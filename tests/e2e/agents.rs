@@ -9,8 +9,7 @@ use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{World, kill_logger};
-use crate::serve::{Serve, bridge, unix_get};
+use crate::support::{Serve, World, bridge, kill_logger, unix_get};
 
 /// The note a `| tail` earns.
 const TAIL_NOTE: &str = "`| tail` is unnecessary";

@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::assert_has;
-use crate::harness::{SERVER, World};
-use crate::serve::{Serve, bridge, unix_get};
+use crate::support::{SERVER, Serve, World, bridge, unix_get};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agents_share_a_session_and_are_told_apart() {
@@ -185,7 +184,7 @@ async fn a_bridge_without_a_server_gives_up_after_30_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_that_never_reached_a_server_answers_at_once_how_to_start_one() {
     let world = World::new();
-    let socket = crate::serve::socket_of(&world);
+    let socket = crate::support::socket_of(&world);
     let mut child = tokio::process::Command::new(SERVER)
         .args(["connect", "--actor", "early"])
         .envs(world.env())

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::demo::run_for;
-use crate::harness::{SERVER, World};
+use crate::support::{SERVER, World};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

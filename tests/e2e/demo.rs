@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::harness::{SERVER, World};
+use crate::support::{SERVER, World};
 use crate::{assert_has, needs};
 
 /// Runs `program args` with `env`, stdin closed, and returns its exit

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::harness::World;
+use crate::support::World;
 use crate::{assert_has, needs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,7 +94,7 @@ async fn summaries_can_be_turned_off() {
 #[test]
 fn the_skill_command_writes_a_plugin_that_starts_this_server() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = std::process::Command::new(crate::harness::SERVER)
+    let out = std::process::Command::new(crate::support::SERVER)
         .args(["skill", "--plugin"])
         .arg(dir.path())
         .output()
@@ -102,7 +102,7 @@ fn the_skill_command_writes_a_plugin_that_starts_this_server() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mcp = std::fs::read_to_string(dir.path().join(".mcp.json")).expect(".mcp.json");
     let mcp: serde_json::Value = serde_json::from_str(&mcp).expect("json");
-    let server = std::fs::canonicalize(crate::harness::SERVER).expect("server path");
+    let server = std::fs::canonicalize(crate::support::SERVER).expect("server path");
     assert_eq!(mcp["mcpServers"]["terminal"]["command"].as_str(), server.to_str());
     let skill = std::fs::read_to_string(dir.path().join("skills/terminal-sessions/SKILL.md")).expect("SKILL.md");
     assert_has!(skill, "name: terminal-sessions");

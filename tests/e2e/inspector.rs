@@ -16,8 +16,7 @@ use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{World, logger_pid};
-use crate::serve::{Serve, free_port};
+use crate::support::{Serve, World, free_port, logger_pid};
 
 /// How long one Inspector run may take (it starts node, and for stdio our
 /// server, each time).
@@ -157,7 +156,7 @@ fn the_inspector_lists_portable_tools_creates_a_session_and_runs_over_stdio() {
     needs_inspector!();
     let world = World::new();
     let env = env_args(&world);
-    let server = crate::harness::SERVER;
+    let server = crate::support::SERVER;
     let stdio = |method: &[&str]| {
         let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
         args.extend_from_slice(method);
@@ -211,7 +210,7 @@ fn the_inspector_drives_the_shared_server_over_http_and_through_the_bridge() {
     let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
     let run = r#"{"session": "h1", "command": "(exit 5)"}"#;
     args.extend_from_slice(&["--method", "tools/call", "--tool-name", "run", "--tool-args-json", run]);
-    args.extend_from_slice(&[crate::harness::SERVER, "connect", "--actor", "inspector-bridge"]);
+    args.extend_from_slice(&[crate::support::SERVER, "connect", "--actor", "inspector-bridge"]);
     let (text, failed) = inspect(&world, &args).reply();
     assert!(!failed && text.starts_with("exit 5 "), "run through the bridge: {text}");
     let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
@@ -273,7 +272,7 @@ fn generic_mcp_json() -> Value {
 /// environment of `world` over the placeholders.
 fn fill_stdio(entry: &mut Value, world: &World) {
     assert_eq!(entry["command"], "/home/you/.cargo/bin/docent-terminal-mcp", "the placeholder path");
-    entry["command"] = json!(crate::harness::SERVER);
+    entry["command"] = json!(crate::support::SERVER);
     for (k, v) in world.env() {
         entry["env"][k] = json!(v);
     }

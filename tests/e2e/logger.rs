@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{World, kill_logger, logger_pid, session_text};
+use crate::support::{World, kill_logger, logger_pid, session_text};
 use crate::{assert_has, needs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,8 +11,7 @@ use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::World;
-use crate::serve::{Serve, bridge};
+use crate::support::{Serve, World, bridge};
 
 async fn call(agent: &McpChild, tool: &str, args: Value) -> dtmcp::mcp_client::Reply {
     agent.call(tool, args).await.unwrap_or_else(|e| panic!("{tool}: {e:#}"))

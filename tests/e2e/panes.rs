@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{Server, World};
-use crate::serve::{Serve, bridge, unix_get};
+use crate::support::{Serve, Server, World, bridge, unix_get};
 
 /// A person at a terminal: a tmux client attached from a pty of a given
 /// size, whose keys are written into the pty's master side.

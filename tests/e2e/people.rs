@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{SERVER, World, logger_pid};
+use crate::support::{SERVER, World, logger_pid};
 
 /// What one run of the command line gave.
 struct Ran {
@@ -203,7 +203,7 @@ async fn ls_tells_open_closed_waiting_running_gaps_people_and_agents() {
     s.ok("session_close", json!({"session": "p4"})).await;
     // A log gap in p5: its logger dies; the server's watchdog starts a new one.
     let dir = w.session_dir("p5");
-    let dead = crate::harness::kill_logger(&dir);
+    let dead = crate::support::kill_logger(&dir);
     until(Duration::from_secs(15), "a new logger of p5 and its gap", || {
         logger_pid(&dir).is_some_and(|p| p != dead) && dir.join("gaps.jsonl").exists()
     });
@@ -357,7 +357,7 @@ async fn tail_f_ends_on_ctrl_c_and_marks_a_log_gap() {
     s.run("g1", "echo before-$((1+1))").await;
     until(Duration::from_secs(10), "the line before the gap", || out.lock().expect("out").contains("before-2"));
     let dir = w.session_dir("g1");
-    let dead = crate::harness::kill_logger(&dir);
+    let dead = crate::support::kill_logger(&dir);
     until(Duration::from_secs(15), "a new logger", || logger_pid(&dir).is_some_and(|p| p != dead));
     s.run("g1", "echo after-$((1+2))").await;
     until(Duration::from_secs(15), "the gap and the line after it", || {

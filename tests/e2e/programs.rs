@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, World};
+use crate::support::{Server, World};
 use crate::{assert_has, needs};
 
 /// Runs `command` with a generous timeout; the reply must not be a timeout.

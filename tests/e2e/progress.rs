@@ -13,9 +13,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::faults::{RawClient, tool_text};
-use crate::harness::World;
-use crate::serve::Serve;
+use crate::support::raw::{RawClient, tool_text};
+use crate::support::{Serve, World};
 
 /// A GitHub token of the classic shape, made up.
 const GITHUB: &str = "ghp_Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2";

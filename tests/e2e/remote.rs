@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{SERVER, World, installed};
+use crate::support::{SERVER, World, installed};
 
 /// A private sshd for one test, killed (by its pid) when dropped.
 struct Sshd {

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{SERVER, World};
+use crate::support::{SERVER, World};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_closed_sessions_logs_leaves_word_of_when_and_why() {

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{Server, World, session_text};
+use crate::support::{Server, World, session_text};
 
 /// A GitHub token of the classic shape, made up.
 fn github() -> String {
@@ -195,7 +195,7 @@ fn key_body(pem: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_keys_escapes_and_keys_read_piecemeal_stay_hidden() {
-    if !crate::harness::installed("openssl") {
+    if !crate::support::installed("openssl") {
         eprintln!("skipped: openssl is not installed (apt-get install openssl), so no key can be generated");
         return;
     }
@@ -309,7 +309,7 @@ async fn session_list_and_split_panes_use_their_sessions_placeholders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridged_run_leaves_the_value_nowhere_but_the_sessions_logs() {
-    let (world, _serve, mut bridge) = crate::harness::bridged("k", "b1").await;
+    let (world, _serve, mut bridge) = crate::support::bridged("k", "b1").await;
     let limit = std::time::Duration::from_secs(20);
     let gh = github();
     let (out, err) = bridge.call("run", json!({ "session": "b1", "command": format!("echo {gh}") }), limit).await;
@@ -392,13 +392,13 @@ async fn get(port: u16, path: &str, cookie: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_view_hides_secrets_unless_the_session_is_not_redacted() {
-    use crate::serve::{Serve, free_port};
+    use crate::support::{Serve, free_port};
     let w = World::new();
     let port = free_port();
     let _serve = Serve::start(&w, &["--tcp", &port.to_string()]);
     let env = w.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let server = std::path::Path::new(crate::harness::SERVER);
+    let server = std::path::Path::new(crate::support::SERVER);
     let agent =
         dtmcp::mcp_client::McpChild::start(server, &["connect", "--actor", "alice"], &env).await.expect("bridge");
     let call = async |tool: &str, args: serde_json::Value| {

@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::faults::{RawClient, slow};
-use crate::harness::{SERVER, World};
-use crate::serve::{Serve, free_port, request, socket_of, unix_get, unix_http};
+use crate::support::{RawClient, SERVER, Serve, World, free_port, request, slow, socket_of, unix_get, unix_http};
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
@@ -82,7 +80,7 @@ async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
     let (r, err) = c.call("session_create", json!({"name": "full2"}), t).await;
     assert!(err, "{r}");
     assert_has!(r, "state directory is full");
-    crate::faults::assert_clean("the reply", &r);
+    crate::support::raw::assert_clean("the reply", &r);
     // No JSON state file is torn, and no temporary file is left behind.
     for dir in std::fs::read_dir(home.join("sessions")).expect("sessions").flatten() {
         for f in std::fs::read_dir(dir.path()).expect("dir").flatten() {
@@ -164,7 +162,7 @@ async fn item10_hostile_session_names_are_refused_and_run_nothing() {
     for name in &names {
         let said = s.err("session_create", json!({"name": name})).await;
         assert_has!(said, "letters, digits");
-        crate::faults::assert_clean("the refusal", &said);
+        crate::support::raw::assert_clean("the refusal", &said);
         for tool in ["read", "run", "session_close"] {
             let r = s.call(tool, json!({"session": name, "command": "echo no"})).await;
             assert!(r.is_error, "{tool} accepted {name:?}: {}", r.text);
@@ -463,7 +461,7 @@ fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
         assert_eq!(on_socket, 403, "{method} {path} on the socket with a foreign Origin");
     }
     // The official conformance scenario, through a proxy that adds the token.
-    if !crate::harness::installed("npx") {
+    if !crate::support::installed("npx") {
         eprintln!("item 12: the conformance scenario was not run: npx is not installed");
         return;
     }

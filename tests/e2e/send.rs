@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::World;
+use crate::support::World;
 use crate::{assert_has, needs};
 
 /// Starts `command` in `session` and returns once it is running (run times out).
-async fn start(s: &crate::harness::Server, session: &str, command: &str) {
+async fn start(s: &crate::support::Server, session: &str, command: &str) {
     let r = s.ok("run", json!({"session": session, "command": command, "timeout": 0.5})).await;
     assert_has!(r, "still running");
 }

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{SERVER, World, kill_logger, logger_pid, session_text};
+use crate::support::{SERVER, World, kill_logger, logger_pid, session_text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_named_listed_attached_and_closed() {

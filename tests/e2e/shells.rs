@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::harness::{Server, World};
+use crate::support::{Server, World};
 use crate::{assert_has, needs};
 
 /// A home directory of the test's own, with a `.zshrc` and a `.zshenv`
@@ -309,7 +309,7 @@ fn screen_of(w: &World, name: &str) -> String {
 /// bash, and zsh where it is installed.
 fn bash_and_zsh() -> Vec<&'static str> {
     let mut shells = vec!["bash"];
-    if crate::harness::installed("zsh") {
+    if crate::support::installed("zsh") {
         shells.push("zsh");
     }
     shells

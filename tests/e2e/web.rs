@@ -17,8 +17,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
-use crate::harness::{SERVER, World, installed};
-use crate::serve::{Serve, free_port, request, unix_http};
+use crate::support::{SERVER, Serve, World, free_port, installed, request, unix_http};
 use crate::{assert_has, needs};
 
 /// How long anything on the page may take to appear.

@@ -1,6 +1,7 @@
-//! The vocabulary of the end-to-end tests: a private tmux socket and state
-//! home per test, a real server binary driven by a real MCP client, and
-//! teardown that kills only what the test started.
+//! One test's world: a private tmux socket, state home and runtime dir,
+//! a real server binary driven by a real MCP client, and teardown that
+//! kills only what the test started; with the few facts about a session's
+//! processes and files that many tests look at.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -156,20 +157,6 @@ impl Server {
     }
 }
 
-/// The opening of the tests that go through a bridge: a fresh world, a
-/// `serve` of it, a `connect` bridge speaking for `actor`, and the session
-/// `session` made through the bridge. (Bound in this order, they are
-/// dropped in the reverse one: bridge, server, then the world's tmux.)
-pub async fn bridged(actor: &str, session: &str) -> (World, crate::serve::Serve, crate::faults::RawClient) {
-    let world = World::new();
-    let serve = crate::serve::Serve::start(&world, &[]);
-    let mut bridge = crate::faults::RawClient::start(&["connect", "--actor", actor], &world.env()).await;
-    let args = json!({ "name": session });
-    let (made, err) = bridge.call("session_create", args, std::time::Duration::from_secs(20)).await;
-    assert!(!err, "session_create {session}: {made}");
-    (world, serve, bridge)
-}
-
 /// The pid of the pane logger serving session directory `dir`.
 pub fn logger_pid(dir: &Path) -> Option<i32> {
     let want = dir.display().to_string();
@@ -207,7 +194,7 @@ pub fn installed(program: &str) -> bool {
 #[macro_export]
 macro_rules! needs {
     ($program:expr) => {
-        if !$crate::harness::installed($program) {
+        if !$crate::support::world::installed($program) {
             eprintln!("skipped: needs {}", $program);
             return;
         }
