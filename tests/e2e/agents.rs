@@ -3,13 +3,13 @@
 //! server restart (kept by the session's logger) and a logger restart too
 //! (kept in `state.json`), and stay apart per agent.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{Serve, World, bridge, kill_logger, unix_get};
+use crate::support::{Serve, World, bridge, kill_logger, poll, unix_get};
 
 /// The note a `| tail` earns.
 const TAIL_NOTE: &str = "`| tail` is unnecessary";
@@ -22,18 +22,16 @@ async fn text(agent: &McpChild, tool: &str, args: Value) -> String {
     r.text
 }
 
-/// Waits (bounded) until the session's `state.json` holds `needle`.
+/// Waits (up to 5 s) until the session's `state.json` holds `needle`.
 fn wait_for_state(world: &World, session: &str, needle: &str) -> Value {
     let path = world.session_dir(session).join("state.json");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    poll::until(&format!("state.json to hold {needle:?}"), Duration::from_secs(5), || {
         let body = std::fs::read_to_string(&path).unwrap_or_default();
-        if body.contains(needle) {
-            return serde_json::from_str(&body).expect("state.json is whole JSON");
+        match body.contains(needle) {
+            true => Ok(serde_json::from_str(&body).expect("state.json is whole JSON")),
+            false => Err(body),
         }
-        assert!(Instant::now() < deadline, "state.json never held {needle:?}: {body}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{SERVER, World};
+use crate::support::{SERVER, World, poll};
 use crate::{assert_has, needs};
 
 /// Runs `program args` with `env`, stdin closed, and returns its exit
@@ -141,16 +141,12 @@ fn demo_has_its_session(socket: &str) -> bool {
 /// Waits (at most `limit`) until the whole text of `world`'s pane `target`
 /// holds `needle`, and returns it.
 async fn pane_until(world: &World, target: &str, needle: &str, limit: Duration) -> String {
-    let started = Instant::now();
-    loop {
+    poll::until_async(&format!("{needle:?} in pane {target}"), limit, async || {
         let out = world.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", target]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(started.elapsed() < limit, "{needle:?} never showed:\n{text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if text.contains(needle) { Ok(text) } else { Err(text) }
+    })
+    .await
 }
 
 /// In a terminal the demo's attach line works until Enter; `--keep`

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::support::raw::{RawClient, assert_clean, tool_text};
-use crate::support::{SERVER, Serve, World, bridged, logger_pid, size, slow};
+use crate::support::{SERVER, Serve, World, bridged, logger_pid, poll, size, slow, until_answering};
 
 /// A pseudo-random number from the clock, for kill moments; printed so a
 /// failure can be told apart from another.
@@ -72,14 +72,6 @@ fn processes_of(w: &World) -> Vec<(i32, String)> {
         }
     }
     found
-}
-
-async fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !ok() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 // ---------------------------------------------------------------- item 1
@@ -185,7 +177,7 @@ impl Flood {
     /// the flood is still under way (its end not yet logged).
     async fn wait_under_way(&self, dir: &Path, bytes: u64) {
         let raw = dir.join("raw.log");
-        wait_for("the flood is under way", Duration::from_secs(60), || {
+        poll::until_async("the flood to be under way", Duration::from_secs(60), async || {
             std::fs::metadata(&raw).is_ok_and(|m| m.len() > bytes)
         })
         .await;
@@ -336,13 +328,16 @@ async fn item03_tmux_server_killed_with_five_sessions() {
     let loggers: Vec<i32> = names.iter().map(|n| logger_pid(&w.session_dir(n)).expect("logger")).collect();
     signal(pid, nix::sys::signal::Signal::SIGKILL);
     // Loggers see their input end and exit; nothing of the sessions stays.
-    wait_for("the loggers exit", Duration::from_secs(10), || {
+    poll::until_async("the loggers to exit", Duration::from_secs(10), async || {
         loggers.iter().all(|&p| !Path::new(&format!("/proc/{p}")).exists() || is_zombie(p))
     })
     .await;
     let server_pid = s.pid() as i32;
-    wait_for("no orphan processes", Duration::from_secs(10), || processes_of(&w).iter().all(|(p, _)| *p == server_pid))
-        .await;
+    let orphans = async || {
+        let left: Vec<(i32, String)> = processes_of(&w).into_iter().filter(|(p, _)| *p != server_pid).collect();
+        if left.is_empty() { Ok(()) } else { Err(format!("{left:?}")) }
+    };
+    poll::until_async("no orphan processes", Duration::from_secs(10), orphans).await;
     let list = s.ok("session_list", json!({})).await;
     for n in names {
         assert_has!(list, n);
@@ -489,7 +484,7 @@ async fn item06_flood_with_a_person_attached_byte_exact_rss_bounded_ctrl_c_quick
     s.create("f1").await;
     let dir = w.session_dir("f1");
     let mut person = attach_person(&w, "f1");
-    wait_for("the person attaches", Duration::from_secs(10), || {
+    poll::until_async("the person to attach", Duration::from_secs(10), async || {
         String::from_utf8_lossy(&w.tmux(&["display", "-p", "-t", "=f1:", "#{session_attached}"]).stdout).trim() == "1"
     })
     .await;
@@ -579,8 +574,8 @@ async fn item08_escape_injection_never_reaches_a_reply_or_the_server_log() {
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("serve");
+    until_answering(&w);
     let socket = crate::support::socket_of(&w);
-    wait_for("serve answers", Duration::from_secs(10), || crate::support::unix_get(&socket, "/health").0 == 200).await;
     let mut c = RawClient::start(&["connect", "--actor", "esc\u{1b}[31mred"], &w.env()).await;
     let t = Duration::from_secs(30);
     let (r, err) = c.call("session_create", json!({"name": "e1"}), t).await;
@@ -903,8 +898,7 @@ async fn item18_no_secret_in_a_pane_no_io_in_calls_log_no_agent_history() {
     cmd.env("DOCENT_TERMINAL_MCP_TOKEN", "tok-cafe").env("DOCENT_TERMINAL_MCP_SECRETS", "API_KEY_X");
     cmd.env("DOCENT_TERMINAL_MCP_SSH_ENV", "EDITOR").env("DOCENT_TERMINAL_MCP_SUMMARY", "0");
     let mut serve = cmd.spawn().expect("serve");
-    let socket = crate::support::socket_of(&w);
-    wait_for("serve answers", Duration::from_secs(10), || crate::support::unix_get(&socket, "/health").0 == 200).await;
+    until_answering(&w);
     let token = std::fs::read_to_string(w.home().join("token")).expect("token").trim().to_string();
     let mut env = w.env();
     env.push(("HOME".into(), home_s.clone()));

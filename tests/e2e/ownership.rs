@@ -5,8 +5,6 @@
 //! it. Each refusal names whose it is; `take_over=true` is the way through
 //! once the user says so.
 
-use std::time::{Duration, Instant};
-
 use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
@@ -29,21 +27,6 @@ async fn refused(agent: &McpChild, tool: &str, args: Value) -> String {
     r.text
 }
 
-/// The visible rows of session `name`'s pane.
-fn screen(world: &World, name: &str) -> String {
-    let out = world.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Waits (bounded) until `name`'s screen shows `needle`.
-fn until_on_screen(world: &World, name: &str, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !screen(world, name).contains(needle) {
-        assert!(Instant::now() < deadline, "{needle:?} never showed:\n{}", screen(world, name));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_does_not_type_over_or_submit_another_agents_text() {
     let world = World::new();
@@ -52,7 +35,7 @@ async fn send_does_not_type_over_or_submit_another_agents_text() {
     let bob = bridge(&world, "bob").await;
     ok(&alice, "session_create", json!({"name": "o1"})).await;
     ok(&alice, "send", json!({"session": "o1", "text": "echo ALICE2"})).await;
-    until_on_screen(&world, "o1", "echo ALICE2");
+    world.until_on_screen("o1", "echo ALICE2");
     for attempt in [
         json!({"session": "o1", "text": " BOB; echo pwned"}),
         json!({"session": "o1", "keys": ["ctrl+u"]}),
@@ -62,7 +45,7 @@ async fn send_does_not_type_over_or_submit_another_agents_text() {
         assert_has!(why, "agent alice");
         assert_has!(why, "take_over=true");
     }
-    assert!(!screen(&world, "o1").contains("pwned"), "bob's text got in:\n{}", screen(&world, "o1"));
+    assert!(!world.screen("o1").contains("pwned"), "bob's text got in:\n{}", world.screen("o1"));
     let regions = ok(&alice, "regions", json!({"session": "o1"})).await;
     assert!(!regions.contains("ALICE2"), "alice's line was submitted by someone: {regions}");
     // Her session, her text: she may close and may not be closed on.
@@ -75,7 +58,7 @@ async fn send_does_not_type_over_or_submit_another_agents_text() {
     assert_has!(done, "ALICE2");
     // Told to by the user, bob may take over.
     ok(&alice, "send", json!({"session": "o1", "text": "echo half"})).await;
-    until_on_screen(&world, "o1", "echo half");
+    world.until_on_screen("o1", "echo half");
     ok(&bob, "send", json!({"session": "o1", "keys": ["ctrl+e", "ctrl+u"], "take_over": true})).await;
     let r = ok(&bob, "run", json!({"session": "o1", "command": "echo bob-$((2+3))"})).await;
     assert_has!(r, "bob-5");
@@ -115,10 +98,10 @@ async fn send_does_not_add_to_a_persons_unsubmitted_line() {
     // A person attached, typing.
     let mut person = crate::panes::Person::attach(&world, "o3", 100, 30);
     person.types("make inst");
-    until_on_screen(&world, "o3", "make inst");
+    world.until_on_screen("o3", "make inst");
     let why = refused(&bob, "send", json!({"session": "o3", "text": "all; echo pwned", "keys": ["enter"]})).await;
     assert_has!(why, "by a person");
-    assert!(!screen(&world, "o3").contains("pwned"), "{}", screen(&world, "o3"));
+    assert!(!world.screen("o3").contains("pwned"), "{}", world.screen("o3"));
     drop(person);
 }
 
@@ -143,7 +126,7 @@ async fn results_carry_their_facts_as_data_and_never_the_output_again() {
     assert_has!(r.text, "facts-42");
     // A refusal is data: its kind and whom it names.
     ok(&alice, "send", json!({"session": "o4", "text": "echo mine"})).await;
-    until_on_screen(&world, "o4", "echo mine");
+    world.until_on_screen("o4", "echo mine");
     let no = call(&bob, "run", json!({"session": "o4", "command": "echo bobs"})).await;
     assert!(no.is_error);
     let facts = no.structured.expect("structuredContent on an error too");

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{Serve, Server, World, bridge, unix_get};
+use crate::support::{Serve, Server, World, bridge, poll, unix_get};
 
 /// A person at a terminal: a tmux client attached from a pty of a given
 /// size, whose keys are written into the pty's master side.
@@ -52,9 +52,9 @@ impl Person {
             }
         });
         let person = Person { child, master, seen };
-        until(Duration::from_secs(5), "the person's client to attach", || {
+        poll::until("the person's client to attach", Duration::from_secs(5), || {
             let out = world.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-            (!String::from_utf8_lossy(&out.stdout).trim().is_empty()).then_some(())
+            !String::from_utf8_lossy(&out.stdout).trim().is_empty()
         });
         person
     }
@@ -68,9 +68,9 @@ impl Person {
     fn leave(mut self, world: &World, session: &str) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        until(Duration::from_secs(5), "the person's client to go", || {
+        poll::until("the person's client to go", Duration::from_secs(5), || {
             let out = world.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-            String::from_utf8_lossy(&out.stdout).trim().is_empty().then_some(())
+            String::from_utf8_lossy(&out.stdout).trim().is_empty()
         });
     }
 }
@@ -80,23 +80,6 @@ impl Drop for Person {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Polls `f` until it gives a value, failing after `limit`.
-fn until<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The visible text of tmux pane or session `target`.
-fn screen(world: &World, target: &str) -> String {
-    String::from_utf8_lossy(&world.tmux(&["capture-pane", "-p", "-t", target]).stdout).into_owned()
 }
 
 /// `WIDTHxHEIGHT` of pane `target`.
@@ -121,9 +104,7 @@ async fn person_typing(world: &World, server: &Server, name: &str, keys: &str, s
     // attached looks like no key at all.
     std::thread::sleep(Duration::from_millis(1100));
     person.types(keys);
-    until(Duration::from_secs(5), "the person's keys on the screen", || {
-        screen(world, &format!("={name}:")).contains(shown).then_some(())
-    });
+    world.until_on_screen(name, shown);
     person
 }
 
@@ -138,13 +119,11 @@ async fn a_persons_unsubmitted_line_is_never_typed_over() {
     assert_has!(refused, "`echo from-person-$((40+2))`");
     assert_has!(refused, "Nothing was typed over it");
     std::thread::sleep(Duration::from_millis(200));
-    let shown = screen(&world, "=p1:");
+    let shown = world.screen("p1");
     assert!(!shown.contains("from-agent"), "the agent's line reached the terminal:\n{shown}");
     // The person submits; the prompt is free again.
     person.types("\r");
-    until(Duration::from_secs(5), "the person's command to run", || {
-        screen(&world, "=p1:").contains("from-person-42").then_some(())
-    });
+    world.until_on_screen("p1", "from-person-42");
     let ran = server.run("p1", "echo from-agent-$((1+1))").await;
     assert_has!(ran, "from-agent-2");
     let list = server.ok("session_list", json!({})).await;
@@ -187,14 +166,11 @@ async fn another_agents_half_typed_text_is_left_alone() {
     assert_has!(own.text, "you (an earlier send)");
     let done = alice.call("send", json!({"session": "h1", "text": "here", "keys": ["enter"]})).await.expect("send");
     assert!(!done.is_error, "{}", done.text);
-    let started = Instant::now();
-    let ran = loop {
+    let ran = poll::until_async("bob's run to go in once alice's line ran", Duration::from_secs(5), async || {
         let r = bob.call("run", json!({"session": "h1", "command": "echo bob-$((3*3))"})).await.expect("run");
-        if !r.is_error || started.elapsed() > Duration::from_secs(5) {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        if r.is_error { Err(r.text) } else { Ok(r) }
+    })
+    .await;
     assert_has!(ran.text, "bob-9");
     let (_, body) = unix_get(&serve.socket, "/api/sessions");
     let list: Value = serde_json::from_str(&body).expect("JSON");
@@ -212,9 +188,7 @@ async fn a_pinned_size_holds_against_a_person_and_follow_gives_it_back() {
     server.ok("session_create", json!({"name": "z1", "cols": 120, "rows": 40})).await;
     let person = Person::attach(&world, "z1", 100, 30);
     // By default the window takes the attached terminal's size (less tmux's status line).
-    until(Duration::from_secs(5), "the window to follow the person", || {
-        (size(&world, "=z1:") == "100x29").then_some(())
-    });
+    poll::until("the window to follow the person", Duration::from_secs(5), || size(&world, "=z1:") == "100x29");
     let pinned = server.ok("session_resize", json!({"session": "z1", "cols": 70, "rows": 20})).await;
     assert_has!(pinned, "70x20");
     assert_has!(pinned, "pinned");
@@ -226,7 +200,7 @@ async fn a_pinned_size_holds_against_a_person_and_follow_gives_it_back() {
     assert_has!(server.ok("session_list", json!({})).await, "size pinned");
     let followed = server.ok("session_resize", json!({"session": "z1", "follow": true})).await;
     assert_has!(followed, "follows");
-    until(Duration::from_secs(5), "the window to follow again", || (size(&world, "=z1:") == "90x24").then_some(()));
+    poll::until("the window to follow again", Duration::from_secs(5), || size(&world, "=z1:") == "90x24");
     // Bad input is refused whole.
     let bad = server.err("session_resize", json!({"session": "z1", "cols": 1})).await;
     assert_has!(bad, "between 2 and 1000");
@@ -248,7 +222,7 @@ async fn a_split_is_a_session_and_a_window_closes_only_when_nobody_is_there() {
     let ran = server.run("w1+1", "echo split-$((20+1)); false").await;
     assert_has!(ran, "split-21");
     assert_has!(ran, "exit 1");
-    assert!(!screen(&world, "=w1:").is_empty());
+    assert!(!world.screen("w1").is_empty());
     assert!(pane_of(&world, "w1+1").is_some_and(|p| pane_of(&world, "w1") != Some(p)));
     assert!(world.session_dir("w1+1").join("raw.log").is_file());
     let list = server.ok("session_list", json!({})).await;
@@ -283,15 +257,15 @@ async fn a_pane_split_with_tmux_keys_is_adopted() {
         eprintln!("the tmux prefix is {prefix:?}, not C-b: splitting with split-window instead");
         assert!(world.tmux(&["split-window", "-h", "-t", "=k1:"]).status.success());
     }
-    until(Duration::from_secs(5), "tmux to split the pane", || {
+    poll::until("tmux to split the pane", Duration::from_secs(5), || {
         let out = world.tmux(&["list-panes", "-t", "=k1:", "-F", "#{pane_id}"]);
-        (String::from_utf8_lossy(&out.stdout).lines().count() == 2).then_some(())
+        String::from_utf8_lossy(&out.stdout).lines().count() == 2
     });
     // It is taken on when tmux tells of the split, with no call asking.
-    until(Duration::from_secs(5), "the split pane to be taken on", || {
+    poll::until("the split pane to be taken on", Duration::from_secs(5), || {
         let out = world.tmux(&["list-panes", "-t", "=k1:", "-F", "#{@dtmcp_name}"]);
         let named = String::from_utf8_lossy(&out.stdout).lines().any(|name| name == "k1+1");
-        (named && world.session_dir("k1+1").join("logger.sock").exists()).then_some(())
+        named && world.session_dir("k1+1").join("logger.sock").exists()
     });
     let list = server.ok("session_list", json!({})).await;
     assert_has!(list, "k1+1:");

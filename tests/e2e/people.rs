@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{SERVER, World, logger_pid};
+use crate::support::{SERVER, World, logger_pid, poll};
 
 /// What one run of the command line gave.
 struct Ran {
@@ -73,15 +73,6 @@ fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
     list.as_array()
         .and_then(|a| a.iter().find(|s| s["name"] == name))
         .unwrap_or_else(|| panic!("{name} is not listed: {list:#}"))
-}
-
-/// Polls `f` every 20 ms until it holds, failing after `limit`.
-fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !f() {
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A program on a pseudo-terminal of its own: what it drew is kept, keys
@@ -145,7 +136,7 @@ impl Pty {
 
     /// Waits until what was drawn (from byte `from` on) holds `needle`.
     fn wait_for(&self, needle: &str, from: usize, limit: Duration) {
-        until(limit, &format!("{needle:?} on the terminal"), || {
+        poll::until(&format!("{needle:?} on the terminal"), limit, || {
             self.seen.lock().expect("seen").get(from..).is_some_and(|b| String::from_utf8_lossy(b).contains(needle))
         });
     }
@@ -161,14 +152,8 @@ impl Pty {
 
     /// Waits for the program to exit; its status code.
     fn exit_code(&mut self, limit: Duration) -> i32 {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(started.elapsed() < limit, "the program on the pty did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let status = poll::until("the program on the pty to exit", limit, || self.child.try_wait().expect("wait"));
+        status.code().unwrap_or(-1)
     }
 }
 
@@ -182,7 +167,7 @@ impl Drop for Pty {
 /// A person: a tmux client attached to `session` from a terminal of its own.
 fn attach_person(w: &World, session: &str) -> Pty {
     let person = Pty::start("tmux", &["-L", &w.socket, "attach", "-t", &format!("={session}")], &w.env());
-    until(Duration::from_secs(10), "the person to attach", || {
+    poll::until("the person to attach", Duration::from_secs(10), || {
         let out = w.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
         !String::from_utf8_lossy(&out.stdout).trim().is_empty()
     });
@@ -204,7 +189,7 @@ async fn ls_tells_open_closed_waiting_running_gaps_people_and_agents() {
     // A log gap in p5: its logger dies; the server's watchdog starts a new one.
     let dir = w.session_dir("p5");
     let dead = crate::support::kill_logger(&dir);
-    until(Duration::from_secs(15), "a new logger of p5 and its gap", || {
+    poll::until("a new logger of p5 and its gap", Duration::from_secs(15), || {
         logger_pid(&dir).is_some_and(|p| p != dead) && dir.join("gaps.jsonl").exists()
     });
     let _person = attach_person(&w, "p1");
@@ -293,7 +278,7 @@ async fn tail_prints_numbered_lines_then_follows_a_new_line_within_200_ms() {
             sink.lock().expect("sink").push((Instant::now(), line));
         }
     });
-    until(Duration::from_secs(10), "tail -f to print the last line", || {
+    poll::until("tail -f to print the last line", Duration::from_secs(10), || {
         seen.lock().expect("seen").iter().any(|(_, l)| l.ends_with("  30"))
     });
     // A line printed after it started: typed straight into the pane; the
@@ -301,7 +286,7 @@ async fn tail_prints_numbered_lines_then_follows_a_new_line_within_200_ms() {
     let sent = Instant::now();
     let typed = w.tmux(&["send-keys", "-t", "=f1:", "echo tailed-$((6*7))", "Enter"]);
     assert!(typed.status.success());
-    until(Duration::from_secs(10), "the new line in tail -f", || {
+    poll::until("the new line in tail -f", Duration::from_secs(10), || {
         seen.lock().expect("seen").iter().any(|(_, l)| l.ends_with("  tailed-42"))
     });
     let arrived = seen.lock().expect("seen").iter().find(|(_, l)| l.ends_with("  tailed-42")).map(|(t, _)| *t);
@@ -311,14 +296,8 @@ async fn tail_prints_numbered_lines_then_follows_a_new_line_within_200_ms() {
 
     // The session closes: tail -f ends by itself, cleanly.
     s.ok("session_close", json!({"session": "f1"})).await;
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = follow.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "tail -f outlived its session");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status =
+        poll::until("tail -f to end with its session", Duration::from_secs(10), || follow.try_wait().expect("wait"));
     let mut stderr = String::new();
     let _ = follow.stderr.take().expect("stderr").read_to_string(&mut stderr);
     assert_eq!(status.code(), Some(0), "{stderr}");
@@ -355,12 +334,12 @@ async fn tail_f_ends_on_ctrl_c_and_marks_a_log_gap() {
         }
     });
     s.run("g1", "echo before-$((1+1))").await;
-    until(Duration::from_secs(10), "the line before the gap", || out.lock().expect("out").contains("before-2"));
+    poll::until("the line before the gap", Duration::from_secs(10), || out.lock().expect("out").contains("before-2"));
     let dir = w.session_dir("g1");
     let dead = crate::support::kill_logger(&dir);
-    until(Duration::from_secs(15), "a new logger", || logger_pid(&dir).is_some_and(|p| p != dead));
+    poll::until("a new logger", Duration::from_secs(15), || logger_pid(&dir).is_some_and(|p| p != dead));
     s.run("g1", "echo after-$((1+2))").await;
-    until(Duration::from_secs(15), "the gap and the line after it", || {
+    poll::until("the gap and the line after it", Duration::from_secs(15), || {
         let text = out.lock().expect("out").clone();
         text.contains("[log gap:") && text.contains("after-3")
     });
@@ -370,14 +349,7 @@ async fn tail_f_ends_on_ctrl_c_and_marks_a_log_gap() {
     // ctrl+c: a clean end, at once.
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(follow.id() as i32), nix::sys::signal::Signal::SIGINT)
         .expect("SIGINT");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = follow.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(5), "tail -f ignored ctrl+c");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = poll::until("tail -f to end on ctrl+c", Duration::from_secs(5), || follow.try_wait().expect("wait"));
     let mut stderr = String::new();
     let _ = follow.stderr.take().expect("stderr").read_to_string(&mut stderr);
     assert_eq!(status.code(), Some(0), "{stderr}");
@@ -537,7 +509,7 @@ async fn attach_runs_tmux_attach_with_the_prefix() {
     let mut env = w.env();
     env.push(("DOCENT_TERMINAL_MCP_ATTACH_PREFIX".into(), "env DTMCP_X=1".into()));
     let _person = Pty::start(SERVER, &["attach", "a1"], &env);
-    until(Duration::from_secs(10), "the attach to show as a client", || {
+    poll::until("the attach to show as a client", Duration::from_secs(10), || {
         let out = w.tmux(&["list-clients", "-t", "=a1", "-F", "#{client_tty}"]);
         !String::from_utf8_lossy(&out.stdout).trim().is_empty()
     });

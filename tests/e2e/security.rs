@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{RawClient, SERVER, Serve, World, free_port, request, slow, socket_of, unix_get, unix_http};
+use crate::support::{
+    RawClient, SERVER, Serve, World, free_port, request, slow, socket_of, unix_get, unix_http, until_answering,
+};
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
@@ -505,12 +507,8 @@ fn item13_modes_stay_private_under_umask_000() {
     let script = format!("umask 000; exec '{SERVER}' serve --tcp {port}");
     let mut child =
         Command::new("sh").args(["-c", &script]).envs(world.env()).stdin(Stdio::null()).spawn().expect("serve");
+    until_answering(&world);
     let socket = socket_of(&world);
-    let started = Instant::now();
-    while unix_get(&socket, "/health").0 != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
     rt.block_on(async {
         let mut c = RawClient::start(&["connect", "--actor", "umask"], &world.env()).await;

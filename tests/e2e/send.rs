@@ -65,15 +65,14 @@ async fn a_malformed_key_types_nothing_at_all() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    let screen = || String::from_utf8_lossy(&w.tmux(&["capture-pane", "-p", "-t", "=t1:"]).stdout).into_owned();
-    let before = screen();
+    let before = w.screen("t1");
     let args = json!({"session": "t1", "text": "echo should-not-appear", "keys": ["enter", "ctrl+bogus"]});
     let r = s.err("send", args).await;
     assert_has!(r, "\"ctrl+bogus\"");
     assert_has!(r, "Nothing was typed");
     assert_has!(r, "pagedown");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(screen(), before);
+    assert_eq!(w.screen("t1"), before);
     assert!(!s.ok("read", json!({"session": "t1"})).await.contains("should-not-appear"));
 }
 

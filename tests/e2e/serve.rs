@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::support::serve::tcp_http;
-use crate::support::{SERVER, Serve, World, bridge, free_port, request, socket_of, unix_get, unix_http};
+use crate::support::{
+    SERVER, Serve, World, bridge, free_port, poll, request, socket_of, unix_get, unix_http, until_answering,
+};
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
@@ -319,11 +321,7 @@ async fn under_a_user_systemd_the_tmux_server_runs_in_a_scope_of_its_own() {
     let mut cmd = Command::new(SERVER);
     cmd.arg("serve").envs(world.env()).env("INVOCATION_ID", "0123456789abcdef").stdin(Stdio::null());
     let mut child = cmd.spawn().expect("serve");
-    let started = Instant::now();
-    while unix_get(&socket_of(&world), "/health").0 != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_answering(&world);
     let agent = bridge(&world, "alice").await;
     let made = agent.call("session_create", json!({"name": "sc1"})).await.expect("create");
     assert!(!made.is_error, "{}", made.text);
@@ -382,11 +380,7 @@ fn a_notify_socket_that_is_not_there_is_said_once() {
     // The watchdog asks for a notification every 50 ms.
     cmd.env("NOTIFY_SOCKET", world.tmp.path().join("nobody-listens.sock")).env("WATCHDOG_USEC", "100000");
     let mut child = cmd.spawn().expect("serve");
-    let started = Instant::now();
-    while unix_get(&socket_of(&world), "/health").0 != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_answering(&world);
     std::thread::sleep(Duration::from_secs(1));
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
     assert!(child.wait().expect("exit").success());
@@ -426,15 +420,11 @@ async fn session_close_refuses_while_a_person_is_attached() {
     assert_has!(refused.text, "close --force p1");
     let _ = person.kill();
     let _ = person.wait();
-    let started = Instant::now();
-    loop {
+    poll::until_async("session_close to close p1 once the person left", Duration::from_secs(10), async || {
         let r = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
-        if !r.is_error {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "still refused after the person left: {}", r.text);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if r.is_error { Err(r.text) } else { Ok(()) }
+    })
+    .await;
 }
 
 /// An MCP session over raw HTTP on `socket`, initialized: its id.
@@ -538,13 +528,8 @@ fn a_client_hanging_up_mid_call_does_not_cut_the_command_short() {
     std::thread::sleep(Duration::from_millis(400));
     drop(stream);
     let dir = world.session_dir("hang1");
-    let started = Instant::now();
-    loop {
+    poll::until("the second line to be typed", Duration::from_secs(15), || {
         let text = std::fs::read_to_string(dir.join("session.txt")).unwrap_or_default();
-        if text.contains("after-the-hang-42") {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "the second line was never typed:\n{text}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        if text.contains("after-the-hang-42") { Ok(()) } else { Err(text) }
+    });
 }

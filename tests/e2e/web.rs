@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
-use crate::support::{SERVER, Serve, World, free_port, installed, request, unix_http};
+use crate::support::{SERVER, Serve, World, free_port, installed, poll, request, unix_http};
 use crate::{assert_has, needs};
 
 /// How long anything on the page may take to appear.
@@ -202,11 +202,10 @@ impl Browser {
             .spawn()
             .expect("chromedriver");
         let profile = tempfile::Builder::new().prefix("dtmcp-chromium-").tempdir().expect("profile dir");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(15), "chromedriver did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        poll::until_async("chromedriver to listen", Duration::from_secs(15), async || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .await;
         let args = [
             "--headless",
             "--no-sandbox",
@@ -253,18 +252,14 @@ impl Browser {
 
     /// Waits until the text of `css` contains `needle`.
     async fn until_text(&self, css: &str, needle: &str) -> String {
-        let started = Instant::now();
-        loop {
+        poll::until_async(&format!("{needle:?} in {css}"), PATIENCE, async || {
             let text = match self.c().find(Locator::Css(css)).await {
                 Ok(el) => el.text().await.unwrap_or_default(),
                 Err(_) => String::new(),
             };
-            if text.contains(needle) {
-                return text;
-            }
-            assert!(started.elapsed() < PATIENCE, "{needle:?} never appeared in {css}; it shows:\n{text}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            if text.contains(needle) { Ok(text) } else { Err(text) }
+        })
+        .await
     }
 
     async fn eval(&self, script: &str) -> Value {

@@ -5,11 +5,12 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dtmcp::mcp_client::McpChild;
 use serde_json::json;
 
+use super::poll;
 use super::raw::RawClient;
 use super::world::{SERVER, World};
 
@@ -28,11 +29,7 @@ impl Serve {
         cmd.arg("serve").args(extra).envs(world.env()).stdin(Stdio::null()).stderr(Stdio::inherit());
         let child = cmd.spawn().expect("start serve");
         let serve = Serve { child, socket };
-        let started = Instant::now();
-        while unix_get(&serve.socket, "/health").0 != 200 {
-            assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until_answering(world);
         serve
     }
 
@@ -62,6 +59,13 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits (up to 10 s) until a `serve` of `world` answers `/health` on its
+/// socket: one started here, or one a test started with a command of its own.
+pub fn until_answering(world: &World) {
+    let socket = socket_of(world);
+    poll::until("serve to answer /health", Duration::from_secs(10), || unix_get(&socket, "/health").0 == 200);
 }
 
 /// The socket path a world's server uses.

@@ -5,9 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use dtmcp::mcp_client::{McpChild, Reply};
 use serde_json::{Value, json};
+
+use super::poll;
 
 /// The server binary under test.
 pub const SERVER: &str = env!("CARGO_BIN_EXE_docent-terminal-mcp");
@@ -68,6 +71,19 @@ impl World {
     /// Runs tmux on this world's socket.
     pub fn tmux(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux")
+    }
+
+    /// The visible rows of session `name`'s pane.
+    pub fn screen(&self, name: &str) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]).stdout).into_owned()
+    }
+
+    /// Waits (up to 5 s) until session `name`'s screen shows `needle`.
+    pub fn until_on_screen(&self, name: &str, needle: &str) {
+        poll::until(&format!("{needle:?} on the screen of {name}"), Duration::from_secs(5), || {
+            let screen = self.screen(name);
+            if screen.contains(needle) { Ok(()) } else { Err(screen) }
+        })
     }
 }
 
