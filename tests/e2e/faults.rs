@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::support::raw::{RawClient, assert_clean, tool_text};
-use crate::support::{SERVER, Serve, World, bridged, logger_pid, poll, size, slow, until_answering};
+use crate::support::{Person, SERVER, Serve, World, bridged, logger_pid, poll, size, slow, until_answering};
 
 /// A pseudo-random number from the clock, for kill moments; printed so a
 /// failure can be told apart from another.
@@ -454,17 +454,6 @@ async fn item05_session_directory_deleted_while_logging_is_detected_and_reported
 
 // ---------------------------------------------------------------- item 6
 
-/// A person: a real tmux client on a pseudo-terminal of its own.
-fn attach_person(w: &World, name: &str) -> std::process::Child {
-    let attach = format!("tmux -L {} attach -t {name}", w.socket);
-    std::process::Command::new("script")
-        .args(["-qfc", &attach, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("script")
-}
-
 fn vm_kb(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -476,18 +465,13 @@ fn vm_kb(pid: u32, field: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item06_flood_with_a_person_attached_byte_exact_rss_bounded_ctrl_c_quick() {
-    crate::needs!("script");
     let mb: u64 = size("item 6: MB of the byte-exact flood", 20, 2000);
     let secs: u64 = size("item 6: seconds of yes", 3, 60);
     let w = World::new();
     let s = w.server().await;
     s.create("f1").await;
     let dir = w.session_dir("f1");
-    let mut person = attach_person(&w, "f1");
-    poll::until_async("the person to attach", Duration::from_secs(10), async || {
-        String::from_utf8_lossy(&w.tmux(&["display", "-p", "-t", "=f1:", "#{session_attached}"]).stdout).trim() == "1"
-    })
-    .await;
+    let person = Person::attach(&w, "f1");
     // Byte-exact: a known file through the pane, found whole in raw.log.
     let file = w.tmp.path().join("flood.txt");
     let made = std::process::Command::new("sh")
@@ -511,8 +495,7 @@ async fn item06_flood_with_a_person_attached_byte_exact_rss_bounded_ctrl_c_quick
     let rss = vm_kb(s.pid(), "VmHWM:");
     eprintln!("item 6: router peak RSS {rss} kB after {mb} MB and {secs} s of yes");
     assert!(rss < 64 * 1024, "router peak RSS {rss} kB");
-    let _ = person.kill();
-    let _ = person.wait();
+    drop(person);
 }
 
 // ---------------------------------------------------------------- item 7

@@ -9,7 +9,7 @@ use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{Serve, World, bridge};
+use crate::support::{Person, Serve, World, bridge};
 
 async fn call(agent: &McpChild, tool: &str, args: Value) -> dtmcp::mcp_client::Reply {
     agent.call(tool, args).await.unwrap_or_else(|e| panic!("{tool}: {e:#}"))
@@ -96,7 +96,7 @@ async fn send_does_not_add_to_a_persons_unsubmitted_line() {
     let bob = bridge(&world, "bob").await;
     ok(&bob, "session_create", json!({"name": "o3"})).await;
     // A person attached, typing.
-    let mut person = crate::panes::Person::attach(&world, "o3", 100, 30);
+    let mut person = Person::attach(&world, "o3");
     person.types("make inst");
     world.until_on_screen("o3", "make inst");
     let why = refused(&bob, "send", json!({"session": "o3", "text": "all; echo pwned", "keys": ["enter"]})).await;

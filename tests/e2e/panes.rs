@@ -3,84 +3,12 @@
 //! adopting, resizing, closing, and text at the prompt that no agent may
 //! type over; four agents and a person typing into one session at once.
 
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{Serve, Server, World, bridge, poll, unix_get};
-
-/// A person at a terminal: a tmux client attached from a pty of a given
-/// size, whose keys are written into the pty's master side.
-pub(crate) struct Person {
-    child: Child,
-    master: std::fs::File,
-    /// Everything the client drew, kept so the pty never fills.
-    #[allow(dead_code)]
-    seen: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Person {
-    /// Attaches to tmux session `session` of `world` from a `cols`x`rows`
-    /// terminal, and waits until tmux lists the client.
-    pub(crate) fn attach(world: &World, session: &str, cols: u16, rows: u16) -> Person {
-        let size = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
-        let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
-        let slave = std::fs::File::from(pty.slave);
-        let child = Command::new("tmux")
-            .args(["-L", &world.socket, "attach", "-t", &format!("={session}")])
-            .env("TERM", "xterm-256color")
-            .env_remove("TMUX")
-            .stdin(Stdio::from(slave.try_clone().expect("slave")))
-            .stdout(Stdio::from(slave.try_clone().expect("slave")))
-            .stderr(Stdio::from(slave))
-            .spawn()
-            .expect("tmux attach");
-        let master = std::fs::File::from(pty.master);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (mut reader, sink) = (master.try_clone().expect("master"), seen.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().expect("sink").extend_from_slice(&buf[..n]);
-            }
-        });
-        let person = Person { child, master, seen };
-        poll::until("the person's client to attach", Duration::from_secs(5), || {
-            let out = world.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-            !String::from_utf8_lossy(&out.stdout).trim().is_empty()
-        });
-        person
-    }
-
-    /// Presses keys: writes `keys` to the terminal at once.
-    pub(crate) fn types(&mut self, keys: &str) {
-        self.master.write_all(keys.as_bytes()).expect("type into the pty");
-    }
-
-    /// Detaches by ending the client, and waits for it.
-    fn leave(mut self, world: &World, session: &str) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        poll::until("the person's client to go", Duration::from_secs(5), || {
-            let out = world.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-            String::from_utf8_lossy(&out.stdout).trim().is_empty()
-        });
-    }
-}
-
-impl Drop for Person {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::support::{Person, Serve, Server, World, bridge, poll, unix_get};
 
 /// `WIDTHxHEIGHT` of pane `target`.
 fn size(world: &World, target: &str) -> String {
@@ -99,7 +27,7 @@ fn pane_of(world: &World, name: &str) -> Option<String> {
 /// `keys`; back once `shown` is on its screen.
 async fn person_typing(world: &World, server: &Server, name: &str, keys: &str, shown: &str) -> Person {
     server.create(name).await;
-    let mut person = Person::attach(world, name, 100, 30);
+    let mut person = Person::attach(world, name);
     // tmux stamps activity in whole seconds: a key in the second the client
     // attached looks like no key at all.
     std::thread::sleep(Duration::from_millis(1100));
@@ -186,15 +114,15 @@ async fn a_pinned_size_holds_against_a_person_and_follow_gives_it_back() {
     let world = World::new();
     let server = world.server().await;
     server.ok("session_create", json!({"name": "z1", "cols": 120, "rows": 40})).await;
-    let person = Person::attach(&world, "z1", 100, 30);
+    let person = Person::attach(&world, "z1");
     // By default the window takes the attached terminal's size (less tmux's status line).
     poll::until("the window to follow the person", Duration::from_secs(5), || size(&world, "=z1:") == "100x29");
     let pinned = server.ok("session_resize", json!({"session": "z1", "cols": 70, "rows": 20})).await;
     assert_has!(pinned, "70x20");
     assert_has!(pinned, "pinned");
     assert_eq!(size(&world, "=z1:"), "70x20");
-    person.leave(&world, "z1");
-    let other = Person::attach(&world, "z1", 90, 25);
+    person.leave(&world);
+    let other = Person::attach_sized(&world, "z1", 90, 25);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(size(&world, "=z1:"), "70x20", "a pinned size changed when a person attached");
     assert_has!(server.ok("session_list", json!({})).await, "size pinned");
@@ -230,12 +158,12 @@ async fn a_split_is_a_session_and_a_window_closes_only_when_nobody_is_there() {
     assert_has!(list, "split from w1");
     assert_has!(list, "attach: ssh -t box tmux -L");
     // Closing the window is refused while a person is attached.
-    let person = Person::attach(&world, "w1", 100, 30);
+    let person = Person::attach(&world, "w1");
     let refused = server.err("session_close", json!({"session": "w1+1", "window": true})).await;
     assert_has!(refused, "a person is attached");
     assert_has!(refused, "close --force");
     assert!(pane_of(&world, "w1").is_some() && pane_of(&world, "w1+1").is_some(), "nothing may close");
-    person.leave(&world, "w1");
+    person.leave(&world);
     let closed = server.ok("session_close", json!({"session": "w1", "window": true})).await;
     assert_has!(closed, "2 session(s)");
     assert!(pane_of(&world, "w1").is_none() && pane_of(&world, "w1+1").is_none());
@@ -249,7 +177,7 @@ async fn a_pane_split_with_tmux_keys_is_adopted() {
     let world = World::new();
     let server = world.server().await;
     server.create("k1").await;
-    let mut person = Person::attach(&world, "k1", 100, 30);
+    let mut person = Person::attach(&world, "k1");
     let prefix = String::from_utf8_lossy(&world.tmux(&["show", "-gv", "prefix"]).stdout).trim().to_string();
     if prefix == "C-b" {
         person.types("\x02%");
@@ -310,7 +238,7 @@ async fn four_agents_and_a_person_never_mix_a_line() {
     }
     let made = agents[0].call("session_create", json!({"name": "many"})).await.expect("create");
     assert!(!made.is_error, "{}", made.text);
-    let mut person = Person::attach(&world, "many", 120, 40);
+    let mut person = Person::attach_sized(&world, "many", 120, 40);
     let started = Instant::now();
     let (mut won, mut lost) = (0, 0);
     for r in 0..4 {

@@ -4,16 +4,16 @@
 //! gap, with a person attached; `--json` parsed, exit statuses, colour
 //! only on a terminal and never with `NO_COLOR`.
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Read};
 use std::os::fd::AsFd;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{SERVER, World, logger_pid, poll};
+use crate::support::{Person, Pty, SERVER, World, logger_pid, poll};
 
 /// What one run of the command line gave.
 struct Ran {
@@ -75,105 +75,6 @@ fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{name} is not listed: {list:#}"))
 }
 
-/// A program on a pseudo-terminal of its own: what it drew is kept, keys
-/// are written to the master side; killed when dropped.
-struct Pty {
-    child: Child,
-    master: std::fs::File,
-    /// The slave side, kept open to read the terminal's mode.
-    slave: std::fs::File,
-    seen: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Pty {
-    /// Starts `program args` on a 120x30 terminal with `env` added.
-    fn start(program: &str, args: &[&str], env: &[(String, String)]) -> Pty {
-        let size = nix::pty::Winsize { ws_row: 30, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 };
-        let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
-        let slave = std::fs::File::from(pty.slave);
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .env_remove("TMUX")
-            .env_remove("NO_COLOR")
-            .env("TERM", "xterm-256color")
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::from(slave.try_clone().expect("slave")))
-            .stdout(Stdio::from(slave.try_clone().expect("slave")))
-            .stderr(Stdio::from(slave.try_clone().expect("slave")));
-        // SAFETY: between fork and exec the child only calls setsid and
-        // ioctl, both async-signal-safe.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                // Make the pty the controlling terminal, as a terminal
-                // emulator would.
-                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("start on a pty");
-        let master = std::fs::File::from(pty.master);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (mut reader, sink) = (master.try_clone().expect("master"), seen.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().expect("sink").extend_from_slice(&buf[..n]);
-            }
-        });
-        Pty { child, master, slave, seen }
-    }
-
-    /// Everything drawn so far.
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.seen.lock().expect("seen")).into_owned()
-    }
-
-    /// Waits until what was drawn (from byte `from` on) holds `needle`.
-    fn wait_for(&self, needle: &str, from: usize, limit: Duration) {
-        poll::until(&format!("{needle:?} on the terminal"), limit, || {
-            self.seen.lock().expect("seen").get(from..).is_some_and(|b| String::from_utf8_lossy(b).contains(needle))
-        });
-    }
-
-    /// How many bytes were drawn so far.
-    fn len(&self) -> usize {
-        self.seen.lock().expect("seen").len()
-    }
-
-    fn types(&mut self, keys: &str) {
-        self.master.write_all(keys.as_bytes()).expect("type");
-    }
-
-    /// Waits for the program to exit; its status code.
-    fn exit_code(&mut self, limit: Duration) -> i32 {
-        let status = poll::until("the program on the pty to exit", limit, || self.child.try_wait().expect("wait"));
-        status.code().unwrap_or(-1)
-    }
-}
-
-impl Drop for Pty {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A person: a tmux client attached to `session` from a terminal of its own.
-fn attach_person(w: &World, session: &str) -> Pty {
-    let person = Pty::start("tmux", &["-L", &w.socket, "attach", "-t", &format!("={session}")], &w.env());
-    poll::until("the person to attach", Duration::from_secs(10), || {
-        let out = w.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-        !String::from_utf8_lossy(&out.stdout).trim().is_empty()
-    });
-    person
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_tells_open_closed_waiting_running_gaps_people_and_agents() {
     let w = World::new();
@@ -192,7 +93,7 @@ async fn ls_tells_open_closed_waiting_running_gaps_people_and_agents() {
     poll::until("a new logger of p5 and its gap", Duration::from_secs(15), || {
         logger_pid(&dir).is_some_and(|p| p != dead) && dir.join("gaps.jsonl").exists()
     });
-    let _person = attach_person(&w, "p1");
+    let _person = Person::attach(&w, "p1");
 
     let list = json_of(&w, &["ls", "--json"]);
     let names: Vec<&str> = list.as_array().expect("array").iter().filter_map(|s| s["name"].as_str()).collect();
@@ -442,7 +343,7 @@ async fn watch_redraws_on_a_change_quits_with_q_and_gives_the_terminal_back() {
     let mut screen = Pty::start(SERVER, &["watch"], &w.env());
     screen.wait_for("w1", 0, Duration::from_secs(10));
     screen.wait_for("at the prompt", 0, Duration::from_secs(10));
-    let before = nix::sys::termios::tcgetattr(screen.slave.as_fd()).expect("mode");
+    let before = nix::sys::termios::tcgetattr(screen.slave().as_fd()).expect("mode");
     assert!(!before.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "raw mode while it runs");
     let from = screen.len();
     s.run("w1", "echo watched-$((2+3))").await;
@@ -460,7 +361,7 @@ async fn watch_redraws_on_a_change_quits_with_q_and_gives_the_terminal_back() {
     let text = screen.text();
     let tail: String = text.chars().rev().take(80).collect::<Vec<_>>().into_iter().rev().collect();
     assert!(text.contains("\x1b[?1049h") && text.ends_with("\x1b[?1049l"), "the alternate screen is left: {tail:?}");
-    let after = nix::sys::termios::tcgetattr(screen.slave.as_fd()).expect("mode");
+    let after = nix::sys::termios::tcgetattr(screen.slave().as_fd()).expect("mode");
     assert!(after.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "the terminal's mode is back");
 
     // Not a terminal: the list once.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::assert_has;
 use crate::support::serve::tcp_http;
 use crate::support::{
-    SERVER, Serve, World, bridge, free_port, poll, request, socket_of, unix_get, unix_http, until_answering,
+    Person, SERVER, Serve, World, bridge, free_port, poll, request, socket_of, unix_get, unix_http, until_answering,
 };
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
@@ -392,34 +392,16 @@ fn a_notify_socket_that_is_not_there_is_said_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_close_refuses_while_a_person_is_attached() {
-    crate::needs!("script");
     let world = World::new();
     let _serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "alice").await;
     agent.call("session_create", json!({"name": "p1"})).await.expect("create");
-    // A person: a real tmux client on a pseudo-terminal of its own.
-    let attach = format!("tmux -L {} attach -t p1", world.socket);
-    let mut person = Command::new("script")
-        .args(["-qfc", &attach, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("script");
-    let started = Instant::now();
-    loop {
-        let out = world.tmux(&["display", "-p", "-t", "=p1:", "#{session_attached}"]);
-        if String::from_utf8_lossy(&out.stdout).trim() == "1" {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "the person never attached");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let person = Person::attach(&world, "p1");
     let refused = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
     assert!(refused.is_error, "{}", refused.text);
     assert_has!(refused.text, "a person is attached");
     assert_has!(refused.text, "close --force p1");
-    let _ = person.kill();
-    let _ = person.wait();
+    drop(person);
     poll::until_async("session_close to close p1 once the person left", Duration::from_secs(10), async || {
         let r = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
         if r.is_error { Err(r.text) } else { Ok(()) }

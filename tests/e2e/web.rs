@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
-use crate::support::{SERVER, Serve, World, free_port, installed, poll, request, unix_http};
+use crate::support::{Person, SERVER, Serve, World, free_port, installed, poll, request, unix_http};
 use crate::{assert_has, needs};
 
 /// How long anything on the page may take to appear.
@@ -528,28 +528,18 @@ async fn streams_resume_without_loss_or_duplicates() {
     let next = overview.until(PATIENCE, |e| e.data["cards"].to_string().contains("echo fifth")).await;
     assert!(next.iter().all(|e| e.data["reset"] == json!(false)), "{next:#?}");
     // A person attaching shows at once (tmux tells; the files do not).
-    if installed("script") {
-        let attach = format!("tmux -L {} attach -t r1", s.world.socket);
-        let mut person = Command::new("script")
-            .args(["-qfc", &attach, "/dev/null"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("script");
-        let people = |e: &Sse| {
-            e.data["cards"].as_array().is_some_and(|c| {
-                c.iter().any(|c| c["name"] == "r1" && c["people"].as_array().is_some_and(|p| p.len() == 1))
-            })
-        };
-        overview.until(PATIENCE, people).await;
-        let _ = person.kill();
-        let _ = person.wait();
-        let nobody = |e: &Sse| {
-            e.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1" && c["people"] == json!([])))
-        };
-        overview.until(PATIENCE, nobody).await;
-    }
+    let person = Person::attach(&s.world, "r1");
+    let people = |e: &Sse| {
+        e.data["cards"].as_array().is_some_and(|c| {
+            c.iter().any(|c| c["name"] == "r1" && c["people"].as_array().is_some_and(|p| p.len() == 1))
+        })
+    };
+    overview.until(PATIENCE, people).await;
+    drop(person);
+    let nobody = |e: &Sse| {
+        e.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1" && c["people"] == json!([])))
+    };
+    overview.until(PATIENCE, nobody).await;
 
     // A flood is sent at a bounded frame rate.
     let mut stream = Stream::open(s.port, path, &cookie, None).await;

@@ -1,15 +1,18 @@
 //! What the end-to-end tests share, one kind of thing a file: the world a
 //! test runs in and its server (`world`), the shared server and its
 //! bridges (`serve`), a raw JSON-RPC client (`raw`), the one bounded
-//! wait (`poll`), and the switch between small and full sizes (`slow`). A test file takes what it needs
+//! wait (`poll`), people at terminals (`person`), and the switch between
+//! small and full sizes (`slow`). A test file takes what it needs
 //! from here and defines no helper another file defines too.
 
+pub mod person;
 pub mod poll;
 pub mod raw;
 pub mod serve;
 pub mod slow;
 pub mod world;
 
+pub use person::{Person, Pty};
 pub use raw::RawClient;
 pub use serve::{Serve, bridge, bridged, free_port, request, socket_of, unix_get, unix_http, until_answering};
 pub use slow::{size, slow};
