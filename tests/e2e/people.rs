@@ -13,53 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{Person, Pty, SERVER, World, logger_pid, poll};
-
-/// What one run of the command line gave.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the command line with `args` in `w`'s environment plus `extra`,
-/// stdin closed, stdout and stderr captured; fails after 30 s.
-fn cli_with(w: &World, extra: &[(&str, &str)], args: &[&str]) -> Ran {
-    let mut child = Command::new(SERVER)
-        .args(args)
-        .env_remove("NO_COLOR")
-        .envs(w.env())
-        .envs(extra.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the command line");
-    let (mut out, mut err) = (child.stdout.take().expect("stdout"), child.stderr.take().expect("stderr"));
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = out.read_to_string(&mut text);
-        text
-    });
-    let mut stderr = String::new();
-    let _ = err.read_to_string(&mut stderr);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("{args:?} did not end within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Ran { code: status.code().unwrap_or(-1), stdout: reader.join().expect("stdout reader"), stderr }
-}
-
-fn cli(w: &World, args: &[&str]) -> Ran {
-    cli_with(w, &[], args)
-}
+use crate::support::{Person, Pty, SERVER, World, cli, cli_with, logger_pid, poll};
 
 /// Runs the command line and parses its stdout as JSON; it must succeed.
 fn json_of(w: &World, args: &[&str]) -> Value {

@@ -1,10 +1,11 @@
 //! What the end-to-end tests share, one kind of thing a file: the world a
 //! test runs in and its server (`world`), the shared server and its
 //! bridges (`serve`), a raw JSON-RPC client (`raw`), the one bounded
-//! wait (`poll`), people at terminals (`person`), and the switch between
-//! small and full sizes (`slow`). A test file takes what it needs
+//! wait (`poll`), people at terminals (`person`), a program run to its
+//! end (`cli`), and the switch between small and full sizes (`slow`). A test file takes what it needs
 //! from here and defines no helper another file defines too.
 
+pub mod cli;
 pub mod person;
 pub mod poll;
 pub mod raw;
@@ -12,6 +13,7 @@ pub mod serve;
 pub mod slow;
 pub mod world;
 
+pub use cli::{Ran, cli, cli_with, run_for};
 pub use person::{Person, Pty};
 pub use raw::RawClient;
 pub use serve::{Serve, bridge, bridged, free_port, request, socket_of, unix_get, unix_http, until_answering};
