@@ -31,24 +31,29 @@ impl RawClient {
 
     /// Starts `program args` (which runs the server) and initializes MCP.
     pub async fn start_program(program: &str, args: &[&str], env: &[(String, String)]) -> RawClient {
+        let mut c = RawClient::spawn(program, args, env, Stdio::inherit());
+        let r = c.request("initialize", initialize_params(), Duration::from_secs(20)).await;
+        assert!(r.get("result").is_some(), "initialize: {r}");
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        c
+    }
+
+    /// Starts `program args` with `env` and its stderr to `stderr`, and
+    /// sends nothing yet: for tests of what happens before or instead of
+    /// an `initialize` answered.
+    pub fn spawn(program: &str, args: &[&str], env: &[(String, String)], stderr: Stdio) -> RawClient {
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
-            .expect("start");
+            .unwrap_or_else(|e| panic!("starting {program}: {e}"));
         let stdin = child.stdin.take().expect("stdin");
         let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut c = RawClient { child, stdin, lines, next_id: 1, received: Vec::new() };
-        let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw-faults", "version": "0"}});
-        let r = c.request("initialize", init, Duration::from_secs(20)).await;
-        assert!(r.get("result").is_some(), "initialize: {r}");
-        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        c
+        RawClient { child, stdin, lines, next_id: 1, received: Vec::new() }
     }
 
     async fn send(&mut self, msg: Value) {
@@ -106,6 +111,33 @@ impl RawClient {
         self.answer(id, limit).await
     }
 
+    /// The text of a tool call that must succeed.
+    pub async fn ok(&mut self, tool: &str, args: Value, limit: Duration) -> String {
+        let (text, err) = self.call(tool, args, limit).await;
+        assert!(!err, "{tool} returned an error: {text}");
+        text
+    }
+
+    /// Waits (at most `limit`) for a log message holding `needle`: one
+    /// received already, or one still to come.
+    pub async fn log_message(&mut self, needle: &str, limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(found) = self.received.iter().find(|m| is_log_message(m, needle)) {
+                return found.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.next_message(left).await.is_none() {
+                panic!("no log message with {needle:?} within {limit:?}; received: {:?}", self.received);
+            }
+        }
+    }
+
+    /// How many messages the server sent unasked (not answers) that hold `text`.
+    pub fn told(&self, text: &str) -> usize {
+        self.received.iter().filter(|m| m.get("method").is_some() && m.to_string().contains(text)).count()
+    }
+
     /// A tool call's text and error flag.
     pub async fn call(&mut self, tool: &str, args: Value, limit: Duration) -> (String, bool) {
         let id = self.post_call(tool, args).await;
@@ -129,6 +161,16 @@ impl RawClient {
         drop(stdin);
         child
     }
+}
+
+/// What a raw client says in its `initialize`.
+pub fn initialize_params() -> Value {
+    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}})
+}
+
+/// Whether `msg` is a log message whose text holds `needle`.
+fn is_log_message(msg: &Value, needle: &str) -> bool {
+    msg["method"] == "notifications/message" && msg["params"]["data"].as_str().is_some_and(|d| d.contains(needle))
 }
 
 /// Parses one line from the server; it must be JSON-RPC 2.0 and carry no
