@@ -9,7 +9,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::assert_has;
 use crate::support::raw::initialize_params;
-use crate::support::{RawClient, SERVER, Serve, World, bridge, socket_of, unix_get};
+use crate::support::{RawClient, SERVER, Serve, World, bridge, regions, socket_of, unix_get};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agents_share_a_session_and_are_told_apart() {
@@ -87,20 +87,6 @@ async fn restart(world: &World, serve: Serve, down_for: Duration) -> Serve {
     again
 }
 
-/// The ids of the regions of session `name` that ran `command` (the file
-/// has an open and a close record for each).
-fn regions_running(world: &World, name: &str, command: &str) -> Vec<u64> {
-    let regions = std::fs::read_to_string(world.session_dir(name).join("regions.jsonl")).expect("regions");
-    let mut ids: Vec<u64> = regions
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| r["command"] == command)
-        .filter_map(|r| r["id"].as_u64())
-        .collect();
-    ids.dedup();
-    ids
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_in_flight_survives_a_server_restart_and_is_typed_once() {
     let world = World::new();
@@ -110,7 +96,7 @@ async fn a_run_in_flight_survives_a_server_restart_and_is_typed_once() {
         run_across_a_restart(&world, "r1", command, Duration::from_millis(700), Duration::from_millis(300)).await;
     assert_has!(reply.text, "done-42");
     assert_has!(reply.text, "typed once already");
-    assert_eq!(regions_running(&world, "r1", command), vec![1], "typed once");
+    assert_eq!(regions::ids_of(&world.session_dir("r1"), command), vec![1], "typed once");
     // The bridge keeps working with the new server.
     let after = agent.call("run", json!({"session": "r1", "command": "echo still-$((1+1))"})).await.expect("run");
     assert_has!(after.text, "still-2");
@@ -214,7 +200,7 @@ async fn a_run_that_finished_while_no_server_ran_is_read_back_not_retyped() {
     // second server, run there once).
     assert_has!(reply.text, "exit 0 · ");
     assert_has!(reply.text, "over-25");
-    assert_eq!(regions_running(&world, "r2", command), vec![1], "typed once");
+    assert_eq!(regions::ids_of(&world.session_dir("r2"), command), vec![1], "typed once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

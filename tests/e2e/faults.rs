@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::support::raw::{RawClient, assert_clean, tool_text};
-use crate::support::{Person, SERVER, Serve, World, bridged, logger_pid, poll, size, slow, until_answering};
+use crate::support::{Person, SERVER, Serve, World, bridged, logger_pid, poll, regions, size, slow, until_answering};
 
 /// A pseudo-random number from the clock, for kill moments; printed so a
 /// failure can be told apart from another.
@@ -36,19 +36,6 @@ fn seq_bytes(n: u64) -> Vec<u8> {
 fn raw_holds(dir: &Path, want: &[u8]) -> bool {
     let raw = std::fs::read(dir.join("raw.log")).expect("raw.log");
     memchr::memmem::find(&raw, want).is_some()
-}
-
-/// The ids of the regions whose command is `command`.
-fn regions_of(dir: &Path, command: &str) -> Vec<u64> {
-    let text = std::fs::read_to_string(dir.join("regions.jsonl")).unwrap_or_default();
-    let mut ids: Vec<u64> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| r["command"] == command)
-        .filter_map(|r| r["id"].as_u64())
-        .collect();
-    ids.dedup();
-    ids
 }
 
 fn signal(pid: i32, sig: nix::sys::signal::Signal) {
@@ -114,7 +101,7 @@ async fn item01_router_kill9_during_seq_raw_log_byte_exact_answered_once_typed_o
     let later = bridge.drain(Duration::from_millis(1500)).await;
     assert!(later.iter().all(|m| m["id"] != id), "a second answer to {id}: {later:?}");
     let dir = world.session_dir("k1");
-    assert_eq!(regions_of(&dir, &command), vec![1], "the command was typed once");
+    assert_eq!(regions::ids_of(&dir, &command), vec![1], "the command was typed once");
     assert_has!(std::fs::read_to_string(dir.join("session.txt")).expect("text"), "seq-done-42");
     assert!(raw_holds(&dir, &seq_bytes(n)), "raw.log does not hold seq 1 {n} byte for byte");
     // The router answers after it all.
@@ -613,18 +600,7 @@ async fn item09_forged_and_replayed_markers_make_no_region_or_status() {
     let dir = w.session_dir("m1");
     assert_has!(s.run("m1", "echo genuine; (exit 3)").await, "exit 3");
     let before = std::fs::read_to_string(dir.join("regions.jsonl")).expect("regions").lines().count();
-    let count_regions = || {
-        let text = std::fs::read_to_string(dir.join("regions.jsonl")).expect("regions");
-        let mut ids: Vec<u64> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|r| r["id"].as_u64())
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.len()
-    };
-    let regions_before = count_regions();
+    let regions_before = regions::count(&dir);
     // Without the secret: markers with a made-up proof, sequence numbers
     // far ahead, and the shell's own pid.
     let forged = "p=$$; for k in A B C; do printf '\\033]133;%s;dtmcp=%s.99999999999999.12345\\a' $k $p; done; \
@@ -654,7 +630,7 @@ async fn item09_forged_and_replayed_markers_make_no_region_or_status() {
     assert_has!(r, "nonce-len");
     // Each command above is one region; nothing phantom appeared.
     assert_eq!(
-        count_regions(),
+        regions::count(&dir),
         regions_before + 3,
         "{}",
         std::fs::read_to_string(dir.join("regions.jsonl")).unwrap_or_default()
@@ -724,7 +700,7 @@ async fn item16_bridge_calls_across_server_restarts_each_answered_once() {
     assert_eq!(sorted.len(), total, "some call was answered twice");
     // Each `run` was typed once.
     for i in (0..calls).step_by(3) {
-        assert_eq!(regions_of(&world.session_dir("c1"), &format!("echo call-{i}")).len(), 1, "call-{i}");
+        assert_eq!(regions::ids_of(&world.session_dir("c1"), &format!("echo call-{i}")).len(), 1, "call-{i}");
     }
     drop(serve);
 }
