@@ -9,7 +9,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::assert_has;
 use crate::support::raw::initialize_params;
-use crate::support::{RawClient, SERVER, Serve, World, bridge, regions, socket_of, unix_get};
+use crate::support::{RawClient, SERVER, Serve, Server, World, bridge, regions, socket_of, unix_get};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agents_share_a_session_and_are_told_apart() {
@@ -17,13 +17,13 @@ async fn two_agents_share_a_session_and_are_told_apart() {
     let serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
     let bob = bridge(&world, "bob").await;
-    let made = alice.call("session_create", json!({"name": "shared"})).await.expect("create");
+    let made = alice.call("session_create", json!({"name": "shared"})).await;
     assert!(!made.is_error, "{}", made.text);
-    let ran = bob.call("run", json!({"session": "shared", "command": "echo from-bob-$((2+3))"})).await.expect("run");
+    let ran = bob.call("run", json!({"session": "shared", "command": "echo from-bob-$((2+3))"})).await;
     assert_has!(ran.text, "from-bob-5");
-    let seen = alice.call("search", json!({"session": "shared", "pattern": "from-bob-5"})).await.expect("search");
+    let seen = alice.call("search", json!({"session": "shared", "pattern": "from-bob-5"})).await;
     assert_has!(seen.text, "from-bob-5");
-    let listed = bob.call("session_list", json!({})).await.expect("list");
+    let listed = bob.call("session_list", json!({})).await;
     assert_has!(listed.text, "shared");
     let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
     assert_has!(calls, r#""tool":"session_create","session":"shared","actor":"alice""#);
@@ -39,13 +39,11 @@ async fn two_agents_share_a_session_and_are_told_apart() {
 async fn clients_without_an_actor_get_unique_names() {
     let world = World::new();
     let _serve = Serve::start(&world, &[]);
-    let env = world.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let path = std::path::Path::new(SERVER);
-    let first = dtmcp::mcp_client::McpChild::start(path, &["connect"], &env).await.expect("bridge");
-    let second = dtmcp::mcp_client::McpChild::start(path, &["connect"], &env).await.expect("bridge");
-    first.call("session_list", json!({})).await.expect("list");
-    second.call("session_list", json!({})).await.expect("list");
+    let first = Server::start(path, &["connect"], &world.env()).await;
+    let second = Server::start(path, &["connect"], &world.env()).await;
+    first.call("session_list", json!({})).await;
+    second.call("session_list", json!({})).await;
     let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
     assert_has!(calls, r#""actor":"dtmcp-test-client""#);
     assert_has!(calls, r#""actor":"dtmcp-test-client#2""#);
@@ -60,17 +58,16 @@ async fn run_across_a_restart(
     command: &str,
     kill_after: Duration,
     down_for: Duration,
-) -> (dtmcp::mcp_client::Reply, dtmcp::mcp_client::McpChild, Serve) {
+) -> (dtmcp::mcp_client::Reply, Server, Serve) {
     let serve = Serve::start(world, &[]);
     let agent = bridge(world, "alice").await;
-    agent.call("session_create", json!({"name": name})).await.expect("create");
+    agent.call("session_create", json!({"name": name})).await;
     let call = agent.call("run", json!({"session": name, "command": command, "timeout": 20}));
     let restart = async {
         tokio::time::sleep(kill_after).await;
         restart(world, serve, down_for).await
     };
     let (reply, again) = tokio::join!(call, restart);
-    let reply = reply.expect("the bridge answers the call in flight");
     assert!(!reply.is_error, "{}", reply.text);
     (reply, agent, again)
 }
@@ -98,7 +95,7 @@ async fn a_run_in_flight_survives_a_server_restart_and_is_typed_once() {
     assert_has!(reply.text, "typed once already");
     assert_eq!(regions::ids_of(&world.session_dir("r1"), command), vec![1], "typed once");
     // The bridge keeps working with the new server.
-    let after = agent.call("run", json!({"session": "r1", "command": "echo still-$((1+1))"})).await.expect("run");
+    let after = agent.call("run", json!({"session": "r1", "command": "echo still-$((1+1))"})).await;
     assert_has!(after.text, "still-2");
 }
 
@@ -111,14 +108,14 @@ async fn a_server_that_forgot_the_mcp_session_gets_a_new_one_from_the_bridge() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "forgotten").await;
-    let made = agent.call("session_create", json!({"name": "f1"})).await.expect("create");
+    let made = agent.call("session_create", json!({"name": "f1"})).await;
     assert!(!made.is_error, "{}", made.text);
     let kept = world.home().join("http-sessions");
     assert!(std::fs::read_dir(&kept).is_ok_and(|mut d| d.next().is_some()), "the server keeps its MCP sessions");
     serve.kill();
     std::fs::remove_dir_all(&kept).expect("forget the MCP sessions");
     let _again = Serve::start(&world, &[]);
-    let ran = agent.call("run", json!({"session": "f1", "command": "echo known-$((3*3))"})).await.expect("run");
+    let ran = agent.call("run", json!({"session": "f1", "command": "echo known-$((3*3))"})).await;
     assert!(!ran.is_error, "{}", ran.text);
     assert_has!(ran.text, "known-9");
     let calls = std::fs::read_to_string(world.home().join("calls.log")).unwrap_or_default();

@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::{Ran, Serve, World, free_port, logger_pid, run_for};
+use crate::support::{Ran, Serve, Server, World, free_port, logger_pid, run_for};
 
 /// How long one Inspector run may take (it starts node, and for stdio our
 /// server, each time).
@@ -211,13 +210,10 @@ async fn cargo_install_puts_three_binaries_side_by_side_and_the_server_finds_its
         assert!(bin.join(name).is_file(), "{name} is not installed in {}", bin.display());
     }
 
-    let env = world.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let server =
-        McpChild::start(&bin.join("docent-terminal-mcp"), &[], &env).await.expect("start the installed server");
-    let made = server.call("session_create", json!({ "name": "c1" })).await.expect("session_create");
+    let server = Server::start(&bin.join("docent-terminal-mcp"), &[], &world.env()).await;
+    let made = server.call("session_create", json!({ "name": "c1" })).await;
     assert!(!made.is_error, "session_create: {}", made.text);
-    let ran = server.call("run", json!({ "session": "c1", "command": "echo installed; (exit 6)" })).await.expect("run");
+    let ran = server.call("run", json!({ "session": "c1", "command": "echo installed; (exit 6)" })).await;
     assert!(!ran.is_error && ran.text.starts_with("exit 6 "), "run: {}", ran.text);
     let pid = logger_pid(&world.session_dir("c1")).expect("the session has a logger");
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("the logger's executable");

@@ -392,33 +392,24 @@ async fn get(port: u16, path: &str, cookie: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_view_hides_secrets_unless_the_session_is_not_redacted() {
-    use crate::support::{Serve, free_port};
+    use crate::support::{Serve, bridge, cli, free_port};
     let w = World::new();
     let port = free_port();
     let _serve = Serve::start(&w, &["--tcp", &port.to_string()]);
-    let env = w.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let server = std::path::Path::new(crate::support::SERVER);
-    let agent =
-        dtmcp::mcp_client::McpChild::start(server, &["connect", "--actor", "alice"], &env).await.expect("bridge");
-    let call = async |tool: &str, args: serde_json::Value| {
-        let r = agent.call(tool, args).await.expect("call");
-        assert!(!r.is_error, "{tool}: {}", r.text);
-        r.text
-    };
+    let agent = bridge(&w, "alice").await;
     let gh = github();
     let (head, tail) = halves();
-    call("session_create", json!({ "name": "w1" })).await;
-    call("run", json!({ "session": "w1", "command": format!("echo {gh}; printf '{head}\\e[1m{tail}\\e[0m\\n'") }))
+    agent.ok("session_create", json!({ "name": "w1" })).await;
+    agent
+        .ok("run", json!({ "session": "w1", "command": format!("echo {gh}; printf '{head}\\e[1m{tail}\\e[0m\\n'") }))
         .await;
     // Output that the screen wraps in the middle of the token.
-    call("run", json!({ "session": "w1", "command": format!("printf '%100s%s\\n' '' {gh}") })).await;
-    call("session_create", json!({ "name": "w2", "redact": false })).await;
-    call("run", json!({ "session": "w2", "command": format!("echo {gh}") })).await;
+    agent.ok("run", json!({ "session": "w1", "command": format!("printf '%100s%s\\n' '' {gh}") })).await;
+    agent.ok("session_create", json!({ "name": "w2", "redact": false })).await;
+    agent.ok("run", json!({ "session": "w2", "command": format!("echo {gh}") })).await;
 
     // A signed-in browser's cookie, as `web` links give.
-    let out = std::process::Command::new(server).args(["web", "--no-open"]).envs(w.env()).output().expect("web");
-    let link = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let link = cli(&w, &["web", "--no-open"]).ok().trim().to_string();
     let login = get(port, link.trim_start_matches(&format!("http://127.0.0.1:{port}")), "").await;
     let cookie = login
         .lines()
@@ -453,5 +444,5 @@ async fn the_web_view_hides_secrets_unless_the_session_is_not_redacted() {
     // A session made with redact=false shows its text as it is.
     let lines = get(port, "/web/s/w2/lines?from=1&count=200", &cookie).await;
     assert_has!(lines, gh);
-    agent.stop().await.expect("stop the bridge");
+    agent.stop().await;
 }

@@ -174,8 +174,8 @@ async fn the_api_lists_closes_and_sweeps() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "api1"})).await.expect("create");
-    let r = agent.call("run", json!({"session": "api1", "command": "sleep 30", "timeout": 0.5})).await.expect("run");
+    agent.call("session_create", json!({"name": "api1"})).await;
+    let r = agent.call("run", json!({"session": "api1", "command": "sleep 30", "timeout": 0.5})).await;
     assert!(!r.is_error, "{}", r.text);
     let (status, body) = unix_get(&serve.socket, "/api/sessions");
     assert_eq!(status, 200);
@@ -194,7 +194,7 @@ async fn the_api_lists_closes_and_sweeps() {
     assert_has!(s["attach"].as_str().expect("attach"), "attach -t api1");
     // Another agent may not close it while alice's command runs; a person may, with force.
     let bob = bridge(&world, "bob").await;
-    let refused = bob.call("session_close", json!({"session": "api1"})).await.expect("close");
+    let refused = bob.call("session_close", json!({"session": "api1"})).await;
     assert!(refused.is_error, "{}", refused.text);
     assert_has!(refused.text, "started by alice");
     assert_has!(refused.text, "close --force api1");
@@ -225,8 +225,8 @@ async fn close_force_on_the_command_line_closes_a_session_in_use() {
     let world = World::new();
     let _serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "f1"})).await.expect("create");
-    agent.call("run", json!({"session": "f1", "command": "sleep 30", "timeout": 0.3})).await.expect("run");
+    agent.call("session_create", json!({"name": "f1"})).await;
+    agent.call("run", json!({"session": "f1", "command": "sleep 30", "timeout": 0.3})).await;
     let plain = Command::new(SERVER).args(["close", "f1"]).envs(world.env()).output().expect("close");
     assert!(!plain.status.success());
     assert_has!(String::from_utf8_lossy(&plain.stderr), "is in use");
@@ -323,7 +323,7 @@ async fn under_a_user_systemd_the_tmux_server_runs_in_a_scope_of_its_own() {
     let mut child = cmd.spawn().expect("serve");
     until_answering(&world);
     let agent = bridge(&world, "alice").await;
-    let made = agent.call("session_create", json!({"name": "sc1"})).await.expect("create");
+    let made = agent.call("session_create", json!({"name": "sc1"})).await;
     assert!(!made.is_error, "{}", made.text);
     let pid = String::from_utf8_lossy(&world.tmux(&["display", "-p", "#{pid}"]).stdout).trim().to_string();
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup");
@@ -352,14 +352,13 @@ async fn systemd_hears_ready_watchdog_and_stopping_and_panes_see_none_of_it() {
     // Ready means the socket answers.
     assert_eq!(unix_get(&socket_of(&world), "/health").0, 200);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "env1"})).await.expect("create");
+    agent.call("session_create", json!({"name": "env1"})).await;
     let r = agent
         .call(
             "run",
             json!({"session": "env1", "command": "env | grep -cE '^(NOTIFY_SOCKET|INVOCATION_ID|WATCHDOG_)='"}),
         )
-        .await
-        .expect("run");
+        .await;
     assert_has!(r.text, "\n0\n");
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
     while !heard.contains("STOPPING=1") {
@@ -395,15 +394,15 @@ async fn session_close_refuses_while_a_person_is_attached() {
     let world = World::new();
     let _serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "p1"})).await.expect("create");
+    agent.call("session_create", json!({"name": "p1"})).await;
     let person = Person::attach(&world, "p1");
-    let refused = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
+    let refused = agent.call("session_close", json!({"session": "p1"})).await;
     assert!(refused.is_error, "{}", refused.text);
     assert_has!(refused.text, "a person is attached");
     assert_has!(refused.text, "close --force p1");
     drop(person);
     poll::until_async("session_close to close p1 once the person left", Duration::from_secs(10), async || {
-        let r = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
+        let r = agent.call("session_close", json!({"session": "p1"})).await;
         if r.is_error { Err(r.text) } else { Ok(()) }
     })
     .await;

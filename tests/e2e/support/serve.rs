@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use dtmcp::mcp_client::McpChild;
 use serde_json::json;
 
 use super::poll;
 use super::raw::RawClient;
-use super::world::{SERVER, World};
+use super::world::{SERVER, Server, World};
 
 /// A `serve` process of a world, killed when dropped.
 pub struct Serve {
@@ -133,10 +132,8 @@ pub fn tcp_http(port: u16, request: &str) -> (u16, Vec<(String, String)>, String
 }
 
 /// A `connect` bridge of `world` for agent `actor`.
-pub async fn bridge(world: &World, actor: &str) -> McpChild {
-    let env = world.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    McpChild::start(Path::new(SERVER), &["connect", "--actor", actor], &env).await.expect("bridge")
+pub async fn bridge(world: &World, actor: &str) -> Server {
+    Server::start(Path::new(SERVER), &["connect", "--actor", actor], &world.env()).await
 }
 
 /// The opening of the tests that go through a bridge: a fresh world, a

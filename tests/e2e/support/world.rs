@@ -61,11 +61,9 @@ impl World {
 
     /// Starts a server of this world with `extra` environment variables.
     pub async fn server_with(&self, extra: &[(&str, &str)]) -> Server {
-        let env = self.env();
-        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        env.extend_from_slice(extra);
-        let child = McpChild::start(Path::new(SERVER), &[], &env).await.expect("start server");
-        Server { child: Some(child) }
+        let mut env = self.env();
+        env.extend(extra.iter().map(|&(k, v)| (k.to_string(), v.to_string())));
+        Server::start(Path::new(SERVER), &[], &env).await
     }
 
     /// Runs tmux on this world's socket.
@@ -116,12 +114,20 @@ fn kill_strays(socket: &str) {
     }
 }
 
-/// A running server and its MCP client.
+/// A server the test speaks MCP to over stdio (the router itself, or a
+/// `connect` bridge to a shared one), and its client.
 pub struct Server {
     child: Option<McpChild>,
 }
 
 impl Server {
+    /// Starts `program args` with `env` added, and connects to it.
+    pub async fn start(program: &Path, args: &[&str], env: &[(String, String)]) -> Server {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let child = McpChild::start(program, args, &env).await;
+        Server { child: Some(child.unwrap_or_else(|e| panic!("starting {} {args:?}: {e:#}", program.display()))) }
+    }
+
     fn child(&self) -> &McpChild {
         self.child.as_ref().expect("server is running")
     }
@@ -164,6 +170,13 @@ impl Server {
     pub async fn kill(mut self) {
         if let Some(c) = self.child.take() {
             c.kill().await.expect("kill server");
+        }
+    }
+
+    /// Ends the MCP session and waits (a while) for the server to exit.
+    pub async fn stop(mut self) {
+        if let Some(c) = self.child.take() {
+            c.stop().await.expect("stop the server");
         }
     }
 
