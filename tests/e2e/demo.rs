@@ -54,11 +54,6 @@ async fn without_its_pane_logger_the_router_says_so_in_one_line_and_stops() {
     assert_has!(err, format!("the pane logger {} is not executable", logger.display()));
 }
 
-/// The text of the pane `target` of `world`'s tmux.
-fn pane_text(world: &World, target: &str) -> String {
-    String::from_utf8_lossy(&world.tmux(&["capture-pane", "-p", "-J", "-t", target]).stdout).into_owned()
-}
-
 /// Started by hand in a terminal, the server says what it is and where to
 /// go instead of waiting in silence; ctrl+d leaves without an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,20 +68,12 @@ async fn a_server_started_by_hand_in_a_terminal_says_what_it_is() {
     args.push(format!("'{SERVER}'; echo \"exited with $?\"; sleep 60"));
     let made = world.tmux(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let started = Instant::now();
-    let mut text = pane_text(&world, "=byhand:");
-    while !text.contains("--help") && started.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        text = pane_text(&world, "=byhand:");
-    }
+    let text = pane_until(&world, "=byhand:", "--help", Duration::from_secs(10)).await;
     assert_has!(text, "docent-terminal-mcp: an MCP server");
     assert_has!(text, "docent-terminal-mcp demo");
     assert_eq!(text.lines().filter(|l| !l.trim().is_empty()).count(), 1, "one line:\n{text}");
     world.tmux(&["send-keys", "-t", "=byhand:", "C-d"]);
-    while !text.contains("exited with") && started.elapsed() < Duration::from_secs(20) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        text = pane_text(&world, "=byhand:");
-    }
+    let text = pane_until(&world, "=byhand:", "exited with", Duration::from_secs(20)).await;
     assert_has!(text, "exited with 0");
     assert!(!text.contains("connection closed"), "{text}");
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::support::raw::{RawClient, assert_clean, tool_text};
+use crate::support::raw::{RawClient, assert_no_control_chars, tool_text};
 use crate::support::{Person, SERVER, Serve, World, bridged, logger_pid, poll, regions, size, slow, until_answering};
 
 /// A pseudo-random number from the clock, for kill moments; printed so a
@@ -508,22 +508,22 @@ async fn item07_binary_garbage_split_utf8_nul_c1_and_a_huge_osc_are_survived() {
     for l in lines {
         let (text, err) = c.call("run", json!({"session": "b1", "command": l, "timeout": 60}), t).await;
         assert!(!err, "{l}: {text}");
-        assert_clean(l, &text);
+        assert_no_control_chars(l, &text);
     }
     let (text, _) = c.call("run", json!({"session": "b1", "command": "echo still-$((2+2))"}), t).await;
     assert_has!(text, "still-4");
     let (cooked, err) = c.call("read", json!({"session": "b1", "view": "cooked"}), t).await;
     assert!(!err, "{cooked}");
-    assert_clean("cooked", &cooked);
+    assert_no_control_chars("cooked", &cooked);
     assert_has!(cooked, "日本 split");
     assert_has!(cooked, "\u{fffd}");
     for view in ["screen", "raw"] {
         let (text, err) = c.call("read", json!({"session": "b1", "view": view}), t).await;
         assert!(!err, "{view}: {text}");
-        assert_clean(view, &text);
+        assert_no_control_chars(view, &text);
     }
     let (found, _) = c.call("search", json!({"session": "b1", "pattern": "utf8"}), t).await;
-    assert_clean("search", &found);
+    assert_no_control_chars("search", &found);
     let dir = w.session_dir("b1");
     assert!(logger_pid(&dir).is_some(), "the logger died");
     let text = std::fs::read_to_string(dir.join("session.txt")).expect("session.txt is UTF-8");
@@ -579,15 +579,15 @@ async fn item08_escape_injection_never_reaches_a_reply_or_the_server_log() {
     replies.push(c.call("read", json!({"session": "\u{1b}[31m"}), t).await.0);
     replies.push(c.call("session_list", json!({}), t).await.0);
     for r in &replies {
-        assert_clean("a reply", r);
+        assert_no_control_chars("a reply", r);
         assert!(!r.contains('\u{202e}') && !r.contains('\u{2066}'), "a bidi override in a reply: {r:?}");
     }
     let (_, body) = crate::support::unix_get(&socket, "/api/sessions");
-    assert_clean("/api/sessions", &body);
+    assert_no_control_chars("/api/sessions", &body);
     signal(child.id() as i32, nix::sys::signal::Signal::SIGTERM);
     let _ = child.wait();
     let text = String::from_utf8_lossy(&std::fs::read(&log).expect("log")).into_owned();
-    assert_clean("the server log", &text);
+    assert_no_control_chars("the server log", &text);
 }
 
 // ---------------------------------------------------------------- item 9

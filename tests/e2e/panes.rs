@@ -11,7 +11,7 @@ use crate::assert_has;
 use crate::support::{Person, Serve, Server, World, bridge, poll, unix_get};
 
 /// `WIDTHxHEIGHT` of pane `target`.
-fn size(world: &World, target: &str) -> String {
+fn pane_size(world: &World, target: &str) -> String {
     let out = world.tmux(&["display", "-p", "-t", target, "#{pane_width}x#{pane_height}"]);
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -116,25 +116,25 @@ async fn a_pinned_size_holds_against_a_person_and_follow_gives_it_back() {
     server.ok("session_create", json!({"name": "z1", "cols": 120, "rows": 40})).await;
     let person = Person::attach(&world, "z1");
     // By default the window takes the attached terminal's size (less tmux's status line).
-    poll::until("the window to follow the person", Duration::from_secs(5), || size(&world, "=z1:") == "100x29");
+    poll::until("the window to follow the person", Duration::from_secs(5), || pane_size(&world, "=z1:") == "100x29");
     let pinned = server.ok("session_resize", json!({"session": "z1", "cols": 70, "rows": 20})).await;
     assert_has!(pinned, "70x20");
     assert_has!(pinned, "pinned");
-    assert_eq!(size(&world, "=z1:"), "70x20");
+    assert_eq!(pane_size(&world, "=z1:"), "70x20");
     person.leave(&world);
     let other = Person::attach_sized(&world, "z1", 90, 25);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(size(&world, "=z1:"), "70x20", "a pinned size changed when a person attached");
+    assert_eq!(pane_size(&world, "=z1:"), "70x20", "a pinned size changed when a person attached");
     assert_has!(server.ok("session_list", json!({})).await, "size pinned");
     let followed = server.ok("session_resize", json!({"session": "z1", "follow": true})).await;
     assert_has!(followed, "follows");
-    poll::until("the window to follow again", Duration::from_secs(5), || size(&world, "=z1:") == "90x24");
+    poll::until("the window to follow again", Duration::from_secs(5), || pane_size(&world, "=z1:") == "90x24");
     // Bad input is refused whole.
     let bad = server.err("session_resize", json!({"session": "z1", "cols": 1})).await;
     assert_has!(bad, "between 2 and 1000");
     let both = server.err("session_resize", json!({"session": "z1", "cols": 50, "follow": true})).await;
     assert_has!(both, "follow=true alone");
-    assert_eq!(size(&world, "=z1:"), "90x24");
+    assert_eq!(pane_size(&world, "=z1:"), "90x24");
     drop(other);
 }
 

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::support::{Server, World, session_text};
+use crate::support::{Server, World, poll, session_text};
 
 /// A GitHub token of the classic shape, made up.
 fn github() -> String {
@@ -339,9 +339,9 @@ async fn a_bridged_run_leaves_the_value_nowhere_but_the_sessions_logs() {
     assert!(session_text(&logs).matches(gh.as_str()).count() >= 2, "the value was typed and printed");
 }
 
-/// The body of `GET path` on loopback `port` with `cookie`: read to its
-/// end, or, for an event stream (which never ends by itself), until
-/// `enough` holds of what came so far; `wait` bounds either.
+/// The answer to `GET path` on loopback `port` with `cookie`, as it came:
+/// read to its end or, for an event stream (which never ends by itself),
+/// until `enough` holds of what came so far, for at most `wait`.
 async fn get_until(
     port: u16,
     path: &str,
@@ -355,15 +355,25 @@ async fn get_until(
         format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncookie: {cookie}\r\nconnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("send");
     let mut body = Vec::new();
-    let deadline = tokio::time::Instant::now() + wait;
     let mut chunk = [0u8; 8192];
-    while !enough(&String::from_utf8_lossy(&body)) {
-        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
-            Ok(Ok(n)) if n > 0 => body.extend_from_slice(&chunk[..n]),
-            _ => break,
+    poll::until_async(&format!("GET {path} to end or give enough"), wait, async || {
+        // What has come meanwhile (a bounded amount a look, so that a
+        // stream that never pauses still lets the poll keep time).
+        let mut ended = false;
+        for _ in 0..64 {
+            match tokio::time::timeout(std::time::Duration::from_millis(20), stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => body.extend_from_slice(&chunk[..n]),
+                Ok(_) => {
+                    ended = true;
+                    break;
+                }
+                Err(_) => break,
+            }
         }
-    }
-    String::from_utf8_lossy(&body).into_owned()
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if ended || enough(&text) { Ok(text) } else { Err(text) }
+    })
+    .await
 }
 
 /// An event stream of the overview with the card of session `name` left

@@ -13,12 +13,8 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::support::{
-    RawClient, SERVER, Serve, World, free_port, request, slow, socket_of, unix_get, unix_http, until_answering,
+    RawClient, SERVER, Serve, World, free_port, mode, request, slow, socket_of, unix_get, unix_http, until_answering,
 };
-
-fn mode(p: &Path) -> u32 {
-    std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
-}
 
 // ---------------------------------------------------------------- item 4
 
@@ -82,7 +78,7 @@ async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
     let (r, err) = c.call("session_create", json!({"name": "full2"}), t).await;
     assert!(err, "{r}");
     assert_has!(r, "state directory is full");
-    crate::support::raw::assert_clean("the reply", &r);
+    crate::support::raw::assert_no_control_chars("the reply", &r);
     // No JSON state file is torn, and no temporary file is left behind.
     for dir in std::fs::read_dir(home.join("sessions")).expect("sessions").flatten() {
         for f in std::fs::read_dir(dir.path()).expect("dir").flatten() {
@@ -164,7 +160,7 @@ async fn item10_hostile_session_names_are_refused_and_run_nothing() {
     for name in &names {
         let said = s.err("session_create", json!({"name": name})).await;
         assert_has!(said, "letters, digits");
-        crate::support::raw::assert_clean("the refusal", &said);
+        crate::support::raw::assert_no_control_chars("the refusal", &said);
         for tool in ["read", "run", "session_close"] {
             let r = s.call(tool, json!({"session": name, "command": "echo no"})).await;
             assert!(r.is_error, "{tool} accepted {name:?}: {}", r.text);

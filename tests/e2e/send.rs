@@ -8,18 +8,12 @@ use serde_json::json;
 use crate::support::World;
 use crate::{assert_has, needs};
 
-/// Starts `command` in `session` and returns once it is running (run times out).
-async fn start(s: &crate::support::Server, session: &str, command: &str) {
-    let r = s.ok("run", json!({"session": session, "command": command, "timeout": 0.5})).await;
-    assert_has!(r, "still running");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_then_enter_reaches_a_program() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "t1", "cat").await;
+    s.leave_running("t1", "cat").await;
     let r = s.ok("send", json!({"session": "t1", "text": "hello-cat", "keys": ["enter"], "wait": 0.5})).await;
     assert_has!(r, "typed 9 characters, then pressed enter");
     // Once echoed by the terminal, once printed by cat.
@@ -33,7 +27,7 @@ async fn ctrl_c_interrupts_and_the_shell_takes_commands_again() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "t1", "sleep 100").await;
+    s.leave_running("t1", "sleep 100").await;
     let r = s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
     assert_has!(r, "pressed ctrl+c");
     assert_has!(r, "the shell is in the foreground again");
@@ -48,8 +42,11 @@ async fn kill_ends_a_program_that_ignores_ctrl_c() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "t1", "python3 -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(100)'")
-        .await;
+    s.leave_running(
+        "t1",
+        "python3 -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(100)'",
+    )
+    .await;
     let r = s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
     assert_has!(r, "still in the foreground: `python");
     let r = s.ok("send", json!({"session": "t1", "signal": "KILL", "wait": 0.5})).await;

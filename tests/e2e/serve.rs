@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use crate::assert_has;
 use crate::support::serve::tcp_http;
 use crate::support::{
-    Person, SERVER, Serve, World, bridge, free_port, poll, request, socket_of, unix_get, unix_http, until_answering,
+    Person, SERVER, Serve, World, bridge, free_port, mode, poll, request, socket_of, unix_get, unix_http,
+    until_answering,
 };
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
@@ -21,10 +22,6 @@ fn mcp_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut h = vec![("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
     h.extend_from_slice(extra);
     h
-}
-
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
 }
 
 #[test]

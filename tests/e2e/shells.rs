@@ -29,11 +29,6 @@ async fn create_in(s: &Server, name: &str, command: &str, home: &Path) -> String
     s.ok("session_create", json!({ "name": name, "command": command, "env": env })).await
 }
 
-/// The `regions` listing of a session.
-async fn regions(s: &Server, name: &str) -> String {
-    s.ok("regions", json!({ "session": name })).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zsh_sessions_are_integrated_and_read_the_users_files() {
     needs!("zsh");
@@ -75,7 +70,7 @@ async fn nest(s: &Server, name: &str, inner: &str) {
     assert_has!(r, "exit 4");
     assert_has!(r, "inside");
     s.run(name, "exit 7").await;
-    let list = regions(s, name).await;
+    let list = s.regions(name).await;
     let outer = list.lines().find(|l| l.contains(&format!("`{inner}`"))).unwrap_or_default();
     assert_has!(outer, "exit 7");
     // The outer shell's prompt is back and answers for itself.
@@ -136,7 +131,7 @@ async fn shell_integrate_adds_the_integration_to_a_plain_bash_and_zsh() {
         assert_has!(r, "has the shell integration already");
         assert_eq!(typed_lines(&w, "b"), typed, "nothing was typed");
         s.run("b", "exit 3").await;
-        let list = regions(&s, "b").await;
+        let list = s.regions("b").await;
         let outer = list.lines().rfind(|l| l.contains("env -i")).unwrap_or_default();
         assert_has!(outer, "exit 3");
         assert_has!(s.run("b", "(exit 2)").await, "exit 2");
@@ -330,7 +325,7 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
         assert_has!(r, "after-2");
         assert_has!(r, "exit 0");
         assert_has!(r, "the terminal's answer to a question in the last command's output");
-        assert_has!(regions(&s, &name).await, "echo after-$((1+1))");
+        assert_has!(s.regions(&name).await, "echo after-$((1+1))");
         // Text someone typed after the answer is theirs: refused, kept.
         assert_has!(s.run(&name, ask).await, "asked:");
         w.until_on_screen(&name, "1;2c");
@@ -350,7 +345,7 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
 /// Polls the `regions` listing of session `name` until it shows `label`.
 async fn until_labelled(s: &Server, name: &str, label: &str) -> String {
     poll::until_async(&format!("{label:?} in the regions of {name}"), std::time::Duration::from_secs(10), async || {
-        let list = regions(s, name).await;
+        let list = s.regions(name).await;
         if list.contains(label) { Ok(list) } else { Err(list) }
     })
     .await

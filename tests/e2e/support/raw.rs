@@ -194,7 +194,7 @@ pub fn tool_text(answer: &Value) -> (String, bool) {
 
 /// Asserts that `text` holds no ESC, no other C0 control but tab and
 /// newline, and no C1 control.
-pub fn assert_clean(what: &str, text: &str) {
+pub fn assert_no_control_chars(what: &str, text: &str) {
     let bad = text.chars().find(|&c| (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c));
     assert!(bad.is_none(), "{what} holds control character {bad:?}:\n{text:?}");
 }

@@ -161,6 +161,18 @@ impl Server {
         self.ok("run", json!({ "session": session, "command": command })).await
     }
 
+    /// The `regions` listing of `session` (its last 20 regions).
+    pub async fn regions(&self, session: &str) -> String {
+        self.ok("regions", json!({ "session": session })).await
+    }
+
+    /// Starts `command` in `session` and leaves it running: `run` returns
+    /// at its short timeout, saying so.
+    pub async fn leave_running(&self, session: &str, command: &str) {
+        let r = self.ok("run", json!({ "session": session, "command": command, "timeout": 0.5 })).await;
+        assert!(r.contains("still running"), "`{command}` did not keep running:\n{r}");
+    }
+
     /// The server's pid.
     pub fn pid(&self) -> u32 {
         self.child().pid().expect("pid")
@@ -209,6 +221,12 @@ pub fn kill_logger(dir: &Path) -> i32 {
 /// The cooked log of session directory `dir`.
 pub fn session_text(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("session.txt")).expect("session.txt")
+}
+
+/// The permission bits of `path` (of a link itself, not what it names).
+pub fn mode(path: &Path) -> u32 {
+    let meta = std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777
 }
 
 /// Whether `program` is on PATH.
