@@ -1,6 +1,6 @@
 //! The fault-injection suite (issue 10): the real binaries, tmux and
-//! clients, broken on purpose. Each test is named after the item it
-//! proves (`item01_...`). The slow sizes (2,000,000 lines under ten
+//! clients, broken on purpose. Each test is named for what it proves;
+//! docs/testing.md lists them by the fault they inject. The slow sizes (2,000,000 lines under ten
 //! kills, a 2 GB flood for 60 s, 1,000 calls over ten restarts, 100
 //! connect/kill cycles, a 31 s outage) run with `DTMCP_SLOW=1`; without it
 //! the same tests run smaller and say so.
@@ -61,12 +61,12 @@ fn processes_of(w: &World) -> Vec<(i32, String)> {
     found
 }
 
-// ---------------------------------------------------------------- item 1
+// ----------------------------------------------------------- a router killed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item01_router_kill9_during_seq_raw_log_byte_exact_answered_once_typed_once() {
-    let n: u64 = size("item 1: lines of seq", 300_000, 2_000_000);
-    let kills: u32 = size("item 1: router kills", 2, 6);
+async fn a_router_killed_during_seq_loses_no_byte_answers_once_and_types_once() {
+    let n: u64 = size("lines of seq under router kills", 300_000, 2_000_000);
+    let kills: u32 = size("router kills under seq", 2, 6);
     let (world, serve, mut bridge) = bridged("k9", "k1").await;
     let mut serve = Some(serve);
     let command = format!("seq 1 {n}; echo seq-done-$((6*7))");
@@ -80,7 +80,7 @@ async fn item01_router_kill9_during_seq_raw_log_byte_exact_answered_once_typed_o
                 a = &mut answer => break a,
                 _ = tokio::time::sleep(Duration::from_millis(150 + jitter(900))), if killed < kills => {
                     if let Some(s) = serve.take() {
-                        eprintln!("item 1: kill -9 of the router {}", s.pid());
+                        eprintln!("kill -9 of the router {}", s.pid());
                         s.kill();
                     }
                     tokio::time::sleep(Duration::from_millis(jitter(400))).await;
@@ -110,7 +110,7 @@ async fn item01_router_kill9_during_seq_raw_log_byte_exact_answered_once_typed_o
     assert!(!err, "{text}");
 }
 
-// ---------------------------------------------------------------- item 2
+// ------------------------------------------------ a logger killed or stopped
 
 /// A flood that lasts: numbered chunks of base64 lines with a short pause
 /// after each, so that a logger can be broken while it is under way.
@@ -194,8 +194,8 @@ fn first_chunk_after(raw: &[u8], offset: usize) -> Option<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item02_logger_killed_mid_flood_is_a_gap_with_bounds() {
-    let mb: u64 = size("item 2: MB printed", 8, 50);
+async fn a_logger_killed_mid_flood_leaves_a_bounded_gap_and_loses_nothing_after_it() {
+    let mb: u64 = size("MB of the flood under a broken logger", 8, 50);
     let w = World::new();
     let s = w.server().await;
     s.create("g1").await;
@@ -239,8 +239,8 @@ async fn item02_logger_killed_mid_flood_is_a_gap_with_bounds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item02_logger_stopped_mid_flood_stall_reported_then_nothing_lost() {
-    let mb: u64 = size("item 2: MB printed", 8, 50);
+async fn a_logger_stopped_mid_flood_is_reported_not_replaced_and_loses_nothing() {
+    let mb: u64 = size("MB of the flood under a broken logger", 8, 50);
     let w = World::new();
     let s = w.server().await;
     s.create("g2").await;
@@ -280,7 +280,7 @@ async fn item02_logger_stopped_mid_flood_stall_reported_then_nothing_lost() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item02_a_command_ending_inside_a_logger_gap_is_not_left_running() {
+async fn a_command_ending_inside_a_logger_gap_is_not_left_running() {
     let w = World::new();
     let s = w.server().await;
     s.create("g3").await;
@@ -300,10 +300,10 @@ async fn item02_a_command_ending_inside_a_logger_gap_is_not_left_running() {
     assert_has!(r.text, "log gap in g3");
 }
 
-// ---------------------------------------------------------------- item 3
+// ------------------------------------------------------ a tmux server killed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item03_tmux_server_killed_with_five_sessions() {
+async fn a_killed_tmux_server_ends_its_five_sessions_and_leaves_no_orphans() {
     let w = World::new();
     let s = w.server().await;
     let names = ["d1", "d2", "d3", "d4", "d5"];
@@ -348,7 +348,7 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
-// ---------------------------------------------------------------- item 5
+// -------------------------------------------------------------- logs deleted
 
 /// Links in `/proc/PID/fd` that point at deleted files.
 fn deleted_fds(pid: i32) -> Vec<String> {
@@ -362,7 +362,7 @@ fn deleted_fds(pid: i32) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item05_raw_log_deleted_while_logging_is_detected_and_reported() {
+async fn a_raw_log_deleted_while_logging_is_reported_and_logging_starts_again() {
     let w = World::new();
     let s = w.server().await;
     s.create("u1").await;
@@ -405,7 +405,7 @@ fn remove_tree_while_written(dir: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item05_session_directory_deleted_while_logging_is_detected_and_reported() {
+async fn a_session_directory_deleted_while_logging_is_reported_and_made_again() {
     let w = World::new();
     let s = w.server().await;
     s.create("u2").await;
@@ -439,7 +439,7 @@ async fn item05_session_directory_deleted_while_logging_is_detected_and_reported
     assert!(back.text.lines().any(|l| l == "back-2"), "{}\nafter the replies:\n{replies}", back.text);
 }
 
-// ---------------------------------------------------------------- item 6
+// -------------------------------------------- a flood with a person attached
 
 fn vm_kb(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -451,9 +451,9 @@ fn vm_kb(pid: u32, field: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item06_flood_with_a_person_attached_byte_exact_rss_bounded_ctrl_c_quick() {
-    let mb: u64 = size("item 6: MB of the byte-exact flood", 20, 2000);
-    let secs: u64 = size("item 6: seconds of yes", 3, 60);
+async fn a_flood_with_a_person_attached_is_byte_exact_bounded_in_memory_and_stops_on_ctrl_c() {
+    let mb: u64 = size("MB of the byte-exact flood with a person attached", 20, 2000);
+    let secs: u64 = size("seconds of yes with a person attached", 3, 60);
     let w = World::new();
     let s = w.server().await;
     s.create("f1").await;
@@ -480,15 +480,15 @@ async fn item06_flood_with_a_person_attached_byte_exact_rss_bounded_ctrl_c_quick
     assert!(took < Duration::from_secs(2), "ctrl+c took {took:?}: {r}\n{w8}");
     assert_has!(s.run("f1", "echo after-flood").await, "after-flood");
     let rss = vm_kb(s.pid(), "VmHWM:");
-    eprintln!("item 6: router peak RSS {rss} kB after {mb} MB and {secs} s of yes");
+    eprintln!("a flood with a person attached: router peak RSS {rss} kB after {mb} MB and {secs} s of yes");
     assert!(rss < 64 * 1024, "router peak RSS {rss} kB");
     drop(person);
 }
 
-// ---------------------------------------------------------------- item 7
+// ------------------------------------------------------------- garbage bytes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item07_binary_garbage_split_utf8_nul_c1_and_a_huge_osc_are_survived() {
+async fn binary_garbage_split_utf8_nul_c1_and_a_huge_osc_are_survived() {
     let w = World::new();
     let mut c = RawClient::start(&[], &w.env()).await;
     let t = Duration::from_secs(60);
@@ -531,10 +531,10 @@ async fn item07_binary_garbage_split_utf8_nul_c1_and_a_huge_osc_are_survived() {
     assert!(c.received.iter().all(|m| m.get("error").is_none()), "a protocol error");
 }
 
-// ---------------------------------------------------------------- item 8
+// ---------------------------------------------------------- escape injection
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item08_escape_injection_never_reaches_a_reply_or_the_server_log() {
+async fn escape_injection_never_reaches_a_reply_or_the_server_log() {
     let w = World::new();
     let log = w.tmp.path().join("server.log");
     let mut child = std::process::Command::new(SERVER)
@@ -590,10 +590,10 @@ async fn item08_escape_injection_never_reaches_a_reply_or_the_server_log() {
     assert_no_control_chars("the server log", &text);
 }
 
-// ---------------------------------------------------------------- item 9
+// ------------------------------------------------------------ forged markers
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item09_forged_and_replayed_markers_make_no_region_or_status() {
+async fn forged_and_replayed_markers_make_no_region_or_status() {
     let w = World::new();
     let s = w.server().await;
     s.create("m1").await;
@@ -641,7 +641,7 @@ async fn item09_forged_and_replayed_markers_make_no_region_or_status() {
     assert_has!(s.run("m1", "(exit 5)").await, "exit 5");
 }
 
-// ---------------------------------------------------------------- item 16
+// ---------------------------------------------------------------- the bridge
 
 /// Descriptors, threads and children of process `pid`.
 fn footprint(pid: u32) -> (usize, usize, usize) {
@@ -661,9 +661,9 @@ fn footprint(pid: u32) -> (usize, usize, usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item16_bridge_calls_across_server_restarts_each_answered_once() {
-    let calls: u64 = size("item 16: calls", 120, 1000);
-    let restarts: u64 = size("item 16: server restarts", 3, 10);
+async fn bridge_calls_across_server_restarts_are_answered_once_and_typed_once() {
+    let calls: u64 = size("bridge calls across server restarts", 120, 1000);
+    let restarts: u64 = size("server restarts under bridge calls", 3, 10);
     let (world, serve, mut bridge) = bridged("many", "c1").await;
     let mut serve = Some(serve);
     let every = calls / (restarts + 1);
@@ -706,8 +706,8 @@ async fn item16_bridge_calls_across_server_restarts_each_answered_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item16_bridge_connect_kill_cycles_leave_the_server_flat() {
-    let cycles: u32 = size("item 16: connect/kill cycles", 20, 100);
+async fn bridges_connected_and_killed_over_and_over_leave_the_server_flat() {
+    let cycles: u32 = size("bridge connect/kill cycles", 20, 100);
     let (world, serve, mut first) = bridged("warm", "h1").await;
     first.call("run", json!({"session": "h1", "command": "echo warm"}), Duration::from_secs(20)).await;
     drop(first.close().await);
@@ -734,17 +734,17 @@ async fn item16_bridge_connect_kill_cycles_leave_the_server_flat() {
         tokio::time::sleep(Duration::from_millis(250)).await;
         after = footprint(serve.pid());
     }
-    eprintln!("item 16: server fds/threads/children before {before:?}, after {cycles} cycles {after:?}");
+    eprintln!("connect/kill cycles: server fds/threads/children before {before:?}, after {cycles} cycles {after:?}");
     assert!(after.0 <= before.0 + 2, "descriptors grew: {before:?} -> {after:?}");
     assert!(after.1 <= before.1 + 1, "threads grew: {before:?} -> {after:?}");
     assert!(after.2 <= before.2, "children grew: {before:?} -> {after:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item16_bridge_outage_of_31_seconds() {
+async fn a_bridge_gives_up_on_a_31_second_outage_and_a_new_one_connects() {
     if !slow() {
         eprintln!(
-            "skipped: item 16's 31 s outage runs with DTMCP_SLOW=1 (a 30 s one is bridge::a_bridge_without_a_server_gives_up_after_30_seconds)"
+            "skipped: the 31 s outage runs with DTMCP_SLOW=1 (a 30 s one is bridge::a_bridge_without_a_server_gives_up_after_30_seconds)"
         );
         return;
     }
@@ -768,7 +768,7 @@ async fn item16_bridge_outage_of_31_seconds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item16_bridge_stdin_closed_with_a_call_in_flight_exits() {
+async fn a_bridge_whose_input_closes_with_a_call_in_flight_exits() {
     let (_world, _serve, mut c) = bridged("eof", "s1").await;
     c.post_call("run", json!({"session": "s1", "command": "sleep 1; echo late", "timeout": 5})).await;
     let mut child = c.close().await;
@@ -777,10 +777,10 @@ async fn item16_bridge_stdin_closed_with_a_call_in_flight_exits() {
     assert!(status.code().is_some(), "{status:?}");
 }
 
-// ---------------------------------------------------------------- item 17
+// ----------------------------------------------------------------- retention
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item17_retention_racing_reads_and_a_symlink_to_home_leave_the_target_alone() {
+async fn a_sweep_racing_reads_takes_only_the_eligible_directory_and_leaves_link_targets_alone() {
     let w = World::new();
     let fake_home = w.tmp.path().join("home");
     std::fs::create_dir_all(fake_home.join("work")).expect("home");
@@ -822,7 +822,7 @@ async fn item17_retention_racing_reads_and_a_symlink_to_home_leave_the_target_al
         sweep().await
     };
     let (outcomes, said) = tokio::join!(reader, sweeper);
-    eprintln!("item 17: reads before/after the sweep: {outcomes:?}");
+    eprintln!("a sweep racing reads: reads before/after the sweep: {outcomes:?}");
     if w.session_dir("r1").exists() {
         // A read between the sweep's plan and its deletion keeps the
         // directory (it is in use), and says so; the next sweep takes it.
@@ -838,10 +838,10 @@ async fn item17_retention_racing_reads_and_a_symlink_to_home_leave_the_target_al
     assert_has!(s.run("r3", "echo r3-alive").await, "r3-alive");
 }
 
-// ---------------------------------------------------------------- item 18
+// ------------------------------------------------------- secrets and history
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item18_no_secret_in_a_pane_no_io_in_calls_log_no_agent_history() {
+async fn no_server_secret_in_a_pane_no_output_in_calls_log_no_agent_command_in_history() {
     let w = World::new();
     let home = w.tmp.path().join("userhome");
     std::fs::create_dir_all(&home).expect("home");
