@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use crate::assert_has;
 use crate::support::raw::{RawClient, assert_no_control_chars, tool_text};
-use crate::support::{Person, SERVER, Serve, World, bridged, logger_pid, poll, regions, size, slow, until_answering};
+use crate::support::{
+    Person, SERVER, Serve, World, bridged, has_exited, logger_pid, poll, regions, size, slow, until_answering,
+};
 
 /// A pseudo-random number from the clock, for kill moments; printed so a
 /// failure can be told apart from another.
@@ -40,25 +42,6 @@ fn raw_holds(dir: &Path, want: &[u8]) -> bool {
 
 fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
-}
-
-/// Every process whose environment names this world's tmux socket.
-fn processes_of(w: &World) -> Vec<(i32, String)> {
-    let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={}\0", w.socket);
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
-        if memchr::memmem::find(&env, needle.as_bytes()).is_some() {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            if state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')) {
-                continue;
-            }
-            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-        }
-    }
-    found
 }
 
 // ----------------------------------------------------------- a router killed
@@ -315,13 +298,11 @@ async fn a_killed_tmux_server_ends_its_five_sessions_and_leaves_no_orphans() {
     let loggers: Vec<i32> = names.iter().map(|n| logger_pid(&w.session_dir(n)).expect("logger")).collect();
     signal(pid, nix::sys::signal::Signal::SIGKILL);
     // Loggers see their input end and exit; nothing of the sessions stays.
-    poll::until_async("the loggers to exit", Duration::from_secs(10), async || {
-        loggers.iter().all(|&p| !Path::new(&format!("/proc/{p}")).exists() || is_zombie(p))
-    })
-    .await;
+    poll::until_async("the loggers to exit", Duration::from_secs(10), async || loggers.iter().all(|&p| has_exited(p)))
+        .await;
     let server_pid = s.pid() as i32;
     let orphans = async || {
-        let left: Vec<(i32, String)> = processes_of(&w).into_iter().filter(|(p, _)| *p != server_pid).collect();
+        let left: Vec<(i32, String)> = w.processes().into_iter().filter(|(p, _)| *p != server_pid).collect();
         if left.is_empty() { Ok(()) } else { Err(format!("{left:?}")) }
     };
     poll::until_async("no orphan processes", Duration::from_secs(10), orphans).await;
@@ -340,12 +321,6 @@ async fn a_killed_tmux_server_ends_its_five_sessions_and_leaves_no_orphans() {
     // The router carries on and makes a new session on a new tmux server.
     s.create("d6").await;
     assert_has!(s.run("d6", "echo alive-$((2*3))").await, "alive-6");
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
-        .unwrap_or(true)
 }
 
 // -------------------------------------------------------------- logs deleted
@@ -432,7 +407,7 @@ async fn a_session_directory_deleted_while_logging_is_reported_and_made_again() 
     }
     assert_has!(replies, "deleted");
     assert!(dir.join("raw.log").exists(), "logging did not start again");
-    for p in processes_of(&w) {
+    for p in w.processes() {
         assert_eq!(deleted_fds(p.0), Vec::<String>::new(), "{} holds deleted files", p.1);
     }
     let back = s.call("run", json!({"session": "u2", "command": "echo back-$((1+1))", "timeout": 60})).await;

@@ -20,4 +20,4 @@ pub use person::{Person, Pty};
 pub use raw::RawClient;
 pub use serve::{Serve, bridge, bridged, free_port, request, socket_of, unix_get, unix_http, until_answering};
 pub use slow::{size, slow};
-pub use world::{SERVER, Server, World, installed, kill_logger, logger_pid, mode, session_text};
+pub use world::{SERVER, Server, World, has_exited, installed, kill_logger, logger_pid, mode, session_text};

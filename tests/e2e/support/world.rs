@@ -83,32 +83,39 @@ impl World {
             if screen.contains(needle) { Ok(()) } else { Err(screen) }
         })
     }
+
+    /// Every live process (not a zombie, not this test) whose environment
+    /// names this world's tmux socket, with its command line. The name
+    /// holds the test process's pid and a counter, so nothing of another
+    /// test or user matches.
+    pub fn processes(&self) -> Vec<(i32, String)> {
+        let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={}\0", self.socket);
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+            let named =
+                memchr::memmem::find(&environ, needle.as_bytes()).is_some_and(|at| at == 0 || environ[at - 1] == 0);
+            if named && !has_exited(pid) && pid as u32 != me {
+                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+            }
+        }
+        found
+    }
 }
 
 impl Drop for World {
     fn drop(&mut self) {
         // Only this test's tmux server, by its own socket.
         dtmcp::tmux::kill_server_now(&self.socket);
-        kill_strays(&self.socket);
-    }
-}
-
-/// Kills every process that carries this world's tmux socket name in its
-/// environment: a server of this world still running, and a tmux server it
-/// started while `kill-server` ran (which then lost its socket file and
-/// can no longer be reached by name). The name holds the test process's
-/// pid and a counter, so nothing of another test or user matches.
-fn kill_strays(socket: &str) {
-    let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={socket}\0");
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if pid as u32 == me {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        if memchr::memmem::find(&environ, needle.as_bytes()).is_some_and(|at| at == 0 || environ[at - 1] == 0) {
+        // Then every process still carrying the socket's name: a server of
+        // this world still running, and a tmux server it started while
+        // `kill-server` ran (which then lost its socket file and can no
+        // longer be reached by name).
+        for (pid, _) in self.processes() {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
     }
@@ -221,6 +228,12 @@ pub fn kill_logger(dir: &Path) -> i32 {
 /// The cooked log of session directory `dir`.
 pub fn session_text(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("session.txt")).expect("session.txt")
+}
+
+/// Whether process `pid` has exited: it is gone, or a zombie not yet reaped.
+pub fn has_exited(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+    stat.map_or(true, |s| s.split(") ").nth(1).is_some_and(|state| state.starts_with('Z')))
 }
 
 /// The permission bits of `path` (of a link itself, not what it names).
