@@ -3,38 +3,28 @@
 //! server restart (kept by the session's logger) and a logger restart too
 //! (kept in `state.json`), and stay apart per agent.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{World, kill_logger};
-use crate::serve::{Serve, bridge, unix_get};
+use crate::support::{Serve, World, bridge, kill_logger, poll, unix_get};
 
 /// The note a `| tail` earns.
 const TAIL_NOTE: &str = "`| tail` is unnecessary";
 /// What opens a reply that tells of commands finished meanwhile.
 const FINISHED: &str = "finished since your last call";
 
-async fn text(agent: &McpChild, tool: &str, args: Value) -> String {
-    let r = agent.call(tool, args).await.unwrap_or_else(|e| panic!("{tool}: {e:#}"));
-    assert!(!r.is_error, "{tool} failed: {}", r.text);
-    r.text
-}
-
-/// Waits (bounded) until the session's `state.json` holds `needle`.
+/// Waits (up to 5 s) until the session's `state.json` holds `needle`.
 fn wait_for_state(world: &World, session: &str, needle: &str) -> Value {
     let path = world.session_dir(session).join("state.json");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    poll::until(&format!("state.json to hold {needle:?}"), Duration::from_secs(5), || {
         let body = std::fs::read_to_string(&path).unwrap_or_default();
-        if body.contains(needle) {
-            return serde_json::from_str(&body).expect("state.json is whole JSON");
+        match body.contains(needle) {
+            true => Ok(serde_json::from_str(&body).expect("state.json is whole JSON")),
+            false => Err(body),
         }
-        assert!(Instant::now() < deadline, "state.json never held {needle:?}: {body}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,17 +32,17 @@ async fn a_note_given_before_a_restart_is_not_given_again() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
-    text(&alice, "session_create", json!({"name": "n1"})).await;
-    let first = text(&alice, "run", json!({"session": "n1", "command": "seq 1 100 | tail -3"})).await;
+    alice.ok("session_create", json!({"name": "n1"})).await;
+    let first = alice.ok("run", json!({"session": "n1", "command": "seq 1 100 | tail -3"})).await;
     assert_has!(first, TAIL_NOTE);
     serve.kill();
     let serve = Serve::start(&world, &[]);
-    let again = text(&alice, "run", json!({"session": "n1", "command": "seq 1 50 | tail -2"})).await;
+    let again = alice.ok("run", json!({"session": "n1", "command": "seq 1 50 | tail -2"})).await;
     assert_has!(again, "50");
     assert!(!again.contains(TAIL_NOTE), "the note came again after a server restart:\n{again}");
     // Kept per agent: another agent is told.
     let bob = bridge(&world, "bob").await;
-    let bobs = text(&bob, "run", json!({"session": "n1", "command": "seq 1 9 | tail -1"})).await;
+    let bobs = bob.ok("run", json!({"session": "n1", "command": "seq 1 9 | tail -1"})).await;
     assert_has!(bobs, TAIL_NOTE);
     // The logger wrote it down; a new logger and a new server read it back.
     let state = wait_for_state(&world, "n1", "bob");
@@ -60,7 +50,7 @@ async fn a_note_given_before_a_restart_is_not_given_again() {
     serve.kill();
     kill_logger(&world.session_dir("n1"));
     let _serve = Serve::start(&world, &[]);
-    let third = text(&alice, "run", json!({"session": "n1", "command": "seq 1 7 | tail -1"})).await;
+    let third = alice.ok("run", json!({"session": "n1", "command": "seq 1 7 | tail -1"})).await;
     assert_has!(third, "7");
     assert!(!third.contains(TAIL_NOTE), "the note came again after a logger restart:\n{third}");
 }
@@ -71,31 +61,31 @@ async fn a_command_that_ends_while_no_server_runs_is_told_on_the_next_call() {
     let serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
     let bob = bridge(&world, "bob").await;
-    text(&alice, "session_create", json!({"name": "f1"})).await;
+    alice.ok("session_create", json!({"name": "f1"})).await;
     let command = "sleep 1.5; echo slept-$((3*3))";
-    let left = text(&alice, "run", json!({"session": "f1", "command": command, "timeout": 0.3})).await;
+    let left = alice.ok("run", json!({"session": "f1", "command": command, "timeout": 0.3})).await;
     assert_has!(left, "still running");
     // Bob looks while it runs, and leaves before it ends too.
-    text(&bob, "read", json!({"session": "f1"})).await;
+    bob.ok("read", json!({"session": "f1"})).await;
     serve.kill();
     tokio::time::sleep(Duration::from_millis(2000)).await;
     let serve = Serve::start(&world, &[]);
-    let next = text(&alice, "run", json!({"session": "f1", "command": "echo next-$((1+1))"})).await;
+    let next = alice.ok("run", json!({"session": "f1", "command": "echo next-$((1+1))"})).await;
     assert_has!(next, format!("{FINISHED}: `{command}` (region 1) · exit 0"));
     assert_has!(next, "next-2");
     // Told once.
-    let after = text(&alice, "read", json!({"session": "f1"})).await;
+    let after = alice.ok("read", json!({"session": "f1"})).await;
     assert!(!after.contains(FINISHED), "{after}");
     // A command that ends while the agent waits on another is told too,
     // and one it saw end in a reply of its own is not.
     serve.stop();
     let _serve = Serve::start(&world, &[]);
-    let bobs = text(&bob, "regions", json!({"session": "f1"})).await;
+    let bobs = bob.ok("regions", json!({"session": "f1"})).await;
     assert_has!(bobs, format!("{FINISHED}: `{command}`"));
-    text(&alice, "run", json!({"session": "f1", "command": "sleep 2", "timeout": 0.1})).await;
-    let waited = text(&alice, "wait", json!({"session": "f1"})).await;
+    alice.ok("run", json!({"session": "f1", "command": "sleep 2", "timeout": 0.1})).await;
+    let waited = alice.ok("wait", json!({"session": "f1"})).await;
     assert_has!(waited, "exit 0");
-    let last = text(&alice, "read", json!({"session": "f1"})).await;
+    let last = alice.ok("read", json!({"session": "f1"})).await;
     assert!(!last.contains(FINISHED), "the wait reply told it already:\n{last}");
 }
 
@@ -104,19 +94,19 @@ async fn screen_diffs_carry_on_across_a_restart_and_stay_apart_per_agent() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
-    text(&alice, "session_create", json!({"name": "sc1"})).await;
+    alice.ok("session_create", json!({"name": "sc1"})).await;
     let look = |t: &str| json!({"session": "sc1", "text": t, "keys": ["enter"], "screen": "changes", "wait": 0.5});
-    let first = text(&alice, "send", look("echo alpha-one")).await;
+    let first = alice.ok("send", look("echo alpha-one")).await;
     assert_has!(first, "no earlier screen");
     serve.kill();
     let _serve = Serve::start(&world, &[]);
-    let second = text(&alice, "send", look("echo alpha-two")).await;
+    let second = alice.ok("send", look("echo alpha-two")).await;
     assert!(!second.contains("no earlier screen"), "the last look was forgotten:\n{second}");
     assert_has!(second, "changed since the last look");
     assert_has!(second, "alpha-two");
     assert!(!second.contains("alpha-one"), "an unchanged row was shown as changed:\n{second}");
     let bob = bridge(&world, "bob").await;
-    let bobs = text(&bob, "send", look("echo three")).await;
+    let bobs = bob.ok("send", look("echo three")).await;
     assert_has!(bobs, "no earlier screen");
 }
 
@@ -125,23 +115,23 @@ async fn text_an_agent_left_at_the_prompt_stays_its_own_across_a_restart() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
-    text(&alice, "session_create", json!({"name": "h1"})).await;
-    text(&alice, "send", json!({"session": "h1", "text": "echo half-$((6*7))"})).await;
+    alice.ok("session_create", json!({"name": "h1"})).await;
+    alice.ok("send", json!({"session": "h1", "text": "echo half-$((6*7))"})).await;
     wait_for_state(&world, "h1", "echo half-");
     serve.kill();
     let serve = Serve::start(&world, &[]);
     let bob = bridge(&world, "bob").await;
-    let refused = bob.call("run", json!({"session": "h1", "command": "echo bobs"})).await.expect("run");
+    let refused = bob.call("run", json!({"session": "h1", "command": "echo bobs"})).await;
     assert!(refused.is_error, "typed over alice's text: {}", refused.text);
     assert_has!(refused.text, "by agent alice");
     assert_has!(refused.text, "echo half-$((6*7))");
-    let listed = text(&bob, "session_list", json!({})).await;
+    let listed = bob.ok("session_list", json!({})).await;
     assert_has!(listed, "left typed at the prompt by alice: `echo half-$((6*7))`");
     let (_, body) = unix_get(&serve.socket, "/api/sessions");
     let list: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(list["sessions"][0]["left_at_prompt"]["actor"], "alice", "{body}");
     // Once alice submits it, it is nobody's and the prompt is free.
-    let done = text(&alice, "send", json!({"session": "h1", "keys": ["enter"], "wait": 1})).await;
+    let done = alice.ok("send", json!({"session": "h1", "keys": ["enter"], "wait": 1})).await;
     assert_has!(done, "half-42");
     let (_, body) = unix_get(&serve.socket, "/api/sessions");
     let list: Value = serde_json::from_str(&body).expect("JSON");
@@ -154,16 +144,16 @@ async fn a_region_another_agent_started_names_that_agent_in_regions_and_read() {
     let _serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
     let bob = bridge(&world, "bob").await;
-    text(&alice, "session_create", json!({"name": "by1"})).await;
-    text(&alice, "run", json!({"session": "by1", "command": "echo from-alice"})).await;
-    text(&bob, "run", json!({"session": "by1", "command": "echo from-bob"})).await;
-    let listed = text(&bob, "regions", json!({"session": "by1"})).await;
+    alice.ok("session_create", json!({"name": "by1"})).await;
+    alice.ok("run", json!({"session": "by1", "command": "echo from-alice"})).await;
+    bob.ok("run", json!({"session": "by1", "command": "echo from-bob"})).await;
+    let listed = bob.ok("regions", json!({"session": "by1"})).await;
     let line = |needle: &str| listed.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
     assert_has!(line("echo from-alice"), "started by agent alice");
     assert!(!line("echo from-bob").contains("started by"), "bob's own command named its starter:\n{listed}");
-    let read = text(&bob, "read", json!({"session": "by1", "region": 1})).await;
+    let read = bob.ok("read", json!({"session": "by1", "region": 1})).await;
     assert_has!(read.lines().next().unwrap_or_default(), "region 1 `echo from-alice` · started by agent alice");
-    let own = text(&alice, "regions", json!({"session": "by1"})).await;
+    let own = alice.ok("regions", json!({"session": "by1"})).await;
     let alices = own.lines().find(|l| l.contains("echo from-alice")).unwrap_or_default();
     assert!(!alices.contains("started by"), "{own}");
     assert_has!(own.lines().find(|l| l.contains("echo from-bob")).unwrap_or_default(), "started by agent bob");

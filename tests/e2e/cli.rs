@@ -9,8 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::demo::run_for;
-use crate::harness::{SERVER, World};
+use crate::support::{Ran, SERVER, World, run_for};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -42,8 +41,8 @@ async fn bash_completes(w: &World, dtmcp: &Path, line: &str) -> Vec<String> {
         cur = words[words.len() - 1],
         prev = words[words.len().saturating_sub(2)],
     );
-    let (status, out, err) = run_for(Path::new("bash"), &["-c", &script], &w.env(), LIMIT).await;
-    assert!(status.success(), "bash completion failed ({status}): {err}");
+    let Ran { code, stdout: out, stderr: err, .. } = run_for(Path::new("bash"), &["-c", &script], &w.env(), LIMIT);
+    assert!(code == 0, "bash completion failed (exit {code}): {err}");
     out.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
 }
 
@@ -69,32 +68,32 @@ async fn completions_offer_subcommands_options_and_session_names() {
     assert_eq!(some, ["alpha"], "only the names that fit");
 
     // zsh's script asks the same way; its answer, by the protocol the script speaks.
-    let (status, script, _) = run_for(&dtmcp, &["completions", "zsh"], &w.env(), LIMIT).await;
-    assert!(status.success());
+    let Ran { code, stdout: script, .. } = run_for(&dtmcp, &["completions", "zsh"], &w.env(), LIMIT);
+    assert!(code == 0);
     assert_has!(script, "compdef _clap_dynamic_completer_dtmcp dtmcp");
     let mut env = w.env();
     env.extend(
         [("COMPLETE", "zsh"), ("_CLAP_COMPLETE_INDEX", "2"), ("_CLAP_IFS", "\n")].map(|(k, v)| (k.into(), v.into())),
     );
-    let (status, out, err) = run_for(&dtmcp, &["--", "dtmcp", "tail", ""], &env, LIMIT).await;
-    assert!(status.success(), "{err}");
+    let Ran { code, stdout: out, stderr: err, .. } = run_for(&dtmcp, &["--", "dtmcp", "tail", ""], &env, LIMIT);
+    assert!(code == 0, "{err}");
     assert!(out.lines().any(|l| l == "alpha") && out.lines().any(|l| l == "beta"), "{out}");
     for shell in ["fish", "elvish", "powershell"] {
-        let (status, _, err) = run_for(&dtmcp, &["completions", shell], &w.env(), LIMIT).await;
-        assert!(status.success(), "{shell}: {err}");
+        let Ran { code, stderr: err, .. } = run_for(&dtmcp, &["completions", shell], &w.env(), LIMIT);
+        assert!(code == 0, "{shell}: {err}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn man_pages_are_written_under_both_names() {
     let w = World::new();
-    let (status, page, _) = run_for(Path::new(SERVER), &["man"], &w.env(), LIMIT).await;
-    assert!(status.success());
+    let Ran { code, stdout: page, .. } = run_for(Path::new(SERVER), &["man"], &w.env(), LIMIT);
+    assert!(code == 0);
     assert!(page.contains(".TH docent-terminal-mcp 1") && page.contains("tail"), "{page}");
     let dir = w.tmp.path().join("man1");
-    let (status, listed, err) =
-        run_for(Path::new(SERVER), &["man", "--dir", dir.to_str().expect("utf-8")], &w.env(), LIMIT).await;
-    assert!(status.success(), "{err}");
+    let Ran { code, stdout: listed, stderr: err, .. } =
+        run_for(Path::new(SERVER), &["man", "--dir", dir.to_str().expect("utf-8")], &w.env(), LIMIT);
+    assert!(code == 0, "{err}");
     for (file, title) in [
         ("dtmcp.1", ".TH dtmcp 1"),
         ("dtmcp-ls.1", ".TH dtmcp-ls 1"),
@@ -107,8 +106,8 @@ async fn man_pages_are_written_under_both_names() {
         assert_has!(listed, file);
     }
     for sub in ["ls", "tail", "show", "regions", "search", "watch", "attach"] {
-        let (status, help, _) = run_for(Path::new(SERVER), &[sub, "--help"], &w.env(), LIMIT).await;
-        assert!(status.success());
+        let Ran { code, stdout: help, .. } = run_for(Path::new(SERVER), &[sub, "--help"], &w.env(), LIMIT);
+        assert!(code == 0);
         assert_has!(help, "Examples:");
     }
 }
@@ -124,32 +123,32 @@ async fn after_a_close_logs_and_ls_tell_what_is_there_as_dtmcp() {
     // The last output is well before the close.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let closing = dtmcp::config::now_ms();
-    let (status, _, err) = run_for(&dtmcp, &["close", "t1"], &w.env(), LIMIT).await;
-    assert!(status.success(), "{err}");
+    let Ran { code, stderr: err, .. } = run_for(&dtmcp, &["close", "t1"], &w.env(), LIMIT);
+    assert!(code == 0, "{err}");
 
-    let (status, out, err) = run_for(&dtmcp, &["logs", "keep", "nosuch"], &w.env(), LIMIT).await;
-    assert!(!status.success());
+    let Ran { code, stdout: out, stderr: err, .. } = run_for(&dtmcp, &["logs", "keep", "nosuch"], &w.env(), LIMIT);
+    assert!(code != 0);
     assert_eq!(out, "");
     assert!(err.starts_with("dtmcp: "), "named as called: {err}");
     assert_has!(err, "sessions with logs: t1");
     assert_has!(err, "dtmcp ls --all");
     assert!(!err.contains("open: t1") && !err.contains("session_list"), "{err}");
 
-    let (status, out, err) = run_for(&dtmcp, &["logs", "due"], &w.env(), LIMIT).await;
-    assert!(status.success(), "{err}");
+    let Ran { code, stdout: out, stderr: err, .. } = run_for(&dtmcp, &["logs", "due"], &w.env(), LIMIT);
+    assert!(code == 0, "{err}");
     assert_eq!(out, "", "nothing is due");
     assert_has!(err, "nothing is due");
 
-    let (status, out, err) = run_for(&dtmcp, &["ls", "--all", "--json"], &w.env(), LIMIT).await;
-    assert!(status.success(), "{err}");
+    let Ran { code, stdout: out, stderr: err, .. } = run_for(&dtmcp, &["ls", "--all", "--json"], &w.env(), LIMIT);
+    assert!(code == 0, "{err}");
     let list: Value = serde_json::from_str(&out).expect("JSON");
     let t1 = list.as_array().and_then(|a| a.iter().find(|s| s["name"] == "t1")).expect("t1 listed");
     assert_eq!(t1["state"], "closed");
     let since = t1["since_ms"].as_u64().expect("since_ms");
     assert!(since + 500 >= closing, "closed since its last output, not its close: {since} < {closing}");
 
-    let (_, _, err) = run_for(Path::new(SERVER), &["tail", "t9"], &w.env(), LIMIT).await;
+    let Ran { stderr: err, .. } = run_for(Path::new(SERVER), &["tail", "t9"], &w.env(), LIMIT);
     assert!(err.starts_with("docent-terminal-mcp: "), "{err}");
-    let (_, _, err) = run_for(&dtmcp, &["tail", "t9"], &w.env(), LIMIT).await;
+    let Ran { stderr: err, .. } = run_for(&dtmcp, &["tail", "t9"], &w.env(), LIMIT);
     assert!(err.starts_with("dtmcp: "), "{err}");
 }

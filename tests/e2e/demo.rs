@@ -3,43 +3,18 @@
 //! in one line, instead of failing every call later.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::harness::{SERVER, World};
+use crate::support::{Ran, SERVER, World, poll, run_for};
 use crate::{assert_has, needs};
-
-/// Runs `program args` with `env`, stdin closed, and returns its exit
-/// status, stdout and stderr; killed after `limit`.
-pub async fn run_for(
-    program: &Path,
-    args: &[&str],
-    env: &[(String, String)],
-    limit: Duration,
-) -> (std::process::ExitStatus, String, String) {
-    let child = tokio::process::Command::new(program)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
-    let out = tokio::time::timeout(limit, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{} {args:?} did not end within {limit:?}", program.display()))
-        .expect("output");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status, text(&out.stdout), text(&out.stderr))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_runs_every_step_and_exits_zero() {
     needs!("tmux");
     let world = World::new();
-    let (status, out, err) = run_for(Path::new(SERVER), &["demo"], &world.env(), Duration::from_secs(120)).await;
-    assert!(status.success(), "the demo failed ({status}):\n{out}\n{err}");
+    let Ran { code, stdout: out, stderr: err, .. } =
+        run_for(Path::new(SERVER), &["demo"], &world.env(), Duration::from_secs(120));
+    assert!(code == 0, "the demo failed (exit {code}):\n{out}\n{err}");
     assert_eq!(out.matches("\n← ").count(), 16, "every step was answered:\n{out}");
     assert_eq!(out.matches(" (error)").count(), 1, "only the step meant to be refused was:\n{out}");
     assert_has!(out, "hello from Linux");
@@ -63,8 +38,8 @@ async fn without_its_pane_logger_the_router_says_so_in_one_line_and_stops() {
     let logger = exe.with_file_name("dtmcp-pane-logger");
     for args in [&["demo"][..], &[], &["stdio"], &["serve"]] {
         let started = Instant::now();
-        let (status, out, err) = run_for(&exe, args, &world.env(), Duration::from_secs(20)).await;
-        assert!(!status.success(), "{args:?} went on without a logger:\n{out}\n{err}");
+        let Ran { code, stdout: out, stderr: err, .. } = run_for(&exe, args, &world.env(), Duration::from_secs(20));
+        assert!(code != 0, "{args:?} went on without a logger:\n{out}\n{err}");
         assert!(started.elapsed() < Duration::from_secs(5), "{args:?} took {:?} to stop", started.elapsed());
         assert_eq!(out, "", "{args:?} printed before it stopped");
         assert_eq!(err.lines().count(), 1, "{args:?}: one line:\n{err}");
@@ -74,14 +49,9 @@ async fn without_its_pane_logger_the_router_says_so_in_one_line_and_stops() {
     }
     // There, but not executable.
     std::fs::write(&logger, b"#!/bin/sh\n").expect("a logger that cannot run");
-    let (status, _, err) = run_for(&exe, &["demo"], &world.env(), Duration::from_secs(20)).await;
-    assert!(!status.success());
+    let Ran { code, stderr: err, .. } = run_for(&exe, &["demo"], &world.env(), Duration::from_secs(20));
+    assert!(code != 0);
     assert_has!(err, format!("the pane logger {} is not executable", logger.display()));
-}
-
-/// The text of the pane `target` of `world`'s tmux.
-fn pane_text(world: &World, target: &str) -> String {
-    String::from_utf8_lossy(&world.tmux(&["capture-pane", "-p", "-J", "-t", target]).stdout).into_owned()
 }
 
 /// Started by hand in a terminal, the server says what it is and where to
@@ -98,20 +68,12 @@ async fn a_server_started_by_hand_in_a_terminal_says_what_it_is() {
     args.push(format!("'{SERVER}'; echo \"exited with $?\"; sleep 60"));
     let made = world.tmux(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let started = Instant::now();
-    let mut text = pane_text(&world, "=byhand:");
-    while !text.contains("--help") && started.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        text = pane_text(&world, "=byhand:");
-    }
+    let text = pane_until(&world, "=byhand:", "--help", Duration::from_secs(10)).await;
     assert_has!(text, "docent-terminal-mcp: an MCP server");
     assert_has!(text, "docent-terminal-mcp demo");
     assert_eq!(text.lines().filter(|l| !l.trim().is_empty()).count(), 1, "one line:\n{text}");
     world.tmux(&["send-keys", "-t", "=byhand:", "C-d"]);
-    while !text.contains("exited with") && started.elapsed() < Duration::from_secs(20) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        text = pane_text(&world, "=byhand:");
-    }
+    let text = pane_until(&world, "=byhand:", "exited with", Duration::from_secs(20)).await;
     assert_has!(text, "exited with 0");
     assert!(!text.contains("connection closed"), "{text}");
 }
@@ -141,16 +103,12 @@ fn demo_has_its_session(socket: &str) -> bool {
 /// Waits (at most `limit`) until the whole text of `world`'s pane `target`
 /// holds `needle`, and returns it.
 async fn pane_until(world: &World, target: &str, needle: &str, limit: Duration) -> String {
-    let started = Instant::now();
-    loop {
+    poll::until_async(&format!("{needle:?} in pane {target}"), limit, async || {
         let out = world.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", target]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(started.elapsed() < limit, "{needle:?} never showed:\n{text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if text.contains(needle) { Ok(text) } else { Err(text) }
+    })
+    .await
 }
 
 /// In a terminal the demo's attach line works until Enter; `--keep`
@@ -172,11 +130,11 @@ async fn the_demo_keeps_its_session_until_enter_or_for_good_with_keep() {
     assert_has!(text, "Next: register the server with your agent");
     assert!(!demo_has_its_session(&socket), "the demo left its tmux server behind");
 
-    let (status, out, err) =
-        run_for(Path::new(SERVER), &["demo", "--keep"], &world.env(), Duration::from_secs(120)).await;
+    let Ran { code, stdout: out, stderr: err, .. } =
+        run_for(Path::new(SERVER), &["demo", "--keep"], &world.env(), Duration::from_secs(120));
     let kept = demo_socket(&out);
     let _kept_guard = DemoTmux(kept.clone());
-    assert!(status.success(), "{out}\n{err}");
+    assert!(code == 0, "{out}\n{err}");
     let kept = kept.unwrap_or_else(|| panic!("no attach line:\n{out}"));
     assert_has!(out, "stays open");
     assert!(demo_has_its_session(&kept), "--keep did not keep the session:\n{out}");

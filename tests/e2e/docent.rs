@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::harness::World;
+use crate::support::{Person, World};
 use crate::{assert_has, needs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,7 +94,7 @@ async fn summaries_can_be_turned_off() {
 #[test]
 fn the_skill_command_writes_a_plugin_that_starts_this_server() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = std::process::Command::new(crate::harness::SERVER)
+    let out = std::process::Command::new(crate::support::SERVER)
         .args(["skill", "--plugin"])
         .arg(dir.path())
         .output()
@@ -102,7 +102,7 @@ fn the_skill_command_writes_a_plugin_that_starts_this_server() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mcp = std::fs::read_to_string(dir.path().join(".mcp.json")).expect(".mcp.json");
     let mcp: serde_json::Value = serde_json::from_str(&mcp).expect("json");
-    let server = std::fs::canonicalize(crate::harness::SERVER).expect("server path");
+    let server = std::fs::canonicalize(crate::support::SERVER).expect("server path");
     assert_eq!(mcp["mcpServers"]["terminal"]["command"].as_str(), server.to_str());
     let skill = std::fs::read_to_string(dir.path().join("skills/terminal-sessions/SKILL.md")).expect("SKILL.md");
     assert_has!(skill, "name: terminal-sessions");
@@ -153,36 +153,18 @@ async fn a_shell_of_another_user_is_pointed_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_typing_is_pointed_out() {
-    use std::io::Write;
-    use std::time::{Duration, Instant};
-    needs!("script");
+    use std::time::Duration;
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
     s.run("t1", "echo before").await;
-    // A person: a real tmux client on a pseudo-terminal of its own.
-    let attach = format!("tmux -L {} attach -t t1", w.socket);
-    let mut person = std::process::Command::new("script")
-        .args(["-qfc", &attach, "/dev/null"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("script");
-    let started = Instant::now();
-    while String::from_utf8_lossy(&w.tmux(&["display", "-p", "-t", "=t1:", "#{session_attached}"]).stdout).trim() != "1"
-    {
-        assert!(started.elapsed() < Duration::from_secs(10), "the person never attached");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut person = Person::attach(&w, "t1");
     // tmux stamps activity in whole seconds: the keys come a second after
     // both the agent's reply and the attach.
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    let keys = person.stdin.as_mut().expect("stdin");
-    keys.write_all(b"x\x7f").expect("type");
-    keys.flush().expect("flush");
+    person.types("x\x7f");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = s.ok("run", json!({"session": "t1", "command": "sleep 3", "timeout": 1})).await;
     assert_has!(r, "note: a person typed in t1");
-    let _ = person.kill();
-    let _ = person.wait();
+    drop(person);
 }

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::World;
+use crate::support::World;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn questions_are_answered_by_rules_and_secrets_stay_out_of_the_log() {

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::harness::{Server, World};
+use crate::support::{Server, World};
 
 /// A GitHub token of the classic shape, made up.
 const GH: &str = "ghp_opG6vx7AjG5PaUuBx9Kc2LmN4pQ8rS1tU3vW";
@@ -188,21 +188,7 @@ async fn a_session_whose_program_is_not_found_says_so_instead_of_ready() {
 
 /// Runs the command line with `args` in `w`'s environment; its stdout.
 fn people(w: &World, args: &[&str]) -> String {
-    let mut child = std::process::Command::new(crate::harness::SERVER)
-        .args(args)
-        .envs(w.env())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the command line");
-    let started = std::time::Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{args:?} did not end");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out).expect("read");
-    out
+    crate::support::cli(w, args).ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,7 +225,8 @@ async fn connections_that_never_finish_a_request_starve_nobody() {
     use std::io::{Read, Write};
     use std::time::{Duration, Instant};
 
-    use crate::serve::{Serve, bridge, free_port, request, tcp_http, unix_get};
+    use crate::support::serve::tcp_http;
+    use crate::support::{Serve, bridge, free_port, request, unix_get};
 
     let w = World::new();
     let port = free_port();
@@ -267,7 +254,7 @@ async fn connections_that_never_finish_a_request_starve_nobody() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(unix_get(&serve.socket, "/health").0, 200, "/health on the socket");
     let agent = bridge(&w, "alice").await;
-    let listed = agent.call("session_list", json!({})).await.expect("an MCP call on the socket");
+    let listed = agent.call("session_list", json!({})).await;
     assert!(!listed.is_error, "{}", listed.text);
     let host = format!("127.0.0.1:{port}");
     assert_eq!(tcp_http(port, &request("GET", "/health", &[("host", &host)], "")).0, 200, "/health on TCP");
@@ -284,7 +271,8 @@ async fn connections_that_never_finish_a_request_starve_nobody() {
 
 #[test]
 fn json_rpc_that_is_no_message_or_no_call_gets_a_json_rpc_error() {
-    use crate::serve::{Serve, mcp_headers, request, unix_http};
+    use crate::serve::mcp_headers;
+    use crate::support::{Serve, request, unix_http};
 
     let w = World::new();
     let serve = Serve::start(&w, &[]);

@@ -7,17 +7,14 @@
 //! does it when npm is there). Without node or that install, the Inspector
 //! tests say what is missing and skip.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{World, logger_pid};
-use crate::serve::{Serve, free_port};
+use crate::support::{Ran, Serve, Server, World, free_port, logger_pid, run_for};
 
 /// How long one Inspector run may take (it starts node, and for stdio our
 /// server, each time).
@@ -55,24 +52,23 @@ macro_rules! needs_inspector {
     };
 }
 
-/// What one Inspector run left.
-struct Ran {
-    /// Its exit status (None when it was killed at the timeout).
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+/// What an Inspector run printed, read as its JSON output.
+trait Printed {
+    /// The `result` of its JSON output, which must have succeeded.
+    fn result(&self) -> Value;
+
+    /// The text and `isError` of a `tools/call` result.
+    fn reply(&self) -> (String, bool);
 }
 
-impl Ran {
-    /// The `result` of its JSON output, which must have succeeded.
+impl Printed for Ran {
     fn result(&self) -> Value {
-        assert_eq!(self.code, Some(0), "the Inspector failed:\n{}\n{}", self.stdout, self.stderr);
+        assert_eq!(self.code, 0, "the Inspector failed:\n{}\n{}", self.stdout, self.stderr);
         let out: Value = serde_json::from_str(self.stdout.trim())
             .unwrap_or_else(|e| panic!("the Inspector printed no JSON ({e}):\n{}", self.stdout));
         out.get("result").cloned().unwrap_or_else(|| panic!("no result in {out}"))
     }
 
-    /// The text and `isError` of a `tools/call` result.
     fn reply(&self) -> (String, bool) {
         let result = self.result();
         let text = result["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
@@ -85,42 +81,9 @@ impl Ran {
 fn inspect(world: &World, args: &[&str]) -> Ran {
     let home = world.tmp.path().join("inspector-home");
     std::fs::create_dir_all(&home).expect("inspector home");
-    let mut child = Command::new(inspector_bin())
-        .arg("--cli")
-        .args(args)
-        .args(["--format", "json"])
-        .env("HOME", &home)
-        .env("MCP_INSPECTOR_SECRET_STORE", "memory")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the Inspector");
-    let (out, err) = (child.stdout.take().expect("stdout"), child.stderr.take().expect("stderr"));
-    let readers = [out_reader(out), out_reader(err)];
-    let started = Instant::now();
-    let code = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status.code();
-        }
-        if started.elapsed() > INSPECTOR_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let [stdout, stderr] = readers.map(|r| r.join().expect("reader"));
-    Ran { code, stdout, stderr }
-}
-
-/// Reads `pipe` to its end on a thread of its own.
-fn out_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
+    let args = [&["--cli"], args, &["--format", "json"]].concat();
+    let env = [("HOME", home.display().to_string()), ("MCP_INSPECTOR_SECRET_STORE", "memory".into())];
+    run_for(&inspector_bin(), &args, &env.map(|(k, v)| (k.to_string(), v)), INSPECTOR_TIMEOUT)
 }
 
 /// The `-e KEY=VALUE` arguments that hand `world`'s environment to a
@@ -133,7 +96,7 @@ fn env_args(world: &World) -> Vec<String> {
 /// Inspector (2.12) prints its findings on stderr and adds them to the JSON
 /// as `schemaFindings`; without findings it prints neither.
 fn assert_lists_portable_tools(ran: &Ran) {
-    assert_eq!(ran.code, Some(0), "tools/list failed:\n{}\n{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.code, 0, "tools/list failed:\n{}\n{}", ran.stdout, ran.stderr);
     let out: Value = serde_json::from_str(ran.stdout.trim()).expect("JSON from tools/list");
     assert!(out.get("schemaFindings").is_none(), "schema findings: {:#}", out["schemaFindings"]);
     for finding in ["Warning: tool", "Error: tool", "Schema portability"] {
@@ -157,7 +120,7 @@ fn the_inspector_lists_portable_tools_creates_a_session_and_runs_over_stdio() {
     needs_inspector!();
     let world = World::new();
     let env = env_args(&world);
-    let server = crate::harness::SERVER;
+    let server = crate::support::SERVER;
     let stdio = |method: &[&str]| {
         let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
         args.extend_from_slice(method);
@@ -211,7 +174,7 @@ fn the_inspector_drives_the_shared_server_over_http_and_through_the_bridge() {
     let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
     let run = r#"{"session": "h1", "command": "(exit 5)"}"#;
     args.extend_from_slice(&["--method", "tools/call", "--tool-name", "run", "--tool-args-json", run]);
-    args.extend_from_slice(&[crate::harness::SERVER, "connect", "--actor", "inspector-bridge"]);
+    args.extend_from_slice(&[crate::support::SERVER, "connect", "--actor", "inspector-bridge"]);
     let (text, failed) = inspect(&world, &args).reply();
     assert!(!failed && text.starts_with("exit 5 "), "run through the bridge: {text}");
     let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
@@ -220,7 +183,7 @@ fn the_inspector_drives_the_shared_server_over_http_and_through_the_bridge() {
 
     // Without the token: refused, and the Inspector is told what to send.
     let refused = inspect(&world, &[&url, "--method", "tools/list", "--stored-auth-only"]);
-    assert_ne!(refused.code, Some(0), "served without a token:\n{}", refused.stdout);
+    assert_ne!(refused.code, 0, "served without a token:\n{}", refused.stdout);
     assert_has!(refused.stderr, "Authorization: Bearer");
 }
 
@@ -247,13 +210,10 @@ async fn cargo_install_puts_three_binaries_side_by_side_and_the_server_finds_its
         assert!(bin.join(name).is_file(), "{name} is not installed in {}", bin.display());
     }
 
-    let env = world.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let server =
-        McpChild::start(&bin.join("docent-terminal-mcp"), &[], &env).await.expect("start the installed server");
-    let made = server.call("session_create", json!({ "name": "c1" })).await.expect("session_create");
+    let server = Server::start(&bin.join("docent-terminal-mcp"), &[], &world.env()).await;
+    let made = server.call("session_create", json!({ "name": "c1" })).await;
     assert!(!made.is_error, "session_create: {}", made.text);
-    let ran = server.call("run", json!({ "session": "c1", "command": "echo installed; (exit 6)" })).await.expect("run");
+    let ran = server.call("run", json!({ "session": "c1", "command": "echo installed; (exit 6)" })).await;
     assert!(!ran.is_error && ran.text.starts_with("exit 6 "), "run: {}", ran.text);
     let pid = logger_pid(&world.session_dir("c1")).expect("the session has a logger");
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("the logger's executable");
@@ -273,7 +233,7 @@ fn generic_mcp_json() -> Value {
 /// environment of `world` over the placeholders.
 fn fill_stdio(entry: &mut Value, world: &World) {
     assert_eq!(entry["command"], "/home/you/.cargo/bin/docent-terminal-mcp", "the placeholder path");
-    entry["command"] = json!(crate::harness::SERVER);
+    entry["command"] = json!(crate::support::SERVER);
     for (k, v) in world.env() {
         entry["env"][k] = json!(v);
     }

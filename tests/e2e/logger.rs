@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{World, kill_logger, logger_pid, session_text};
+use crate::support::{World, kill_logger, logger_pid, poll, session_text};
 use crate::{assert_has, needs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,16 +77,8 @@ async fn a_logger_that_cannot_write_drains_the_pane_and_records_the_gap() {
     let r = s.ok("run", json!({"session": "t1", "command": "seq 1 300000; echo lost-end", "timeout": 3})).await;
     assert!(!r.contains("lost-end"), "{r}");
     // The pane is not stuck: tmux still shows the command's end.
-    let mut shown = false;
-    for _ in 0..100 {
-        let screen = w.tmux(&["capture-pane", "-p", "-t", "=t1:"]);
-        if String::from_utf8_lossy(&screen.stdout).contains("lost-end") {
-            shown = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(shown, "the pane stalled while its logger could not write");
+    let shown = async || w.screen("t1").contains("lost-end");
+    poll::until_async("the pane to show lost-end while its logger cannot write", Duration::from_secs(10), shown).await;
     assert_eq!(logger_pid(&dir).map(|p| p.to_string()), Some(pid.clone()), "the logger survived");
     let out =
         std::process::Command::new("prlimit").args(["--pid", &pid, "--fsize=unlimited:"]).output().expect("prlimit");
@@ -98,15 +90,11 @@ async fn a_logger_that_cannot_write_drains_the_pane_and_records_the_gap() {
     // The command typed by hand runs and its output is logged again (on a
     // loaded machine the logger may still be draining the dropped output
     // when the limit is lifted, so wait for the line itself).
-    let mut text = String::new();
-    for _ in 0..200 {
-        text = session_text(&dir);
-        if text.lines().any(|l| l == "resumed-here") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(text.lines().any(|l| l == "resumed-here"), "{text}");
+    let text = poll::until_async("resumed-here in session.txt", Duration::from_secs(10), async || {
+        let text = session_text(&dir);
+        if text.lines().any(|l| l == "resumed-here") { Ok(text) } else { Err(text) }
+    })
+    .await;
     let waited = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
     assert_has!(text, "[log gap:");
     assert_has!(text, "were not logged (the logger could not write");
@@ -138,16 +126,10 @@ async fn a_full_screen_program_is_one_line_naming_it() {
     let dir = w.session_dir("t1");
     w.tmux(&["send-keys", "-t", "=t1:", "-l", "seq 1 200 | less"]);
     w.tmux(&["send-keys", "-t", "=t1:", "Enter"]);
-    let mut shown = false;
-    for _ in 0..100 {
-        let screen = w.tmux(&["display", "-p", "-t", "=t1:", "#{alternate_on}"]);
-        if String::from_utf8_lossy(&screen.stdout).trim() == "1" {
-            shown = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(shown, "less never took the screen");
+    poll::until_async("less to take the screen", Duration::from_secs(5), async || {
+        String::from_utf8_lossy(&w.tmux(&["display", "-p", "-t", "=t1:", "#{alternate_on}"]).stdout).trim() == "1"
+    })
+    .await;
     w.tmux(&["send-keys", "-t", "=t1:", "q"]);
     s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
     assert_has!(s.run("t1", "echo after-less").await, "exit 0");
@@ -165,13 +147,10 @@ async fn a_killed_logger_is_replaced_at_once_without_a_call() {
     let old = kill_logger(&dir);
     // No call is made: the router sees the logger's connection close.
     let started = std::time::Instant::now();
-    let new = loop {
-        if let Some(pid) = logger_pid(&dir).filter(|&p| p != old) {
-            break pid;
-        }
-        assert!(started.elapsed() < Duration::from_secs(3), "no new logger {:?} after the kill", started.elapsed());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let new = poll::until_async("a new logger after the kill", Duration::from_secs(3), async || {
+        logger_pid(&dir).filter(|&p| p != old)
+    })
+    .await;
     println!("a new logger (pid {new}) {:?} after the kill", started.elapsed());
     assert!(started.elapsed() < Duration::from_secs(2), "the new logger came {:?} after the kill", started.elapsed());
     // The gap is in the log, and the session works on.

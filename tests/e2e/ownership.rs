@@ -5,45 +5,10 @@
 //! it. Each refusal names whose it is; `take_over=true` is the way through
 //! once the user says so.
 
-use std::time::{Duration, Instant};
-
-use dtmcp::mcp_client::McpChild;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::World;
-use crate::serve::{Serve, bridge};
-
-async fn call(agent: &McpChild, tool: &str, args: Value) -> dtmcp::mcp_client::Reply {
-    agent.call(tool, args).await.unwrap_or_else(|e| panic!("{tool}: {e:#}"))
-}
-
-async fn ok(agent: &McpChild, tool: &str, args: Value) -> String {
-    let r = call(agent, tool, args).await;
-    assert!(!r.is_error, "{tool} failed: {}", r.text);
-    r.text
-}
-
-async fn refused(agent: &McpChild, tool: &str, args: Value) -> String {
-    let r = call(agent, tool, args).await;
-    assert!(r.is_error, "{tool} was not refused: {}", r.text);
-    r.text
-}
-
-/// The visible rows of session `name`'s pane.
-fn screen(world: &World, name: &str) -> String {
-    let out = world.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Waits (bounded) until `name`'s screen shows `needle`.
-fn until_on_screen(world: &World, name: &str, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !screen(world, name).contains(needle) {
-        assert!(Instant::now() < deadline, "{needle:?} never showed:\n{}", screen(world, name));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use crate::support::{Person, Serve, World, bridge};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_does_not_type_over_or_submit_another_agents_text() {
@@ -51,34 +16,34 @@ async fn send_does_not_type_over_or_submit_another_agents_text() {
     let _serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
     let bob = bridge(&world, "bob").await;
-    ok(&alice, "session_create", json!({"name": "o1"})).await;
-    ok(&alice, "send", json!({"session": "o1", "text": "echo ALICE2"})).await;
-    until_on_screen(&world, "o1", "echo ALICE2");
+    alice.ok("session_create", json!({"name": "o1"})).await;
+    alice.ok("send", json!({"session": "o1", "text": "echo ALICE2"})).await;
+    world.until_on_screen("o1", "echo ALICE2");
     for attempt in [
         json!({"session": "o1", "text": " BOB; echo pwned"}),
         json!({"session": "o1", "keys": ["ctrl+u"]}),
         json!({"session": "o1", "keys": ["enter"]}),
     ] {
-        let why = refused(&bob, "send", attempt.clone()).await;
+        let why = bob.err("send", attempt.clone()).await;
         assert_has!(why, "agent alice");
         assert_has!(why, "take_over=true");
     }
-    assert!(!screen(&world, "o1").contains("pwned"), "bob's text got in:\n{}", screen(&world, "o1"));
-    let regions = ok(&alice, "regions", json!({"session": "o1"})).await;
+    assert!(!world.screen("o1").contains("pwned"), "bob's text got in:\n{}", world.screen("o1"));
+    let regions = alice.ok("regions", json!({"session": "o1"})).await;
     assert!(!regions.contains("ALICE2"), "alice's line was submitted by someone: {regions}");
     // Her session, her text: she may close and may not be closed on.
-    let close = refused(&bob, "session_close", json!({"session": "o1"})).await;
+    let close = bob.err("session_close", json!({"session": "o1"})).await;
     assert_has!(close, "agent alice typed `echo ALICE2`");
-    let logs = refused(&bob, "session_logs", json!({"session": "o1", "action": "delete_on_close"})).await;
+    let logs = bob.err("session_logs", json!({"session": "o1", "action": "delete_on_close"})).await;
     assert_has!(logs, "agent alice typed");
     // Her own send finishes it.
-    let done = ok(&alice, "send", json!({"session": "o1", "keys": ["enter"]})).await;
+    let done = alice.ok("send", json!({"session": "o1", "keys": ["enter"]})).await;
     assert_has!(done, "ALICE2");
     // Told to by the user, bob may take over.
-    ok(&alice, "send", json!({"session": "o1", "text": "echo half"})).await;
-    until_on_screen(&world, "o1", "echo half");
-    ok(&bob, "send", json!({"session": "o1", "keys": ["ctrl+e", "ctrl+u"], "take_over": true})).await;
-    let r = ok(&bob, "run", json!({"session": "o1", "command": "echo bob-$((2+3))"})).await;
+    alice.ok("send", json!({"session": "o1", "text": "echo half"})).await;
+    world.until_on_screen("o1", "echo half");
+    bob.ok("send", json!({"session": "o1", "keys": ["ctrl+e", "ctrl+u"], "take_over": true})).await;
+    let r = bob.ok("run", json!({"session": "o1", "command": "echo bob-$((2+3))"})).await;
     assert_has!(r, "bob-5");
 }
 
@@ -88,22 +53,22 @@ async fn keys_and_signals_for_another_agents_program_are_refused_with_whose_it_i
     let _serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
     let bob = bridge(&world, "bob").await;
-    ok(&alice, "session_create", json!({"name": "o2"})).await;
-    let left = ok(&alice, "run", json!({"session": "o2", "command": "sleep 30", "timeout": 0.3})).await;
+    alice.ok("session_create", json!({"name": "o2"})).await;
+    let left = alice.ok("run", json!({"session": "o2", "command": "sleep 30", "timeout": 0.3})).await;
     assert_has!(left, "still running");
-    let why = refused(&bob, "send", json!({"session": "o2", "keys": ["ctrl+c"]})).await;
+    let why = bob.err("send", json!({"session": "o2", "keys": ["ctrl+c"]})).await;
     assert_has!(why, "`sleep 30` in o2 was started by agent alice");
-    let why = refused(&bob, "send", json!({"session": "o2", "signal": "KILL"})).await;
+    let why = bob.err("send", json!({"session": "o2", "signal": "KILL"})).await;
     assert_has!(why, "agent alice");
-    let close = refused(&bob, "session_close", json!({"session": "o2"})).await;
+    let close = bob.err("session_close", json!({"session": "o2"})).await;
     assert_has!(close, "started by alice");
     // Still running: nothing reached it.
-    let still = ok(&alice, "wait", json!({"session": "o2", "timeout": 0.3})).await;
+    let still = alice.ok("wait", json!({"session": "o2", "timeout": 0.3})).await;
     assert_has!(still, "still running");
     // Her own ctrl+c ends it.
-    let r = ok(&alice, "send", json!({"session": "o2", "keys": ["ctrl+c"], "wait": 0.5})).await;
+    let r = alice.ok("send", json!({"session": "o2", "keys": ["ctrl+c"], "wait": 0.5})).await;
     assert_has!(r, "pressed ctrl+c");
-    let ended = ok(&alice, "wait", json!({"session": "o2", "timeout": 5})).await;
+    let ended = alice.ok("wait", json!({"session": "o2", "timeout": 5})).await;
     assert!(!ended.contains("still running"), "{ended}");
 }
 
@@ -112,14 +77,14 @@ async fn send_does_not_add_to_a_persons_unsubmitted_line() {
     let world = World::new();
     let _serve = Serve::start(&world, &[]);
     let bob = bridge(&world, "bob").await;
-    ok(&bob, "session_create", json!({"name": "o3"})).await;
+    bob.ok("session_create", json!({"name": "o3"})).await;
     // A person attached, typing.
-    let mut person = crate::panes::Person::attach(&world, "o3", 100, 30);
+    let mut person = Person::attach(&world, "o3");
     person.types("make inst");
-    until_on_screen(&world, "o3", "make inst");
-    let why = refused(&bob, "send", json!({"session": "o3", "text": "all; echo pwned", "keys": ["enter"]})).await;
+    world.until_on_screen("o3", "make inst");
+    let why = bob.err("send", json!({"session": "o3", "text": "all; echo pwned", "keys": ["enter"]})).await;
     assert_has!(why, "by a person");
-    assert!(!screen(&world, "o3").contains("pwned"), "{}", screen(&world, "o3"));
+    assert!(!world.screen("o3").contains("pwned"), "{}", world.screen("o3"));
     drop(person);
 }
 
@@ -129,8 +94,8 @@ async fn results_carry_their_facts_as_data_and_never_the_output_again() {
     let _serve = Serve::start(&world, &[]);
     let alice = bridge(&world, "alice").await;
     let bob = bridge(&world, "bob").await;
-    ok(&alice, "session_create", json!({"name": "o4"})).await;
-    let r = call(&alice, "run", json!({"session": "o4", "command": "echo facts-$((6*7)); true | false"})).await;
+    alice.ok("session_create", json!({"name": "o4"})).await;
+    let r = alice.call("run", json!({"session": "o4", "command": "echo facts-$((6*7)); true | false"})).await;
     let facts = r.structured.expect("structuredContent");
     assert_eq!(facts["tool"], "run");
     assert_eq!(facts["ok"], true);
@@ -143,20 +108,20 @@ async fn results_carry_their_facts_as_data_and_never_the_output_again() {
     assert!(!facts.to_string().contains("facts-42"), "the output came twice: {facts}");
     assert_has!(r.text, "facts-42");
     // A refusal is data: its kind and whom it names.
-    ok(&alice, "send", json!({"session": "o4", "text": "echo mine"})).await;
-    until_on_screen(&world, "o4", "echo mine");
-    let no = call(&bob, "run", json!({"session": "o4", "command": "echo bobs"})).await;
+    alice.ok("send", json!({"session": "o4", "text": "echo mine"})).await;
+    world.until_on_screen("o4", "echo mine");
+    let no = bob.call("run", json!({"session": "o4", "command": "echo bobs"})).await;
     assert!(no.is_error);
     let facts = no.structured.expect("structuredContent on an error too");
     assert_eq!(facts["ok"], false);
     assert_eq!(facts["error"], "refused");
     assert_eq!(facts["refusal"]["refusal"], "unsubmitted");
     assert_eq!(facts["refusal"]["by"], json!({"kind": "agent", "name": "alice"}));
-    let list = call(&bob, "session_list", json!({})).await.structured.expect("structuredContent");
+    let list = bob.call("session_list", json!({})).await.structured.expect("structuredContent");
     let rows = list["sessions"].as_array().expect("sessions");
     assert!(rows.iter().any(|s| s["name"] == "o4" && s["attach"].as_str().is_some_and(|a| a.contains("attach"))));
     // Every tool declares the shape its facts come in.
-    let tools = alice.tools().await.expect("tools");
+    let tools = alice.client().tools().await.expect("tools");
     for t in &tools {
         let schema = t.output_schema.as_ref().unwrap_or_else(|| panic!("{} has no outputSchema", t.name));
         assert_eq!(schema.get("type").and_then(|t| t.as_str()), Some("object"), "{}", t.name);

@@ -3,105 +3,15 @@
 //! adopting, resizing, closing, and text at the prompt that no agent may
 //! type over; four agents and a person typing into one session at once.
 
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{Server, World};
-use crate::serve::{Serve, bridge, unix_get};
-
-/// A person at a terminal: a tmux client attached from a pty of a given
-/// size, whose keys are written into the pty's master side.
-pub(crate) struct Person {
-    child: Child,
-    master: std::fs::File,
-    /// Everything the client drew, kept so the pty never fills.
-    #[allow(dead_code)]
-    seen: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Person {
-    /// Attaches to tmux session `session` of `world` from a `cols`x`rows`
-    /// terminal, and waits until tmux lists the client.
-    pub(crate) fn attach(world: &World, session: &str, cols: u16, rows: u16) -> Person {
-        let size = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
-        let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
-        let slave = std::fs::File::from(pty.slave);
-        let child = Command::new("tmux")
-            .args(["-L", &world.socket, "attach", "-t", &format!("={session}")])
-            .env("TERM", "xterm-256color")
-            .env_remove("TMUX")
-            .stdin(Stdio::from(slave.try_clone().expect("slave")))
-            .stdout(Stdio::from(slave.try_clone().expect("slave")))
-            .stderr(Stdio::from(slave))
-            .spawn()
-            .expect("tmux attach");
-        let master = std::fs::File::from(pty.master);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (mut reader, sink) = (master.try_clone().expect("master"), seen.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().expect("sink").extend_from_slice(&buf[..n]);
-            }
-        });
-        let person = Person { child, master, seen };
-        until(Duration::from_secs(5), "the person's client to attach", || {
-            let out = world.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-            (!String::from_utf8_lossy(&out.stdout).trim().is_empty()).then_some(())
-        });
-        person
-    }
-
-    /// Presses keys: writes `keys` to the terminal at once.
-    pub(crate) fn types(&mut self, keys: &str) {
-        self.master.write_all(keys.as_bytes()).expect("type into the pty");
-    }
-
-    /// Detaches by ending the client, and waits for it.
-    fn leave(mut self, world: &World, session: &str) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        until(Duration::from_secs(5), "the person's client to go", || {
-            let out = world.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-            String::from_utf8_lossy(&out.stdout).trim().is_empty().then_some(())
-        });
-    }
-}
-
-impl Drop for Person {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `f` until it gives a value, failing after `limit`.
-fn until<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The visible text of tmux pane or session `target`.
-fn screen(world: &World, target: &str) -> String {
-    String::from_utf8_lossy(&world.tmux(&["capture-pane", "-p", "-t", target]).stdout).into_owned()
-}
+use crate::support::{Person, Serve, Server, World, bridge, poll, unix_get};
 
 /// `WIDTHxHEIGHT` of pane `target`.
-fn size(world: &World, target: &str) -> String {
+fn pane_size(world: &World, target: &str) -> String {
     let out = world.tmux(&["display", "-p", "-t", target, "#{pane_width}x#{pane_height}"]);
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -117,14 +27,12 @@ fn pane_of(world: &World, name: &str) -> Option<String> {
 /// `keys`; back once `shown` is on its screen.
 async fn person_typing(world: &World, server: &Server, name: &str, keys: &str, shown: &str) -> Person {
     server.create(name).await;
-    let mut person = Person::attach(world, name, 100, 30);
+    let mut person = Person::attach(world, name);
     // tmux stamps activity in whole seconds: a key in the second the client
     // attached looks like no key at all.
     std::thread::sleep(Duration::from_millis(1100));
     person.types(keys);
-    until(Duration::from_secs(5), "the person's keys on the screen", || {
-        screen(world, &format!("={name}:")).contains(shown).then_some(())
-    });
+    world.until_on_screen(name, shown);
     person
 }
 
@@ -139,13 +47,11 @@ async fn a_persons_unsubmitted_line_is_never_typed_over() {
     assert_has!(refused, "`echo from-person-$((40+2))`");
     assert_has!(refused, "Nothing was typed over it");
     std::thread::sleep(Duration::from_millis(200));
-    let shown = screen(&world, "=p1:");
+    let shown = world.screen("p1");
     assert!(!shown.contains("from-agent"), "the agent's line reached the terminal:\n{shown}");
     // The person submits; the prompt is free again.
     person.types("\r");
-    until(Duration::from_secs(5), "the person's command to run", || {
-        screen(&world, "=p1:").contains("from-person-42").then_some(())
-    });
+    world.until_on_screen("p1", "from-person-42");
     let ran = server.run("p1", "echo from-agent-$((1+1))").await;
     assert_has!(ran, "from-agent-2");
     let list = server.ok("session_list", json!({})).await;
@@ -175,27 +81,24 @@ async fn another_agents_half_typed_text_is_left_alone() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
     let (alice, bob) = (bridge(&world, "alice").await, bridge(&world, "bob").await);
-    let made = alice.call("session_create", json!({"name": "h1"})).await.expect("create");
+    let made = alice.call("session_create", json!({"name": "h1"})).await;
     assert!(!made.is_error, "{}", made.text);
-    let sent = alice.call("send", json!({"session": "h1", "text": "echo alice-was-"})).await.expect("send");
+    let sent = alice.call("send", json!({"session": "h1", "text": "echo alice-was-"})).await;
     assert!(!sent.is_error, "{}", sent.text);
-    let refused = bob.call("run", json!({"session": "h1", "command": "echo bob"})).await.expect("run");
+    let refused = bob.call("run", json!({"session": "h1", "command": "echo bob"})).await;
     assert!(refused.is_error, "bob typed over alice's text: {}", refused.text);
     assert_has!(refused.text, "by agent alice");
     assert_has!(refused.text, "`echo alice-was-`");
     // Alice's own run is told it is her own text.
-    let own = alice.call("run", json!({"session": "h1", "command": "echo x"})).await.expect("run");
+    let own = alice.call("run", json!({"session": "h1", "command": "echo x"})).await;
     assert_has!(own.text, "you (an earlier send)");
-    let done = alice.call("send", json!({"session": "h1", "text": "here", "keys": ["enter"]})).await.expect("send");
+    let done = alice.call("send", json!({"session": "h1", "text": "here", "keys": ["enter"]})).await;
     assert!(!done.is_error, "{}", done.text);
-    let started = Instant::now();
-    let ran = loop {
-        let r = bob.call("run", json!({"session": "h1", "command": "echo bob-$((3*3))"})).await.expect("run");
-        if !r.is_error || started.elapsed() > Duration::from_secs(5) {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let ran = poll::until_async("bob's run to go in once alice's line ran", Duration::from_secs(5), async || {
+        let r = bob.call("run", json!({"session": "h1", "command": "echo bob-$((3*3))"})).await;
+        if r.is_error { Err(r.text) } else { Ok(r) }
+    })
+    .await;
     assert_has!(ran.text, "bob-9");
     let (_, body) = unix_get(&serve.socket, "/api/sessions");
     let list: Value = serde_json::from_str(&body).expect("JSON");
@@ -211,29 +114,27 @@ async fn a_pinned_size_holds_against_a_person_and_follow_gives_it_back() {
     let world = World::new();
     let server = world.server().await;
     server.ok("session_create", json!({"name": "z1", "cols": 120, "rows": 40})).await;
-    let person = Person::attach(&world, "z1", 100, 30);
+    let person = Person::attach(&world, "z1");
     // By default the window takes the attached terminal's size (less tmux's status line).
-    until(Duration::from_secs(5), "the window to follow the person", || {
-        (size(&world, "=z1:") == "100x29").then_some(())
-    });
+    poll::until("the window to follow the person", Duration::from_secs(5), || pane_size(&world, "=z1:") == "100x29");
     let pinned = server.ok("session_resize", json!({"session": "z1", "cols": 70, "rows": 20})).await;
     assert_has!(pinned, "70x20");
     assert_has!(pinned, "pinned");
-    assert_eq!(size(&world, "=z1:"), "70x20");
-    person.leave(&world, "z1");
-    let other = Person::attach(&world, "z1", 90, 25);
+    assert_eq!(pane_size(&world, "=z1:"), "70x20");
+    person.leave(&world);
+    let other = Person::attach_sized(&world, "z1", 90, 25);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(size(&world, "=z1:"), "70x20", "a pinned size changed when a person attached");
+    assert_eq!(pane_size(&world, "=z1:"), "70x20", "a pinned size changed when a person attached");
     assert_has!(server.ok("session_list", json!({})).await, "size pinned");
     let followed = server.ok("session_resize", json!({"session": "z1", "follow": true})).await;
     assert_has!(followed, "follows");
-    until(Duration::from_secs(5), "the window to follow again", || (size(&world, "=z1:") == "90x24").then_some(()));
+    poll::until("the window to follow again", Duration::from_secs(5), || pane_size(&world, "=z1:") == "90x24");
     // Bad input is refused whole.
     let bad = server.err("session_resize", json!({"session": "z1", "cols": 1})).await;
     assert_has!(bad, "between 2 and 1000");
     let both = server.err("session_resize", json!({"session": "z1", "cols": 50, "follow": true})).await;
     assert_has!(both, "follow=true alone");
-    assert_eq!(size(&world, "=z1:"), "90x24");
+    assert_eq!(pane_size(&world, "=z1:"), "90x24");
     drop(other);
 }
 
@@ -249,7 +150,7 @@ async fn a_split_is_a_session_and_a_window_closes_only_when_nobody_is_there() {
     let ran = server.run("w1+1", "echo split-$((20+1)); false").await;
     assert_has!(ran, "split-21");
     assert_has!(ran, "exit 1");
-    assert!(!screen(&world, "=w1:").is_empty());
+    assert!(!world.screen("w1").is_empty());
     assert!(pane_of(&world, "w1+1").is_some_and(|p| pane_of(&world, "w1") != Some(p)));
     assert!(world.session_dir("w1+1").join("raw.log").is_file());
     let list = server.ok("session_list", json!({})).await;
@@ -257,12 +158,12 @@ async fn a_split_is_a_session_and_a_window_closes_only_when_nobody_is_there() {
     assert_has!(list, "split from w1");
     assert_has!(list, "attach: ssh -t box tmux -L");
     // Closing the window is refused while a person is attached.
-    let person = Person::attach(&world, "w1", 100, 30);
+    let person = Person::attach(&world, "w1");
     let refused = server.err("session_close", json!({"session": "w1+1", "window": true})).await;
     assert_has!(refused, "a person is attached");
     assert_has!(refused, "close --force");
     assert!(pane_of(&world, "w1").is_some() && pane_of(&world, "w1+1").is_some(), "nothing may close");
-    person.leave(&world, "w1");
+    person.leave(&world);
     let closed = server.ok("session_close", json!({"session": "w1", "window": true})).await;
     assert_has!(closed, "2 session(s)");
     assert!(pane_of(&world, "w1").is_none() && pane_of(&world, "w1+1").is_none());
@@ -276,7 +177,7 @@ async fn a_pane_split_with_tmux_keys_is_adopted() {
     let world = World::new();
     let server = world.server().await;
     server.create("k1").await;
-    let mut person = Person::attach(&world, "k1", 100, 30);
+    let mut person = Person::attach(&world, "k1");
     let prefix = String::from_utf8_lossy(&world.tmux(&["show", "-gv", "prefix"]).stdout).trim().to_string();
     if prefix == "C-b" {
         person.types("\x02%");
@@ -284,15 +185,15 @@ async fn a_pane_split_with_tmux_keys_is_adopted() {
         eprintln!("the tmux prefix is {prefix:?}, not C-b: splitting with split-window instead");
         assert!(world.tmux(&["split-window", "-h", "-t", "=k1:"]).status.success());
     }
-    until(Duration::from_secs(5), "tmux to split the pane", || {
+    poll::until("tmux to split the pane", Duration::from_secs(5), || {
         let out = world.tmux(&["list-panes", "-t", "=k1:", "-F", "#{pane_id}"]);
-        (String::from_utf8_lossy(&out.stdout).lines().count() == 2).then_some(())
+        String::from_utf8_lossy(&out.stdout).lines().count() == 2
     });
     // It is taken on when tmux tells of the split, with no call asking.
-    until(Duration::from_secs(5), "the split pane to be taken on", || {
+    poll::until("the split pane to be taken on", Duration::from_secs(5), || {
         let out = world.tmux(&["list-panes", "-t", "=k1:", "-F", "#{@dtmcp_name}"]);
         let named = String::from_utf8_lossy(&out.stdout).lines().any(|name| name == "k1+1");
-        (named && world.session_dir("k1+1").join("logger.sock").exists()).then_some(())
+        named && world.session_dir("k1+1").join("logger.sock").exists()
     });
     let list = server.ok("session_list", json!({})).await;
     assert_has!(list, "k1+1:");
@@ -313,7 +214,7 @@ async fn a_pane_split_with_tmux_keys_is_adopted() {
 /// One round of [`four_agents_and_a_person_never_mix_a_line`]: every
 /// agent runs a line at once, typed as a person would (slowly, so that
 /// the others meet it) or at once; what each run answered.
-async fn round(agents: &[dtmcp::mcp_client::McpChild], r: usize, slowly: bool) -> Vec<dtmcp::mcp_client::Reply> {
+async fn round(agents: &[Server], r: usize, slowly: bool) -> Vec<dtmcp::mcp_client::Reply> {
     let call = |k: usize| {
         let command = format!("sleep 0.2; echo agent-{k}-round-{r}-$(({k}*100+{r}))");
         let mut args = json!({"session": "many", "command": command});
@@ -321,7 +222,7 @@ async fn round(agents: &[dtmcp::mcp_client::McpChild], r: usize, slowly: bool) -
             args["typing"] = json!({"speed": 100, "mistakes": 0});
         }
         let agent = &agents[k];
-        async move { agent.call("run", args).await.expect("run answered") }
+        async move { agent.call("run", args).await }
     };
     let (a, b, c, d) = tokio::join!(call(0), call(1), call(2), call(3));
     vec![a, b, c, d]
@@ -335,9 +236,9 @@ async fn four_agents_and_a_person_never_mix_a_line() {
     for k in 0..4 {
         agents.push(bridge(&world, &format!("agent{k}")).await);
     }
-    let made = agents[0].call("session_create", json!({"name": "many"})).await.expect("create");
+    let made = agents[0].call("session_create", json!({"name": "many"})).await;
     assert!(!made.is_error, "{}", made.text);
-    let mut person = Person::attach(&world, "many", 120, 40);
+    let mut person = Person::attach_sized(&world, "many", 120, 40);
     let started = Instant::now();
     let (mut won, mut lost) = (0, 0);
     for r in 0..4 {
@@ -402,7 +303,7 @@ async fn four_agents_and_a_person_never_mix_a_line() {
     }
     assert!(commands >= won, "{commands} commands ran, {won} runs succeeded");
     // Nobody holds the session any more, and it still answers.
-    let after = agents[2].call("run", json!({"session": "many", "command": "echo still-$((2*2))"})).await.expect("run");
+    let after = agents[2].call("run", json!({"session": "many", "command": "echo still-$((2*2))"})).await;
     assert_has!(after.text, "still-4");
     drop(person);
 }

@@ -4,62 +4,16 @@
 //! gap, with a person attached; `--json` parsed, exit statuses, colour
 //! only on a terminal and never with `NO_COLOR`.
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Read};
 use std::os::fd::AsFd;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{SERVER, World, logger_pid};
-
-/// What one run of the command line gave.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the command line with `args` in `w`'s environment plus `extra`,
-/// stdin closed, stdout and stderr captured; fails after 30 s.
-fn cli_with(w: &World, extra: &[(&str, &str)], args: &[&str]) -> Ran {
-    let mut child = Command::new(SERVER)
-        .args(args)
-        .env_remove("NO_COLOR")
-        .envs(w.env())
-        .envs(extra.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the command line");
-    let (mut out, mut err) = (child.stdout.take().expect("stdout"), child.stderr.take().expect("stderr"));
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = out.read_to_string(&mut text);
-        text
-    });
-    let mut stderr = String::new();
-    let _ = err.read_to_string(&mut stderr);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("{args:?} did not end within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Ran { code: status.code().unwrap_or(-1), stdout: reader.join().expect("stdout reader"), stderr }
-}
-
-fn cli(w: &World, args: &[&str]) -> Ran {
-    cli_with(w, &[], args)
-}
+use crate::support::{Person, Pty, SERVER, World, cli, cli_with, logger_pid, poll};
 
 /// Runs the command line and parses its stdout as JSON; it must succeed.
 fn json_of(w: &World, args: &[&str]) -> Value {
@@ -73,120 +27,6 @@ fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
     list.as_array()
         .and_then(|a| a.iter().find(|s| s["name"] == name))
         .unwrap_or_else(|| panic!("{name} is not listed: {list:#}"))
-}
-
-/// Polls `f` every 20 ms until it holds, failing after `limit`.
-fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !f() {
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A program on a pseudo-terminal of its own: what it drew is kept, keys
-/// are written to the master side; killed when dropped.
-struct Pty {
-    child: Child,
-    master: std::fs::File,
-    /// The slave side, kept open to read the terminal's mode.
-    slave: std::fs::File,
-    seen: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Pty {
-    /// Starts `program args` on a 120x30 terminal with `env` added.
-    fn start(program: &str, args: &[&str], env: &[(String, String)]) -> Pty {
-        let size = nix::pty::Winsize { ws_row: 30, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 };
-        let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
-        let slave = std::fs::File::from(pty.slave);
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .env_remove("TMUX")
-            .env_remove("NO_COLOR")
-            .env("TERM", "xterm-256color")
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::from(slave.try_clone().expect("slave")))
-            .stdout(Stdio::from(slave.try_clone().expect("slave")))
-            .stderr(Stdio::from(slave.try_clone().expect("slave")));
-        // SAFETY: between fork and exec the child only calls setsid and
-        // ioctl, both async-signal-safe.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                // Make the pty the controlling terminal, as a terminal
-                // emulator would.
-                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("start on a pty");
-        let master = std::fs::File::from(pty.master);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (mut reader, sink) = (master.try_clone().expect("master"), seen.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().expect("sink").extend_from_slice(&buf[..n]);
-            }
-        });
-        Pty { child, master, slave, seen }
-    }
-
-    /// Everything drawn so far.
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.seen.lock().expect("seen")).into_owned()
-    }
-
-    /// Waits until what was drawn (from byte `from` on) holds `needle`.
-    fn wait_for(&self, needle: &str, from: usize, limit: Duration) {
-        until(limit, &format!("{needle:?} on the terminal"), || {
-            self.seen.lock().expect("seen").get(from..).is_some_and(|b| String::from_utf8_lossy(b).contains(needle))
-        });
-    }
-
-    /// How many bytes were drawn so far.
-    fn len(&self) -> usize {
-        self.seen.lock().expect("seen").len()
-    }
-
-    fn types(&mut self, keys: &str) {
-        self.master.write_all(keys.as_bytes()).expect("type");
-    }
-
-    /// Waits for the program to exit; its status code.
-    fn exit_code(&mut self, limit: Duration) -> i32 {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(started.elapsed() < limit, "the program on the pty did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Pty {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A person: a tmux client attached to `session` from a terminal of its own.
-fn attach_person(w: &World, session: &str) -> Pty {
-    let person = Pty::start("tmux", &["-L", &w.socket, "attach", "-t", &format!("={session}")], &w.env());
-    until(Duration::from_secs(10), "the person to attach", || {
-        let out = w.tmux(&["list-clients", "-t", &format!("={session}"), "-F", "#{client_tty}"]);
-        !String::from_utf8_lossy(&out.stdout).trim().is_empty()
-    });
-    person
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,11 +43,11 @@ async fn ls_tells_open_closed_waiting_running_gaps_people_and_agents() {
     s.ok("session_close", json!({"session": "p4"})).await;
     // A log gap in p5: its logger dies; the server's watchdog starts a new one.
     let dir = w.session_dir("p5");
-    let dead = crate::harness::kill_logger(&dir);
-    until(Duration::from_secs(15), "a new logger of p5 and its gap", || {
+    let dead = crate::support::kill_logger(&dir);
+    poll::until("a new logger of p5 and its gap", Duration::from_secs(15), || {
         logger_pid(&dir).is_some_and(|p| p != dead) && dir.join("gaps.jsonl").exists()
     });
-    let _person = attach_person(&w, "p1");
+    let _person = Person::attach(&w, "p1");
 
     let list = json_of(&w, &["ls", "--json"]);
     let names: Vec<&str> = list.as_array().expect("array").iter().filter_map(|s| s["name"].as_str()).collect();
@@ -293,7 +133,7 @@ async fn tail_prints_numbered_lines_then_follows_a_new_line_within_200_ms() {
             sink.lock().expect("sink").push((Instant::now(), line));
         }
     });
-    until(Duration::from_secs(10), "tail -f to print the last line", || {
+    poll::until("tail -f to print the last line", Duration::from_secs(10), || {
         seen.lock().expect("seen").iter().any(|(_, l)| l.ends_with("  30"))
     });
     // A line printed after it started: typed straight into the pane; the
@@ -301,7 +141,7 @@ async fn tail_prints_numbered_lines_then_follows_a_new_line_within_200_ms() {
     let sent = Instant::now();
     let typed = w.tmux(&["send-keys", "-t", "=f1:", "echo tailed-$((6*7))", "Enter"]);
     assert!(typed.status.success());
-    until(Duration::from_secs(10), "the new line in tail -f", || {
+    poll::until("the new line in tail -f", Duration::from_secs(10), || {
         seen.lock().expect("seen").iter().any(|(_, l)| l.ends_with("  tailed-42"))
     });
     let arrived = seen.lock().expect("seen").iter().find(|(_, l)| l.ends_with("  tailed-42")).map(|(t, _)| *t);
@@ -311,14 +151,8 @@ async fn tail_prints_numbered_lines_then_follows_a_new_line_within_200_ms() {
 
     // The session closes: tail -f ends by itself, cleanly.
     s.ok("session_close", json!({"session": "f1"})).await;
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = follow.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "tail -f outlived its session");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status =
+        poll::until("tail -f to end with its session", Duration::from_secs(10), || follow.try_wait().expect("wait"));
     let mut stderr = String::new();
     let _ = follow.stderr.take().expect("stderr").read_to_string(&mut stderr);
     assert_eq!(status.code(), Some(0), "{stderr}");
@@ -355,12 +189,12 @@ async fn tail_f_ends_on_ctrl_c_and_marks_a_log_gap() {
         }
     });
     s.run("g1", "echo before-$((1+1))").await;
-    until(Duration::from_secs(10), "the line before the gap", || out.lock().expect("out").contains("before-2"));
+    poll::until("the line before the gap", Duration::from_secs(10), || out.lock().expect("out").contains("before-2"));
     let dir = w.session_dir("g1");
-    let dead = crate::harness::kill_logger(&dir);
-    until(Duration::from_secs(15), "a new logger", || logger_pid(&dir).is_some_and(|p| p != dead));
+    let dead = crate::support::kill_logger(&dir);
+    poll::until("a new logger", Duration::from_secs(15), || logger_pid(&dir).is_some_and(|p| p != dead));
     s.run("g1", "echo after-$((1+2))").await;
-    until(Duration::from_secs(15), "the gap and the line after it", || {
+    poll::until("the gap and the line after it", Duration::from_secs(15), || {
         let text = out.lock().expect("out").clone();
         text.contains("[log gap:") && text.contains("after-3")
     });
@@ -370,14 +204,7 @@ async fn tail_f_ends_on_ctrl_c_and_marks_a_log_gap() {
     // ctrl+c: a clean end, at once.
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(follow.id() as i32), nix::sys::signal::Signal::SIGINT)
         .expect("SIGINT");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = follow.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(5), "tail -f ignored ctrl+c");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = poll::until("tail -f to end on ctrl+c", Duration::from_secs(5), || follow.try_wait().expect("wait"));
     let mut stderr = String::new();
     let _ = follow.stderr.take().expect("stderr").read_to_string(&mut stderr);
     assert_eq!(status.code(), Some(0), "{stderr}");
@@ -470,7 +297,7 @@ async fn watch_redraws_on_a_change_quits_with_q_and_gives_the_terminal_back() {
     let mut screen = Pty::start(SERVER, &["watch"], &w.env());
     screen.wait_for("w1", 0, Duration::from_secs(10));
     screen.wait_for("at the prompt", 0, Duration::from_secs(10));
-    let before = nix::sys::termios::tcgetattr(screen.slave.as_fd()).expect("mode");
+    let before = nix::sys::termios::tcgetattr(screen.slave().as_fd()).expect("mode");
     assert!(!before.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "raw mode while it runs");
     let from = screen.len();
     s.run("w1", "echo watched-$((2+3))").await;
@@ -488,7 +315,7 @@ async fn watch_redraws_on_a_change_quits_with_q_and_gives_the_terminal_back() {
     let text = screen.text();
     let tail: String = text.chars().rev().take(80).collect::<Vec<_>>().into_iter().rev().collect();
     assert!(text.contains("\x1b[?1049h") && text.ends_with("\x1b[?1049l"), "the alternate screen is left: {tail:?}");
-    let after = nix::sys::termios::tcgetattr(screen.slave.as_fd()).expect("mode");
+    let after = nix::sys::termios::tcgetattr(screen.slave().as_fd()).expect("mode");
     assert!(after.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "the terminal's mode is back");
 
     // Not a terminal: the list once.
@@ -537,7 +364,7 @@ async fn attach_runs_tmux_attach_with_the_prefix() {
     let mut env = w.env();
     env.push(("DOCENT_TERMINAL_MCP_ATTACH_PREFIX".into(), "env DTMCP_X=1".into()));
     let _person = Pty::start(SERVER, &["attach", "a1"], &env);
-    until(Duration::from_secs(10), "the attach to show as a client", || {
+    poll::until("the attach to show as a client", Duration::from_secs(10), || {
         let out = w.tmux(&["list-clients", "-t", "=a1", "-F", "#{client_tty}"]);
         !String::from_utf8_lossy(&out.stdout).trim().is_empty()
     });

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::harness::World;
+use crate::support::World;
 use crate::{assert_has, needs};
 
 /// Whether a program is installed, for tests that need it.
@@ -53,7 +53,7 @@ async fn a_busy_loop_is_working() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_of_another_user_is_named() {
     let me = std::process::Command::new("id").arg("-u").output().map(|o| o.stdout).unwrap_or_default();
-    if me != b"0\n" || !crate::harness::installed("runuser") {
+    if me != b"0\n" || !crate::support::installed("runuser") {
         eprintln!("skipped: needs root and runuser");
         return;
     }

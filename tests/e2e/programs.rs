@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Server, World};
+use crate::support::{Server, World};
 use crate::{assert_has, needs};
 
 /// Runs `command` with a generous timeout; the reply must not be a timeout.
@@ -14,8 +14,9 @@ async fn line(s: &Server, command: &str) -> String {
     r
 }
 
-/// The session's regions listing.
-async fn regions(s: &Server) -> String {
+/// The session's last 50 regions: more than the default 20, as these
+/// tests type many lines.
+async fn last_regions(s: &Server) -> String {
     s.ok("regions", json!({"session": "t1", "last": 50})).await
 }
 
@@ -64,7 +65,7 @@ async fn gdb_breaks_runs_and_shows_the_crash() {
     assert_has!(r, "SIGSEGV");
     let r = line(&s, "print p").await;
     assert_has!(r, "(int *) 0x0");
-    let list = regions(&s).await;
+    let list = last_regions(&s).await;
     assert_has!(list, "input");
     assert_has!(list, "`(gdb) bt`");
     assert_has!(list, "`(gdb) print p`");
@@ -92,7 +93,7 @@ async fn python_takes_a_multi_line_definition() {
     let r = line(&s, "def square(x):\n    y = x * x\n    return y\n\nprint(square(7), 'squared')").await;
     assert_has!(r, "49 squared");
     assert_eq!(r.matches("`...` again").count(), 3, "{r}");
-    let list = regions(&s).await;
+    let list = last_regions(&s).await;
     assert_has!(list, "`>>> def square(x):`");
     assert_has!(list, "`...     return y`");
     // A line whose answer takes a while is waited for, not settled early.
@@ -144,7 +145,7 @@ async fn a_plain_shell_gets_input_regions_ending_at_its_prompt() {
     let r = line(&s, "echo plain-$((6 * 7))").await;
     assert_has!(r, "plain-42");
     assert!(started.elapsed().as_secs() < 5, "it should return at the prompt: {:?}", started.elapsed());
-    let list = regions(&s).await;
+    let list = last_regions(&s).await;
     assert_has!(list, "input");
     assert_has!(list, "`bash-");
     assert_has!(list, " echo plain-$((6 * 7))`");
@@ -208,7 +209,7 @@ async fn a_password_typed_with_send_is_never_logged() {
     assert_has!(r, "password prompt");
     let r = s.ok("send", json!({"session": "t1", "text": "s3cret-pw", "keys": ["enter"], "wait": 1.0})).await;
     assert_has!(r, "length 9");
-    let list = regions(&s).await;
+    let list = last_regions(&s).await;
     assert_has!(list, "`Password: (input not shown)`");
     let mut seen = vec![r, list, s.ok("read", json!({"session": "t1"})).await];
     for file in ["raw.log", "session.txt", "regions.jsonl"] {
@@ -231,7 +232,7 @@ async fn a_read_with_the_line_editor_takes_runs_line_as_its_answer() {
     assert_has!(r, "Your name?");
     let r = s.ok("run", json!({"session": "t1", "command": "Ada Lovelace"})).await;
     assert_has!(r, "hi Ada Lovelace");
-    assert_has!(regions(&s).await, "`Your name? Ada Lovelace`");
+    assert_has!(last_regions(&s).await, "`Your name? Ada Lovelace`");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,15 +245,9 @@ async fn read_prompts_are_answered_by_expect() {
     let r = s.ok("expect", json!({"session": "t1", "command": cmd, "rules": rules, "timeout": 20})).await;
     assert_has!(r, "hello Ada, pin of 4");
     assert_has!(r, "exit 0");
-    let list = regions(&s).await;
+    let list = last_regions(&s).await;
     assert_has!(list, "`PIN: (input not shown)`");
     assert!(!list.contains("4711") && !r.contains("4711"), "{list}\n{r}");
-}
-
-/// Starts a long job and checks run leaves it running.
-async fn start(s: &Server, command: &str) {
-    let r = s.ok("run", json!({"session": "t1", "command": command, "timeout": 0.5})).await;
-    assert_has!(r, "still running");
 }
 
 async fn send(s: &Server, args: Value) -> String {
@@ -264,14 +259,14 @@ async fn sleep_ends_by_ctrl_c_and_by_signal() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "sleep 100").await;
+    s.leave_running("t1", "sleep 100").await;
     let r = send(&s, json!({"session": "t1", "keys": ["ctrl+c"], "wait": 0.5})).await;
     assert_has!(r, "the shell is in the foreground again");
-    start(&s, "sleep 100").await;
+    s.leave_running("t1", "sleep 100").await;
     let r = send(&s, json!({"session": "t1", "signal": "TERM", "wait": 0.5})).await;
     assert_has!(r, "sent SIGTERM to `sleep`");
     assert_has!(r, "the shell is in the foreground again");
-    assert_has!(regions(&s).await, "exit 143");
+    assert_has!(last_regions(&s).await, "exit 143");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -280,7 +275,7 @@ async fn a_job_ignoring_sigint_ends_by_term_or_kill() {
     let s = w.server().await;
     s.create("t1").await;
     for (sig, status) in [("TERM", "exit 143"), ("KILL", "exit 137")] {
-        start(&s, "bash -c \"trap '' INT; sleep 100; true\"").await;
+        s.leave_running("t1", "bash -c \"trap '' INT; sleep 100; true\"").await;
         let r = send(&s, json!({"session": "t1", "keys": ["ctrl+c"], "wait": 0.5})).await;
         assert_has!(r, "still in the foreground: `bash`");
         let r = send(&s, json!({"session": "t1", "signal": sig, "wait": 0.5})).await;
@@ -302,7 +297,7 @@ async fn typing_like_a_person_leaves_the_exact_line() {
     assert!(started.elapsed().as_millis() > 300, "typed at once: {:?}", started.elapsed());
     assert_has!(r, "exit 0");
     assert_has!(r, "TYPED-BY-HAND");
-    assert_has!(regions(&s).await, &format!("`{cmd}`"));
+    assert_has!(last_regions(&s).await, &format!("`{cmd}`"));
     let e = s.err("run", json!({"session": "t1", "command": "true", "typing": {"speed": 0}})).await;
     assert_has!(e, "typing.speed");
 }
@@ -312,14 +307,14 @@ async fn a_program_without_a_prompt_ends_its_input_when_output_settles() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "cat").await;
+    s.leave_running("t1", "cat").await;
     let started = std::time::Instant::now();
     let r = line(&s, "no-prompt-here").await;
     let took = started.elapsed();
     assert_has!(r, "output settled");
     assert_eq!(r.matches("no-prompt-here").count(), 1, "cat's copy, not the echo:\n{r}");
     assert!((1_000..6_000).contains(&took.as_millis()), "settling took {took:?}");
-    let list = regions(&s).await;
+    let list = last_regions(&s).await;
     assert_has!(list, "input ended");
     assert_has!(list, "`no-prompt-here`");
     s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;

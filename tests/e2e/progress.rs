@@ -13,9 +13,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::faults::{RawClient, tool_text};
-use crate::harness::World;
-use crate::serve::Serve;
+use crate::support::raw::{RawClient, tool_text};
+use crate::support::{Serve, World, poll};
 
 /// A GitHub token of the classic shape, made up.
 const GITHUB: &str = "ghp_Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2";
@@ -141,10 +140,8 @@ async fn cancel_ends_the_wait_only(c: &mut RawClient, world: &World, session: &s
     c.notify("notifications/cancelled", json!({"requestId": id, "reason": "the user pressed escape"})).await;
     // The call ends (and is logged) within a slice of the wait, long before
     // the command does.
-    while runs() == ran_before {
-        assert!(cancelled_at.elapsed() < Duration::from_secs(3), "the cancelled run still waits");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let logged = async || runs() != ran_before;
+    poll::until_async("the cancelled run to stop waiting", Duration::from_secs(3), logged).await;
     let stopped = cancelled_at.elapsed();
     let late = c.drain(Duration::from_millis(1500)).await;
     assert!(late.iter().all(|m| m["id"] != id), "no answer to a cancelled request: {late:?}");

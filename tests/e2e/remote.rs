@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{SERVER, World, installed};
+use crate::support::{SERVER, World, installed, poll};
 
 /// A private sshd for one test, killed (by its pid) when dropped.
 struct Sshd {
@@ -156,16 +156,13 @@ fn entries(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Polls `f` for up to 5 s.
-fn eventually(mut f: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(5) {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
+/// Waits (up to 5 s) until `dir` is empty again: the files a shell
+/// unpacked go when it exits.
+fn until_empty(dir: &Path) {
+    poll::until(&format!("{} to be empty", dir.display()), Duration::from_secs(5), || {
+        let left = entries(dir);
+        if left.is_empty() { Ok(()) } else { Err(format!("left behind: {left:?}")) }
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,7 +211,7 @@ async fn ssh_with_the_bootstrap_gives_statuses_and_tags_regions_and_leaves_nothi
     }
     assert_has!(r, &format!("`false` · on {host}"));
     assert!(r.lines().any(|l| l.contains("docent-terminal-mcp ssh") && !l.contains(" · on ")), "{r}");
-    assert!(eventually(|| entries(&sshd.tmp()).is_empty()), "left behind: {:?}", entries(&sshd.tmp()));
+    until_empty(&sshd.tmp());
     let r = s.run("t1", "true").await;
     let regions = s.ok("regions", json!({"session": "t1"})).await;
     assert!(!r.contains(" · on "), "back home, untagged: {r}\n{regions}");
@@ -253,7 +250,7 @@ async fn ssh_to_a_zsh_user_gives_an_integrated_zsh() {
     s.run("t1", "exit").await;
     let r = s.ok("run", json!({"session": "t1", "command": "exit", "timeout": 10})).await;
     assert_has!(r, "back on this host");
-    assert!(eventually(|| entries(&sshd.tmp()).is_empty()), "left behind: {:?}", entries(&sshd.tmp()));
+    until_empty(&sshd.tmp());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,7 +353,7 @@ async fn into_a_plain_sh_carrier_gives_an_integrated_shell_as_the_session_progra
     }
     assert!(!entries(tmp.path()).is_empty(), "the files stay while the shell runs");
     let _ = s.call("run", json!({"session": "t1", "command": "exit", "timeout": 5})).await;
-    assert!(eventually(|| entries(tmp.path()).is_empty()), "left behind: {:?}", entries(tmp.path()));
+    until_empty(tmp.path());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{SERVER, World};
+use crate::support::{World, cli};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_closed_sessions_logs_leaves_word_of_when_and_why() {
@@ -46,20 +46,13 @@ async fn a_delete_on_close_session_goes_when_it_closes_and_a_sweep_finds_the_res
     // A pane that ends by itself is found by the next sweep.
     s.ok("session_logs", json!({"session": "t2", "action": "delete_on_close"})).await;
     w.tmux(&["kill-session", "-t", "=t2"]);
-    let due = cli(&w, &["logs", "due"]);
+    let due = cli(&w, &["logs", "due"]).ok();
     assert_has!(due, "t2\t");
     assert!(w.session_dir("t2").exists(), "a dry run deletes nothing");
-    cli(&w, &["logs", "sweep"]);
+    cli(&w, &["logs", "sweep"]).ok();
     assert!(!w.session_dir("t2").exists());
     assert!(w.session_dir("t3").exists());
     assert_has!(s.err("read", json!({"session": "t2"})).await, "delete-on-close");
-}
-
-/// Runs the CLI with the world's environment; it must succeed.
-fn cli(w: &World, args: &[&str]) -> String {
-    let out = std::process::Command::new(SERVER).args(args).envs(w.env()).output().expect("run the CLI");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

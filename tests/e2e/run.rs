@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::World;
+use crate::support::World;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_statuses_and_pipelines_are_exact() {

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{Server, World};
+use crate::support::{Server, World};
 
 /// Runs `command` and returns the region id its reply names.
 async fn run_region(s: &Server, session: &str, command: &str) -> u64 {

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{Server, World, session_text};
+use crate::support::{Server, World, poll, session_text};
 
 /// A GitHub token of the classic shape, made up.
 fn github() -> String {
@@ -195,7 +195,7 @@ fn key_body(pem: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_keys_escapes_and_keys_read_piecemeal_stay_hidden() {
-    if !crate::harness::installed("openssl") {
+    if !crate::support::installed("openssl") {
         eprintln!("skipped: openssl is not installed (apt-get install openssl), so no key can be generated");
         return;
     }
@@ -309,7 +309,7 @@ async fn session_list_and_split_panes_use_their_sessions_placeholders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridged_run_leaves_the_value_nowhere_but_the_sessions_logs() {
-    let (world, _serve, mut bridge) = crate::harness::bridged("k", "b1").await;
+    let (world, _serve, mut bridge) = crate::support::bridged("k", "b1").await;
     let limit = std::time::Duration::from_secs(20);
     let gh = github();
     let (out, err) = bridge.call("run", json!({ "session": "b1", "command": format!("echo {gh}") }), limit).await;
@@ -339,9 +339,9 @@ async fn a_bridged_run_leaves_the_value_nowhere_but_the_sessions_logs() {
     assert!(session_text(&logs).matches(gh.as_str()).count() >= 2, "the value was typed and printed");
 }
 
-/// The body of `GET path` on loopback `port` with `cookie`: read to its
-/// end, or, for an event stream (which never ends by itself), until
-/// `enough` holds of what came so far; `wait` bounds either.
+/// The answer to `GET path` on loopback `port` with `cookie`, as it came:
+/// read to its end or, for an event stream (which never ends by itself),
+/// until `enough` holds of what came so far, for at most `wait`.
 async fn get_until(
     port: u16,
     path: &str,
@@ -355,15 +355,25 @@ async fn get_until(
         format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncookie: {cookie}\r\nconnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("send");
     let mut body = Vec::new();
-    let deadline = tokio::time::Instant::now() + wait;
     let mut chunk = [0u8; 8192];
-    while !enough(&String::from_utf8_lossy(&body)) {
-        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
-            Ok(Ok(n)) if n > 0 => body.extend_from_slice(&chunk[..n]),
-            _ => break,
+    poll::until_async(&format!("GET {path} to end or give enough"), wait, async || {
+        // What has come meanwhile (a bounded amount a look, so that a
+        // stream that never pauses still lets the poll keep time).
+        let mut ended = false;
+        for _ in 0..64 {
+            match tokio::time::timeout(std::time::Duration::from_millis(20), stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => body.extend_from_slice(&chunk[..n]),
+                Ok(_) => {
+                    ended = true;
+                    break;
+                }
+                Err(_) => break,
+            }
         }
-    }
-    String::from_utf8_lossy(&body).into_owned()
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if ended || enough(&text) { Ok(text) } else { Err(text) }
+    })
+    .await
 }
 
 /// An event stream of the overview with the card of session `name` left
@@ -392,33 +402,24 @@ async fn get(port: u16, path: &str, cookie: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_view_hides_secrets_unless_the_session_is_not_redacted() {
-    use crate::serve::{Serve, free_port};
+    use crate::support::{Serve, bridge, cli, free_port};
     let w = World::new();
     let port = free_port();
     let _serve = Serve::start(&w, &["--tcp", &port.to_string()]);
-    let env = w.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let server = std::path::Path::new(crate::harness::SERVER);
-    let agent =
-        dtmcp::mcp_client::McpChild::start(server, &["connect", "--actor", "alice"], &env).await.expect("bridge");
-    let call = async |tool: &str, args: serde_json::Value| {
-        let r = agent.call(tool, args).await.expect("call");
-        assert!(!r.is_error, "{tool}: {}", r.text);
-        r.text
-    };
+    let agent = bridge(&w, "alice").await;
     let gh = github();
     let (head, tail) = halves();
-    call("session_create", json!({ "name": "w1" })).await;
-    call("run", json!({ "session": "w1", "command": format!("echo {gh}; printf '{head}\\e[1m{tail}\\e[0m\\n'") }))
+    agent.ok("session_create", json!({ "name": "w1" })).await;
+    agent
+        .ok("run", json!({ "session": "w1", "command": format!("echo {gh}; printf '{head}\\e[1m{tail}\\e[0m\\n'") }))
         .await;
     // Output that the screen wraps in the middle of the token.
-    call("run", json!({ "session": "w1", "command": format!("printf '%100s%s\\n' '' {gh}") })).await;
-    call("session_create", json!({ "name": "w2", "redact": false })).await;
-    call("run", json!({ "session": "w2", "command": format!("echo {gh}") })).await;
+    agent.ok("run", json!({ "session": "w1", "command": format!("printf '%100s%s\\n' '' {gh}") })).await;
+    agent.ok("session_create", json!({ "name": "w2", "redact": false })).await;
+    agent.ok("run", json!({ "session": "w2", "command": format!("echo {gh}") })).await;
 
     // A signed-in browser's cookie, as `web` links give.
-    let out = std::process::Command::new(server).args(["web", "--no-open"]).envs(w.env()).output().expect("web");
-    let link = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let link = cli(&w, &["web", "--no-open"]).ok().trim().to_string();
     let login = get(port, link.trim_start_matches(&format!("http://127.0.0.1:{port}")), "").await;
     let cookie = login
         .lines()
@@ -453,5 +454,5 @@ async fn the_web_view_hides_secrets_unless_the_session_is_not_redacted() {
     // A session made with redact=false shows its text as it is.
     let lines = get(port, "/web/s/w2/lines?from=1&count=200", &cookie).await;
     assert_has!(lines, gh);
-    agent.stop().await.expect("stop the bridge");
+    agent.stop().await;
 }

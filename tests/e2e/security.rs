@@ -1,7 +1,7 @@
 //! The attack half of issue 10's suite, and the full disk: names and
 //! paths, the token, DNS rebinding, modes and owners, two servers at once,
 //! a state home that runs out of space, and the advisory audit. Each test
-//! is named after its item (`item10_...`).
+//! is named for what it proves; docs/testing.md lists them by attack.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -12,15 +12,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::faults::{RawClient, slow};
-use crate::harness::{SERVER, World};
-use crate::serve::{Serve, free_port, request, socket_of, unix_get, unix_http};
+use crate::support::{
+    RawClient, SERVER, Serve, World, free_port, mode, request, slow, socket_of, unix_get, unix_http, until_answering,
+};
 
-fn mode(p: &Path) -> u32 {
-    std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
-}
-
-// ---------------------------------------------------------------- item 4
+// --------------------------------------------------------------- a full disk
 
 /// A stdio server of `w` whose state home is a tmpfs of `kb` kB in a
 /// private mount namespace; its files are read through `/proc/PID/root`.
@@ -51,7 +47,7 @@ fn fill(path: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
+async fn a_full_state_disk_keeps_the_pane_flowing_says_so_and_tears_no_json() {
     let w = World::new();
     let Some(mut c) = server_on_small_tmpfs(&w, 6 * 1024).await else { return };
     let t = Duration::from_secs(30);
@@ -82,7 +78,7 @@ async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
     let (r, err) = c.call("session_create", json!({"name": "full2"}), t).await;
     assert!(err, "{r}");
     assert_has!(r, "state directory is full");
-    crate::faults::assert_clean("the reply", &r);
+    crate::support::raw::assert_no_control_chars("the reply", &r);
     // No JSON state file is torn, and no temporary file is left behind.
     for dir in std::fs::read_dir(home.join("sessions")).expect("sessions").flatten() {
         for f in std::fs::read_dir(dir.path()).expect("dir").flatten() {
@@ -119,7 +115,7 @@ async fn item04_full_state_disk_pane_flows_calls_say_full_json_never_torn() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item04_file_size_limit_on_the_router_is_an_error_not_a_death() {
+async fn a_file_size_limit_on_the_router_is_an_error_not_a_death() {
     crate::needs!("prlimit");
     let w = World::new();
     let s = w.server().await;
@@ -142,10 +138,10 @@ async fn item04_file_size_limit_on_the_router_is_an_error_not_a_death() {
     s.create("lim2").await;
 }
 
-// ---------------------------------------------------------------- item 10
+// ----------------------------------------------------------- names and paths
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item10_hostile_session_names_are_refused_and_run_nothing() {
+async fn hostile_session_names_are_refused_and_run_nothing() {
     let w = World::new();
     let s = w.server().await;
     let pwn = w.tmp.path().join("pwn");
@@ -164,7 +160,7 @@ async fn item10_hostile_session_names_are_refused_and_run_nothing() {
     for name in &names {
         let said = s.err("session_create", json!({"name": name})).await;
         assert_has!(said, "letters, digits");
-        crate::faults::assert_clean("the refusal", &said);
+        crate::support::raw::assert_no_control_chars("the refusal", &said);
         for tool in ["read", "run", "session_close"] {
             let r = s.call(tool, json!({"session": name, "command": "echo no"})).await;
             assert!(r.is_error, "{tool} accepted {name:?}: {}", r.text);
@@ -179,7 +175,7 @@ async fn item10_hostile_session_names_are_refused_and_run_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item10_save_to_outside_symlink_existing_fifo_and_state_home_are_refused() {
+async fn save_to_a_relative_path_a_link_an_existing_file_a_fifo_or_the_state_home_is_refused() {
     let w = World::new();
     let s = w.server().await;
     s.create("p1").await;
@@ -228,7 +224,7 @@ async fn item10_save_to_outside_symlink_existing_fifo_and_state_home_are_refused
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item10_a_state_home_path_full_of_tmux_and_shell_syntax_is_used_literally() {
+async fn a_state_home_path_full_of_tmux_and_shell_syntax_is_used_literally() {
     let w = World::new();
     // Short enough for a socket path inside it (108 bytes at most).
     let pwn = PathBuf::from(format!("/tmp/pw{}", std::process::id()));
@@ -245,7 +241,7 @@ async fn item10_a_state_home_path_full_of_tmux_and_shell_syntax_is_used_literall
     assert_has!(s.ok("search", json!({"session": "o1", "pattern": "odd-12"})).await, "odd-12");
 }
 
-// ---------------------------------------------------------------- item 11
+// ----------------------------------------------------------------- the token
 
 /// One HTTP exchange over TCP: status.
 fn tcp_status(port: u16, req: &str) -> u16 {
@@ -260,7 +256,7 @@ fn tcp_status(port: u16, req: &str) -> u16 {
 }
 
 #[test]
-fn item11_token_none_wrong_prefix_length_url_and_loose_file() {
+fn a_missing_wrong_or_misplaced_token_is_refused_and_a_loose_token_file_replaced() {
     let world = World::new();
     let port = free_port();
     let serve = Serve::start(&world, &["--tcp", &port.to_string()]);
@@ -315,7 +311,7 @@ fn item11_token_none_wrong_prefix_length_url_and_loose_file() {
 }
 
 #[test]
-fn item11_token_mismatch_timing_first_vs_last_byte_is_indistinguishable() {
+fn a_token_wrong_in_its_first_or_its_last_byte_takes_as_long_to_refuse() {
     let world = World::new();
     let port = free_port();
     let _serve = Serve::start(&world, &["--tcp", &port.to_string()]);
@@ -344,12 +340,12 @@ fn item11_token_mismatch_timing_first_vs_last_byte_is_indistinguishable() {
         v[v.len() / 2]
     };
     let (mf, ml) = (median(&mut tf), median(&mut tl));
-    eprintln!("item 11: median 401 for a wrong first byte {:.0} µs, last byte {:.0} µs", mf / 1e3, ml / 1e3);
+    eprintln!("token timing: median 401 for a wrong first byte {:.0} µs, last byte {:.0} µs", mf / 1e3, ml / 1e3);
     let tolerance = (mf.min(ml) * 0.25).max(150_000.0);
     assert!((mf - ml).abs() < tolerance, "first {mf} ns vs last {ml} ns");
 }
 
-// ---------------------------------------------------------------- item 12
+// ------------------------------------------------------------- DNS rebinding
 
 /// Forwards loopback TCP connections to `port`, adding the bearer token
 /// to every request (as a client configured with it would), so that a
@@ -411,7 +407,7 @@ fn proxy_one(mut client: std::net::TcpStream, port: u16, token: &str) {
 }
 
 #[test]
-fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
+fn dns_rebinding_is_refused_on_every_route() {
     let world = World::new();
     let port = free_port();
     let serve = Serve::start(&world, &["--tcp", &port.to_string()]);
@@ -463,8 +459,8 @@ fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
         assert_eq!(on_socket, 403, "{method} {path} on the socket with a foreign Origin");
     }
     // The official conformance scenario, through a proxy that adds the token.
-    if !crate::harness::installed("npx") {
-        eprintln!("item 12: the conformance scenario was not run: npx is not installed");
+    if !crate::support::installed("npx") {
+        eprintln!("DNS rebinding: the conformance scenario was not run: npx is not installed");
         return;
     }
     let front = token_proxy(port, token);
@@ -478,7 +474,7 @@ fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
     let out = match out {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("item 12: the conformance scenario was not run: npx failed to start: {e}");
+            eprintln!("DNS rebinding: the conformance scenario was not run: npx failed to start: {e}");
             return;
         }
     };
@@ -489,30 +485,26 @@ fn item12_dns_rebinding_refused_on_every_route_conformance_and_our_own() {
         || said.contains("network") && !out.status.success() && !said.contains("DNSRebinding")
     {
         eprintln!(
-            "item 12: the conformance package could not be fetched (no network?); our own requests passed:\n{said}"
+            "DNS rebinding: the conformance package could not be fetched (no network?); our own requests passed:\n{said}"
         );
         return;
     }
-    eprintln!("item 12: conformance said:\n{said}");
+    eprintln!("DNS rebinding: conformance said:\n{said}");
     assert!(out.status.success(), "the dns-rebinding-protection scenario failed:\n{said}");
     assert!(!said.contains("FAILURE") && !said.contains("✗"), "{said}");
 }
 
-// ---------------------------------------------------------------- item 13
+// ---------------------------------------------------------- modes and owners
 
 #[test]
-fn item13_modes_stay_private_under_umask_000() {
+fn modes_stay_private_under_umask_000() {
     let world = World::new();
     let port = free_port().to_string();
     let script = format!("umask 000; exec '{SERVER}' serve --tcp {port}");
     let mut child =
         Command::new("sh").args(["-c", &script]).envs(world.env()).stdin(Stdio::null()).spawn().expect("serve");
+    until_answering(&world);
     let socket = socket_of(&world);
-    let started = Instant::now();
-    while unix_get(&socket, "/health").0 != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
     rt.block_on(async {
         let mut c = RawClient::start(&["connect", "--actor", "umask"], &world.env()).await;
@@ -546,7 +538,7 @@ fn item13_modes_stay_private_under_umask_000() {
 }
 
 #[test]
-fn item13_a_premade_runtime_dir_with_loose_modes_or_another_owner() {
+fn a_premade_runtime_dir_is_tightened_or_refused_when_another_user_owns_it() {
     let world = World::new();
     let dir = world.tmp.path().join("run").join("docent-terminal-mcp");
     std::fs::create_dir_all(&dir).expect("premade");
@@ -572,7 +564,7 @@ fn item13_a_premade_runtime_dir_with_loose_modes_or_another_owner() {
 }
 
 #[test]
-fn item13_another_uid_via_runuser_is_refused_by_the_peer_check() {
+fn another_uid_via_runuser_is_refused_by_the_peer_check() {
     if !nix::unistd::getuid().is_root() {
         eprintln!("skipped: runuser needs root");
         return;
@@ -598,10 +590,10 @@ fn item13_another_uid_via_runuser_is_refused_by_the_peer_check() {
     assert!(!said.contains("\"sessions\""), "{said}");
 }
 
-// ---------------------------------------------------------------- item 14
+// --------------------------------------------------------------- two servers
 
 #[test]
-fn item14_two_servers_at_once_one_wins_and_a_kill9_leaves_no_cleanup() {
+fn of_two_servers_started_at_once_one_wins_and_a_kill9_needs_no_cleanup() {
     let world = World::new();
     let start = |n: usize| {
         let mut c = Command::new(SERVER);
@@ -636,10 +628,10 @@ fn item14_two_servers_at_once_one_wins_and_a_kill9_leaves_no_cleanup() {
     assert!(!out.status.success());
 }
 
-// ---------------------------------------------------------------- item 19
+// ---------------------------------------------------------------- advisories
 
 #[test]
-fn item19_dependencies_have_no_known_advisories() {
+fn dependencies_have_no_known_advisories() {
     let have = Command::new("cargo").args(["audit", "--version"]).output().is_ok_and(|o| o.status.success());
     if !have {
         eprintln!(

@@ -5,21 +5,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::World;
+use crate::support::World;
 use crate::{assert_has, needs};
-
-/// Starts `command` in `session` and returns once it is running (run times out).
-async fn start(s: &crate::harness::Server, session: &str, command: &str) {
-    let r = s.ok("run", json!({"session": session, "command": command, "timeout": 0.5})).await;
-    assert_has!(r, "still running");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_then_enter_reaches_a_program() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "t1", "cat").await;
+    s.leave_running("t1", "cat").await;
     let r = s.ok("send", json!({"session": "t1", "text": "hello-cat", "keys": ["enter"], "wait": 0.5})).await;
     assert_has!(r, "typed 9 characters, then pressed enter");
     // Once echoed by the terminal, once printed by cat.
@@ -33,7 +27,7 @@ async fn ctrl_c_interrupts_and_the_shell_takes_commands_again() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "t1", "sleep 100").await;
+    s.leave_running("t1", "sleep 100").await;
     let r = s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
     assert_has!(r, "pressed ctrl+c");
     assert_has!(r, "the shell is in the foreground again");
@@ -48,8 +42,11 @@ async fn kill_ends_a_program_that_ignores_ctrl_c() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    start(&s, "t1", "python3 -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(100)'")
-        .await;
+    s.leave_running(
+        "t1",
+        "python3 -c 'import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(100)'",
+    )
+    .await;
     let r = s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
     assert_has!(r, "still in the foreground: `python");
     let r = s.ok("send", json!({"session": "t1", "signal": "KILL", "wait": 0.5})).await;
@@ -65,15 +62,14 @@ async fn a_malformed_key_types_nothing_at_all() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    let screen = || String::from_utf8_lossy(&w.tmux(&["capture-pane", "-p", "-t", "=t1:"]).stdout).into_owned();
-    let before = screen();
+    let before = w.screen("t1");
     let args = json!({"session": "t1", "text": "echo should-not-appear", "keys": ["enter", "ctrl+bogus"]});
     let r = s.err("send", args).await;
     assert_has!(r, "\"ctrl+bogus\"");
     assert_has!(r, "Nothing was typed");
     assert_has!(r, "pagedown");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(screen(), before);
+    assert_eq!(w.screen("t1"), before);
     assert!(!s.ok("read", json!({"session": "t1"})).await.contains("should-not-appear"));
 }
 

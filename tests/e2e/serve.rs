@@ -4,135 +4,17 @@
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dtmcp::mcp_client::McpChild;
 use serde_json::{Value, json};
 
 use crate::assert_has;
-use crate::harness::{SERVER, World};
-
-/// A `serve` process of a world, killed when dropped.
-pub struct Serve {
-    child: Child,
-    /// Its Unix socket.
-    pub socket: PathBuf,
-}
-
-impl Serve {
-    /// Starts `serve` (with `extra` arguments) and waits until `/health` answers.
-    pub fn start(world: &World, extra: &[&str]) -> Serve {
-        Serve::start_with(world, extra, |_| {})
-    }
-
-    /// [`Serve::start`], with `configure` given the command first.
-    pub fn start_with(world: &World, extra: &[&str], configure: impl FnOnce(&mut Command)) -> Serve {
-        let socket = socket_of(world);
-        let mut cmd = Command::new(SERVER);
-        cmd.arg("serve").args(extra).envs(world.env()).stdin(Stdio::null()).stderr(Stdio::inherit());
-        configure(&mut cmd);
-        let child = cmd.spawn().expect("start serve");
-        let serve = Serve { child, socket };
-        let started = Instant::now();
-        while unix_get(&serve.socket, "/health").0 != 200 {
-            assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        serve
-    }
-
-    /// Its pid.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Kills it with SIGKILL, as a crash would, and reaps it.
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Stops it with SIGTERM and waits for it to exit.
-    pub fn stop(mut self) -> std::process::ExitStatus {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        self.child.wait().expect("wait serve")
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The socket path a world's server uses.
-pub fn socket_of(world: &World) -> PathBuf {
-    world.tmp.path().join("run").join("docent-terminal-mcp").join("server.sock")
-}
-
-/// A free TCP port on loopback.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-/// One HTTP/1.1 exchange over `stream`: status, headers (lowercased names)
-/// and body.
-fn exchange(mut stream: impl Read + Write, request: &str) -> (u16, Vec<(String, String)>, String) {
-    if stream.write_all(request.as_bytes()).is_err() {
-        return (0, Vec::new(), String::new());
-    }
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    (status, headers, body.to_string())
-}
-
-/// Builds a request; `headers` are added as given.
-pub fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let mut r = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
-    for (k, v) in headers {
-        r.push_str(&format!("{k}: {v}\r\n"));
-    }
-    r.push_str("\r\n");
-    r.push_str(body);
-    r
-}
-
-/// A request over the Unix socket.
-pub fn unix_http(socket: &Path, request: &str) -> (u16, Vec<(String, String)>, String) {
-    match std::os::unix::net::UnixStream::connect(socket) {
-        Ok(s) => {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-            exchange(s, request)
-        }
-        Err(_) => (0, Vec::new(), String::new()),
-    }
-}
-
-/// `GET path` over the Unix socket: status and body.
-pub fn unix_get(socket: &Path, path: &str) -> (u16, String) {
-    let (status, _, body) = unix_http(socket, &request("GET", path, &[("host", "x")], ""));
-    (status, body)
-}
-
-/// A request over TCP to loopback `port`.
-pub fn tcp_http(port: u16, request: &str) -> (u16, Vec<(String, String)>, String) {
-    let s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-    exchange(s, request)
-}
+use crate::support::serve::tcp_http;
+use crate::support::{
+    Person, SERVER, Serve, World, bridge, free_port, mode, poll, request, socket_of, unix_get, unix_http,
+    until_answering,
+};
 
 pub const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
@@ -140,10 +22,6 @@ pub fn mcp_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> 
     let mut h = vec![("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
     h.extend_from_slice(extra);
     h
-}
-
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
 }
 
 #[test]
@@ -297,8 +175,8 @@ async fn the_api_lists_closes_and_sweeps() {
     let world = World::new();
     let serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "api1"})).await.expect("create");
-    let r = agent.call("run", json!({"session": "api1", "command": "sleep 30", "timeout": 0.5})).await.expect("run");
+    agent.call("session_create", json!({"name": "api1"})).await;
+    let r = agent.call("run", json!({"session": "api1", "command": "sleep 30", "timeout": 0.5})).await;
     assert!(!r.is_error, "{}", r.text);
     let (status, body) = unix_get(&serve.socket, "/api/sessions");
     assert_eq!(status, 200);
@@ -317,7 +195,7 @@ async fn the_api_lists_closes_and_sweeps() {
     assert_has!(s["attach"].as_str().expect("attach"), "attach -t api1");
     // Another agent may not close it while alice's command runs; a person may, with force.
     let bob = bridge(&world, "bob").await;
-    let refused = bob.call("session_close", json!({"session": "api1"})).await.expect("close");
+    let refused = bob.call("session_close", json!({"session": "api1"})).await;
     assert!(refused.is_error, "{}", refused.text);
     assert_has!(refused.text, "started by alice");
     assert_has!(refused.text, "close --force api1");
@@ -348,21 +226,14 @@ async fn close_force_on_the_command_line_closes_a_session_in_use() {
     let world = World::new();
     let _serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "f1"})).await.expect("create");
-    agent.call("run", json!({"session": "f1", "command": "sleep 30", "timeout": 0.3})).await.expect("run");
+    agent.call("session_create", json!({"name": "f1"})).await;
+    agent.call("run", json!({"session": "f1", "command": "sleep 30", "timeout": 0.3})).await;
     let plain = Command::new(SERVER).args(["close", "f1"]).envs(world.env()).output().expect("close");
     assert!(!plain.status.success());
     assert_has!(String::from_utf8_lossy(&plain.stderr), "is in use");
     let forced = Command::new(SERVER).args(["close", "--force", "f1"]).envs(world.env()).output().expect("close");
     assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
     assert_has!(String::from_utf8_lossy(&forced.stdout), "session f1 closed");
-}
-
-/// A `connect` bridge of `world` for agent `actor`.
-pub async fn bridge(world: &World, actor: &str) -> McpChild {
-    let env = world.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    McpChild::start(Path::new(SERVER), &["connect", "--actor", actor], &env).await.expect("bridge")
 }
 
 /// A venv with the official Python MCP SDK, made once per target dir.
@@ -451,13 +322,9 @@ async fn under_a_user_systemd_the_tmux_server_runs_in_a_scope_of_its_own() {
     let mut cmd = Command::new(SERVER);
     cmd.arg("serve").envs(world.env()).env("INVOCATION_ID", "0123456789abcdef").stdin(Stdio::null());
     let mut child = cmd.spawn().expect("serve");
-    let started = Instant::now();
-    while unix_get(&socket_of(&world), "/health").0 != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_answering(&world);
     let agent = bridge(&world, "alice").await;
-    let made = agent.call("session_create", json!({"name": "sc1"})).await.expect("create");
+    let made = agent.call("session_create", json!({"name": "sc1"})).await;
     assert!(!made.is_error, "{}", made.text);
     let pid = String::from_utf8_lossy(&world.tmux(&["display", "-p", "#{pid}"]).stdout).trim().to_string();
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("cgroup");
@@ -486,14 +353,13 @@ async fn systemd_hears_ready_watchdog_and_stopping_and_panes_see_none_of_it() {
     // Ready means the socket answers.
     assert_eq!(unix_get(&socket_of(&world), "/health").0, 200);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "env1"})).await.expect("create");
+    agent.call("session_create", json!({"name": "env1"})).await;
     let r = agent
         .call(
             "run",
             json!({"session": "env1", "command": "env | grep -cE '^(NOTIFY_SOCKET|INVOCATION_ID|WATCHDOG_)='"}),
         )
-        .await
-        .expect("run");
+        .await;
     assert_has!(r.text, "\n0\n");
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
     while !heard.contains("STOPPING=1") {
@@ -514,11 +380,7 @@ fn a_notify_socket_that_is_not_there_is_said_once() {
     // The watchdog asks for a notification every 50 ms.
     cmd.env("NOTIFY_SOCKET", world.tmp.path().join("nobody-listens.sock")).env("WATCHDOG_USEC", "100000");
     let mut child = cmd.spawn().expect("serve");
-    let started = Instant::now();
-    while unix_get(&socket_of(&world), "/health").0 != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_answering(&world);
     std::thread::sleep(Duration::from_secs(1));
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
     assert!(child.wait().expect("exit").success());
@@ -530,43 +392,21 @@ fn a_notify_socket_that_is_not_there_is_said_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_close_refuses_while_a_person_is_attached() {
-    crate::needs!("script");
     let world = World::new();
     let _serve = Serve::start(&world, &[]);
     let agent = bridge(&world, "alice").await;
-    agent.call("session_create", json!({"name": "p1"})).await.expect("create");
-    // A person: a real tmux client on a pseudo-terminal of its own.
-    let attach = format!("tmux -L {} attach -t p1", world.socket);
-    let mut person = Command::new("script")
-        .args(["-qfc", &attach, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("script");
-    let started = Instant::now();
-    loop {
-        let out = world.tmux(&["display", "-p", "-t", "=p1:", "#{session_attached}"]);
-        if String::from_utf8_lossy(&out.stdout).trim() == "1" {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "the person never attached");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let refused = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
+    agent.call("session_create", json!({"name": "p1"})).await;
+    let person = Person::attach(&world, "p1");
+    let refused = agent.call("session_close", json!({"session": "p1"})).await;
     assert!(refused.is_error, "{}", refused.text);
     assert_has!(refused.text, "a person is attached");
     assert_has!(refused.text, "close --force p1");
-    let _ = person.kill();
-    let _ = person.wait();
-    let started = Instant::now();
-    loop {
-        let r = agent.call("session_close", json!({"session": "p1"})).await.expect("close");
-        if !r.is_error {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "still refused after the person left: {}", r.text);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    drop(person);
+    poll::until_async("session_close to close p1 once the person left", Duration::from_secs(10), async || {
+        let r = agent.call("session_close", json!({"session": "p1"})).await;
+        if r.is_error { Err(r.text) } else { Ok(()) }
+    })
+    .await;
 }
 
 /// An MCP session over raw HTTP on `socket`, initialized: its id.
@@ -670,13 +510,8 @@ fn a_client_hanging_up_mid_call_does_not_cut_the_command_short() {
     std::thread::sleep(Duration::from_millis(400));
     drop(stream);
     let dir = world.session_dir("hang1");
-    let started = Instant::now();
-    loop {
+    poll::until("the second line to be typed", Duration::from_secs(15), || {
         let text = std::fs::read_to_string(dir.join("session.txt")).unwrap_or_default();
-        if text.contains("after-the-hang-42") {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "the second line was never typed:\n{text}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        if text.contains("after-the-hang-42") { Ok(()) } else { Err(text) }
+    });
 }

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::harness::{SERVER, World, kill_logger, logger_pid, session_text};
+use crate::support::{SERVER, World, kill_logger, logger_pid, poll, session_text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_named_listed_attached_and_closed() {
@@ -138,15 +138,9 @@ async fn closing_the_last_session_lets_the_tmux_server_exit() {
     s.create("only").await;
     s.run("only", "true").await;
     s.ok("session_close", json!({"session": "only"})).await;
-    let mut gone = false;
-    for _ in 0..200 {
-        if !w.tmux(&["ls"]).status.success() {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(gone, "the hidden control session kept tmux alive");
+    // The hidden control session must not keep it alive.
+    let gone = async || !w.tmux(&["ls"]).status.success();
+    poll::until_async("the tmux server to exit", std::time::Duration::from_secs(2), gone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::harness::{Server, World};
+use crate::support::{Server, World, poll};
 use crate::{assert_has, needs};
 
 /// A home directory of the test's own, with a `.zshrc` and a `.zshenv`
@@ -27,11 +27,6 @@ fn fake_home(w: &World) -> PathBuf {
 async fn create_in(s: &Server, name: &str, command: &str, home: &Path) -> String {
     let env = json!({ "HOME": home.display().to_string() });
     s.ok("session_create", json!({ "name": name, "command": command, "env": env })).await
-}
-
-/// The `regions` listing of a session.
-async fn regions(s: &Server, name: &str) -> String {
-    s.ok("regions", json!({ "session": name })).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +70,7 @@ async fn nest(s: &Server, name: &str, inner: &str) {
     assert_has!(r, "exit 4");
     assert_has!(r, "inside");
     s.run(name, "exit 7").await;
-    let list = regions(s, name).await;
+    let list = s.regions(name).await;
     let outer = list.lines().find(|l| l.contains(&format!("`{inner}`"))).unwrap_or_default();
     assert_has!(outer, "exit 7");
     // The outer shell's prompt is back and answers for itself.
@@ -136,7 +131,7 @@ async fn shell_integrate_adds_the_integration_to_a_plain_bash_and_zsh() {
         assert_has!(r, "has the shell integration already");
         assert_eq!(typed_lines(&w, "b"), typed, "nothing was typed");
         s.run("b", "exit 3").await;
-        let list = regions(&s, "b").await;
+        let list = s.regions("b").await;
         let outer = list.lines().rfind(|l| l.contains("env -i")).unwrap_or_default();
         assert_has!(outer, "exit 3");
         assert_has!(s.run("b", "(exit 2)").await, "exit 2");
@@ -301,27 +296,13 @@ async fn su_to_another_user_degrades_clearly_and_says_how_to_integrate() {
     assert_has!(s.run("b", "(exit 2)").await, "exit 2");
 }
 
-/// The visible screen of session `name`.
-fn screen_of(w: &World, name: &str) -> String {
-    String::from_utf8_lossy(&w.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]).stdout).into_owned()
-}
-
 /// bash, and zsh where it is installed.
 fn bash_and_zsh() -> Vec<&'static str> {
     let mut shells = vec!["bash"];
-    if crate::harness::installed("zsh") {
+    if crate::support::installed("zsh") {
         shells.push("zsh");
     }
     shells
-}
-
-/// Waits (up to 5 s) for `needle` on the screen of session `name`.
-fn until_on_screen(w: &World, name: &str, needle: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !screen_of(w, name).contains(needle) {
-        assert!(std::time::Instant::now() < deadline, "no `{needle}` on the screen:\n{}", screen_of(w, name));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,20 +320,20 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
         let name = format!("q{i}");
         create_in(&s, &name, shell, &home).await;
         assert_has!(s.run(&name, ask).await, "asked:");
-        until_on_screen(&w, &name, "1;2c");
+        w.until_on_screen(&name, "1;2c");
         let r = s.ok("run", json!({"session": name, "command": "echo after-$((1+1))"})).await;
         assert_has!(r, "after-2");
         assert_has!(r, "exit 0");
         assert_has!(r, "the terminal's answer to a question in the last command's output");
-        assert_has!(regions(&s, &name).await, "echo after-$((1+1))");
+        assert_has!(s.regions(&name).await, "echo after-$((1+1))");
         // Text someone typed after the answer is theirs: refused, kept.
         assert_has!(s.run(&name, ask).await, "asked:");
-        until_on_screen(&w, &name, "1;2c");
+        w.until_on_screen(&name, "1;2c");
         w.tmux(&["send-keys", "-t", &format!("={name}:"), "-l", "ls -l"]);
-        until_on_screen(&w, &name, "ls -l");
+        w.until_on_screen(&name, "ls -l");
         let refused = s.err("run", json!({"session": name, "command": "echo not-typed"})).await;
         assert_has!(refused, "not submitted");
-        assert!(!screen_of(&w, &name).contains("not-typed"), "{shell}: the line was typed");
+        assert!(!w.screen(&name).contains("not-typed"), "{shell}: the line was typed");
         // An answer that is not at a prompt right after the question is
         // left alone by later commands: nothing is cleared without one.
         s.ok("send", json!({"session": name, "keys": ["ctrl+e", "ctrl+u"]})).await;
@@ -363,14 +344,11 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
 
 /// Polls the `regions` listing of session `name` until it shows `label`.
 async fn until_labelled(s: &Server, name: &str, label: &str) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let list = regions(s, name).await;
-        if list.contains(label) || std::time::Instant::now() > deadline {
-            return list;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    poll::until_async(&format!("{label:?} in the regions of {name}"), std::time::Duration::from_secs(10), async || {
+        let list = s.regions(name).await;
+        if list.contains(label) { Ok(list) } else { Err(list) }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

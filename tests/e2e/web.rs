@@ -7,18 +7,16 @@
 //! Set `DTMCP_WEB_SCREENSHOTS=DIR` to keep the desktop and phone
 //! screenshots there (the README's come from `docs/`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dtmcp::mcp_client::McpChild;
 use fantoccini::{Client, ClientBuilder, Locator};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
-use crate::harness::{SERVER, World, installed};
-use crate::serve::{Serve, free_port, request, unix_http};
+use crate::support::{Person, Serve, Server, World, bridge, cli, free_port, installed, poll, request, unix_http};
 use crate::{assert_has, needs};
 
 /// How long anything on the page may take to appear.
@@ -29,7 +27,7 @@ struct Served {
     world: World,
     serve: Serve,
     port: u16,
-    agent: McpChild,
+    agent: Server,
 }
 
 impl Served {
@@ -37,29 +35,19 @@ impl Served {
         let world = World::new();
         let port = free_port();
         let serve = Serve::start(&world, &["--tcp", &port.to_string()]);
-        let env = world.env();
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let agent = McpChild::start(Path::new(SERVER), &["connect", "--actor", "alice"], &env).await.expect("bridge");
+        let agent = bridge(&world, "alice").await;
         Served { world, serve, port, agent }
     }
 
     /// A fresh one-time login link, from `docent-terminal-mcp web`.
     fn link(&self) -> String {
-        let out = Command::new(SERVER).args(["web", "--no-open"]).envs(self.world.env()).output().expect("web");
-        assert!(out.status.success(), "web failed: {}", String::from_utf8_lossy(&out.stderr));
-        let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let url = cli(&self.world, &["web", "--no-open"]).ok().trim().to_string();
         assert!(url.starts_with(&format!("http://127.0.0.1:{}/login?code=", self.port)), "{url}");
         url
     }
 
     fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> String {
-        let r = self.agent.call(tool, args).await.expect("call");
-        assert!(!r.is_error, "{tool}: {}", r.text);
-        r.text
     }
 
     /// A cookie header opened by a fresh link, got without a browser.
@@ -203,11 +191,10 @@ impl Browser {
             .spawn()
             .expect("chromedriver");
         let profile = tempfile::Builder::new().prefix("dtmcp-chromium-").tempdir().expect("profile dir");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(15), "chromedriver did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        poll::until_async("chromedriver to listen", Duration::from_secs(15), async || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .await;
         let args = [
             "--headless",
             "--no-sandbox",
@@ -254,18 +241,14 @@ impl Browser {
 
     /// Waits until the text of `css` contains `needle`.
     async fn until_text(&self, css: &str, needle: &str) -> String {
-        let started = Instant::now();
-        loop {
+        poll::until_async(&format!("{needle:?} in {css}"), PATIENCE, async || {
             let text = match self.c().find(Locator::Css(css)).await {
                 Ok(el) => el.text().await.unwrap_or_default(),
                 Err(_) => String::new(),
             };
-            if text.contains(needle) {
-                return text;
-            }
-            assert!(started.elapsed() < PATIENCE, "{needle:?} never appeared in {css}; it shows:\n{text}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            if text.contains(needle) { Ok(text) } else { Err(text) }
+        })
+        .await
     }
 
     async fn eval(&self, script: &str) -> Value {
@@ -343,7 +326,7 @@ async fn a_login_link_works_once_and_opens_nothing_but_the_view() {
     let csp = headers.iter().find(|(k, _)| k == "content-security-policy").map(|(_, v)| v.as_str());
     assert!(csp.is_some_and(|p| p.contains("default-src 'self'") && p.contains("frame-ancestors 'none'")), "{csp:?}");
     assert!(headers.iter().any(|(k, v)| k == "referrer-policy" && v == "no-referrer"), "{headers:?}");
-    s.call("session_create", json!({ "name": "t1" })).await;
+    s.agent.ok("session_create", json!({ "name": "t1" })).await;
     for (method, path) in [
         ("GET", "/api/sessions"),
         ("POST", "/api/sessions/t1/close"),
@@ -384,8 +367,8 @@ async fn a_login_link_works_once_and_opens_nothing_but_the_view() {
 async fn a_person_watches_sessions_live_and_cannot_type_into_them() {
     needs!("tmux");
     let s = Served::start().await;
-    s.call("session_create", json!({ "name": "w1" })).await;
-    s.call("run", json!({ "session": "w1", "command": "printf '\\e[1;32mready\\e[0m %s\\n' steady" })).await;
+    s.agent.ok("session_create", json!({ "name": "w1" })).await;
+    s.agent.ok("run", json!({ "session": "w1", "command": "printf '\\e[1;32mready\\e[0m %s\\n' steady" })).await;
     let browser = browser!();
     browser.c().goto(&s.link()).await.expect("log in");
     // The overview lists the session, its state and its screen's last rows.
@@ -398,10 +381,10 @@ async fn a_person_watches_sessions_live_and_cannot_type_into_them() {
     let green = browser.eval("return document.querySelector('#screen .f2.B') !== null").await;
     assert_eq!(green, json!(true), "colours are kept");
     assert_eq!(browser.eval("return document.querySelectorAll('#screen .cur').length").await, json!(1), "the cursor");
-    s.call("run", json!({ "session": "w1", "command": "for i in 1 2 3; do echo line-$i-of-web; done" })).await;
+    s.agent.ok("run", json!({ "session": "w1", "command": "for i in 1 2 3; do echo line-$i-of-web; done" })).await;
     browser.until_text("#screen", "line-3-of-web").await;
     // A failed command stands out in the timeline with its status.
-    s.call("run", json!({ "session": "w1", "command": "ls /no/such/dir/here" })).await;
+    s.agent.ok("run", json!({ "session": "w1", "command": "ls /no/such/dir/here" })).await;
     let failed = browser.until_text("table.timeline tr.fail", "exit 2").await;
     assert_has!(failed, "ls /no/such/dir/here");
     assert_has!(failed, "alice");
@@ -416,7 +399,7 @@ async fn a_person_watches_sessions_live_and_cannot_type_into_them() {
         .await;
     let number: u64 =
         number.as_str().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no line number in {output:?}"));
-    let read = s.call("read", json!({ "session": "w1", "from_line": number, "to_line": number })).await;
+    let read = s.agent.ok("read", json!({ "session": "w1", "from_line": number, "to_line": number })).await;
     assert_has!(read, "No such file or directory");
     // Search finds a line and opens it.
     let input = browser.c().find(Locator::Css(".search input")).await.expect("search box");
@@ -468,7 +451,7 @@ async fn a_person_watches_sessions_live_and_cannot_type_into_them() {
     browser.c().set_window_size(1280, 900).await.expect("desktop size");
 
     // A closed session stays listed, with its last command.
-    s.call("session_close", json!({ "session": "w1" })).await;
+    s.agent.ok("session_close", json!({ "session": "w1" })).await;
     let closed = browser.until_text("article.state-closed[data-name='w1']", "closed").await;
     assert_has!(closed, "ls /no/such/dir/here");
     browser.close().await;
@@ -478,8 +461,8 @@ async fn a_person_watches_sessions_live_and_cannot_type_into_them() {
 async fn streams_resume_without_loss_or_duplicates() {
     needs!("tmux");
     let s = Served::start().await;
-    s.call("session_create", json!({ "name": "r1" })).await;
-    s.call("run", json!({ "session": "r1", "command": "echo first" })).await;
+    s.agent.ok("session_create", json!({ "name": "r1" })).await;
+    s.agent.ok("run", json!({ "session": "r1", "command": "echo first" })).await;
     let cookie = s.cookie().await;
     let path = "/web/s/r1/events";
     let mut stream = Stream::open(s.port, path, &cookie, None).await;
@@ -488,7 +471,7 @@ async fn streams_resume_without_loss_or_duplicates() {
     let screen = got.iter().find(|e| e.kind == "screen").expect("a first screen");
     assert_eq!(screen.data["full"], json!(true));
     // Live: a command's start and end, each once.
-    s.call("run", json!({ "session": "r1", "command": "echo second" })).await;
+    s.agent.ok("run", json!({ "session": "r1", "command": "echo second" })).await;
     let ended = |e: &Sse, id: u64| {
         e.kind == "regions"
             && e.data["regions"]
@@ -503,8 +486,8 @@ async fn streams_resume_without_loss_or_duplicates() {
     }
     drop(stream);
     // Away: two commands run.
-    s.call("run", json!({ "session": "r1", "command": "echo third" })).await;
-    s.call("run", json!({ "session": "r1", "command": "echo fourth; false" })).await;
+    s.agent.ok("run", json!({ "session": "r1", "command": "echo third" })).await;
+    s.agent.ok("run", json!({ "session": "r1", "command": "echo fourth; false" })).await;
     // Back: exactly the regions missed, and the screen that changed.
     let mut stream = Stream::open(s.port, path, &cookie, Some(&last)).await;
     let got = stream.until(PATIENCE, |e| e.kind == "regions").await;
@@ -530,32 +513,22 @@ async fn streams_resume_without_loss_or_duplicates() {
     assert!(first.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1")));
     drop(overview);
     let mut overview = Stream::open(s.port, "/web/overview", &cookie, Some(&first.id)).await;
-    s.call("run", json!({ "session": "r1", "command": "echo fifth" })).await;
+    s.agent.ok("run", json!({ "session": "r1", "command": "echo fifth" })).await;
     let next = overview.until(PATIENCE, |e| e.data["cards"].to_string().contains("echo fifth")).await;
     assert!(next.iter().all(|e| e.data["reset"] == json!(false)), "{next:#?}");
     // A person attaching shows at once (tmux tells; the files do not).
-    if installed("script") {
-        let attach = format!("tmux -L {} attach -t r1", s.world.socket);
-        let mut person = Command::new("script")
-            .args(["-qfc", &attach, "/dev/null"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("script");
-        let people = |e: &Sse| {
-            e.data["cards"].as_array().is_some_and(|c| {
-                c.iter().any(|c| c["name"] == "r1" && c["people"].as_array().is_some_and(|p| p.len() == 1))
-            })
-        };
-        overview.until(PATIENCE, people).await;
-        let _ = person.kill();
-        let _ = person.wait();
-        let nobody = |e: &Sse| {
-            e.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1" && c["people"] == json!([])))
-        };
-        overview.until(PATIENCE, nobody).await;
-    }
+    let person = Person::attach(&s.world, "r1");
+    let people = |e: &Sse| {
+        e.data["cards"].as_array().is_some_and(|c| {
+            c.iter().any(|c| c["name"] == "r1" && c["people"].as_array().is_some_and(|p| p.len() == 1))
+        })
+    };
+    overview.until(PATIENCE, people).await;
+    drop(person);
+    let nobody = |e: &Sse| {
+        e.data["cards"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "r1" && c["people"] == json!([])))
+    };
+    overview.until(PATIENCE, nobody).await;
 
     // A flood is sent at a bounded frame rate.
     let mut stream = Stream::open(s.port, path, &cookie, None).await;
@@ -580,7 +553,7 @@ async fn the_overview_says_what_each_session_is_doing() {
     needs!("python3");
     let s = Served::start().await;
     for name in ["busy", "secret", "repl"] {
-        s.call("session_create", json!({ "name": name })).await;
+        s.agent.ok("session_create", json!({ "name": name })).await;
     }
     let cookie = s.cookie().await;
     let mut overview = Stream::open(s.port, "/web/overview", &cookie, None).await;
@@ -620,8 +593,8 @@ async fn the_overview_says_what_each_session_is_doing() {
 async fn a_wide_screen_fits_its_column_at_1280_px() {
     needs!("tmux");
     let s = Served::start().await;
-    s.call("session_create", json!({ "name": "wide", "cols": 160, "rows": 30 })).await;
-    s.call("run", json!({ "session": "wide", "command": "printf '%0160d\\n' 0 | tr 0 '#'" })).await;
+    s.agent.ok("session_create", json!({ "name": "wide", "cols": 160, "rows": 30 })).await;
+    s.agent.ok("run", json!({ "session": "wide", "command": "printf '%0160d\\n' 0 | tr 0 '#'" })).await;
     let browser = browser!();
     browser.c().set_window_size(1280, 900).await.expect("desktop size");
     browser.c().goto(&s.link()).await.expect("log in");

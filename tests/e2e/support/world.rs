@@ -1,12 +1,16 @@
-//! The vocabulary of the end-to-end tests: a private tmux socket and state
-//! home per test, a real server binary driven by a real MCP client, and
-//! teardown that kills only what the test started.
+//! One test's world: a private tmux socket, state home and runtime dir,
+//! a real server binary driven by a real MCP client, and teardown that
+//! kills only what the test started; with the few facts about a session's
+//! processes and files that many tests look at.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use dtmcp::mcp_client::{McpChild, Reply};
 use serde_json::{Value, json};
+
+use super::poll;
 
 /// The server binary under test.
 pub const SERVER: &str = env!("CARGO_BIN_EXE_docent-terminal-mcp");
@@ -57,16 +61,49 @@ impl World {
 
     /// Starts a server of this world with `extra` environment variables.
     pub async fn server_with(&self, extra: &[(&str, &str)]) -> Server {
-        let env = self.env();
-        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        env.extend_from_slice(extra);
-        let child = McpChild::start(Path::new(SERVER), &[], &env).await.expect("start server");
-        Server { child: Some(child) }
+        let mut env = self.env();
+        env.extend(extra.iter().map(|&(k, v)| (k.to_string(), v.to_string())));
+        Server::start(Path::new(SERVER), &[], &env).await
     }
 
     /// Runs tmux on this world's socket.
     pub fn tmux(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux")
+    }
+
+    /// The visible rows of session `name`'s pane.
+    pub fn screen(&self, name: &str) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", &format!("={name}:")]).stdout).into_owned()
+    }
+
+    /// Waits (up to 5 s) until session `name`'s screen shows `needle`.
+    pub fn until_on_screen(&self, name: &str, needle: &str) {
+        poll::until(&format!("{needle:?} on the screen of {name}"), Duration::from_secs(5), || {
+            let screen = self.screen(name);
+            if screen.contains(needle) { Ok(()) } else { Err(screen) }
+        })
+    }
+
+    /// Every live process (not a zombie, not this test) whose environment
+    /// names this world's tmux socket, with its command line. The name
+    /// holds the test process's pid and a counter, so nothing of another
+    /// test or user matches.
+    pub fn processes(&self) -> Vec<(i32, String)> {
+        let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={}\0", self.socket);
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+            let named =
+                memchr::memmem::find(&environ, needle.as_bytes()).is_some_and(|at| at == 0 || environ[at - 1] == 0);
+            if named && !has_exited(pid) && pid as u32 != me {
+                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+            }
+        }
+        found
     }
 }
 
@@ -74,37 +111,30 @@ impl Drop for World {
     fn drop(&mut self) {
         // Only this test's tmux server, by its own socket.
         dtmcp::tmux::kill_server_now(&self.socket);
-        kill_strays(&self.socket);
-    }
-}
-
-/// Kills every process that carries this world's tmux socket name in its
-/// environment: a server of this world still running, and a tmux server it
-/// started while `kill-server` ran (which then lost its socket file and
-/// can no longer be reached by name). The name holds the test process's
-/// pid and a counter, so nothing of another test or user matches.
-fn kill_strays(socket: &str) {
-    let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={socket}\0");
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if pid as u32 == me {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        if memchr::memmem::find(&environ, needle.as_bytes()).is_some_and(|at| at == 0 || environ[at - 1] == 0) {
+        // Then every process still carrying the socket's name: a server of
+        // this world still running, and a tmux server it started while
+        // `kill-server` ran (which then lost its socket file and can no
+        // longer be reached by name).
+        for (pid, _) in self.processes() {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
     }
 }
 
-/// A running server and its MCP client.
+/// A server the test speaks MCP to over stdio (the router itself, or a
+/// `connect` bridge to a shared one), and its client.
 pub struct Server {
     child: Option<McpChild>,
 }
 
 impl Server {
+    /// Starts `program args` with `env` added, and connects to it.
+    pub async fn start(program: &Path, args: &[&str], env: &[(String, String)]) -> Server {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let child = McpChild::start(program, args, &env).await;
+        Server { child: Some(child.unwrap_or_else(|e| panic!("starting {} {args:?}: {e:#}", program.display()))) }
+    }
+
     fn child(&self) -> &McpChild {
         self.child.as_ref().expect("server is running")
     }
@@ -138,6 +168,18 @@ impl Server {
         self.ok("run", json!({ "session": session, "command": command })).await
     }
 
+    /// The `regions` listing of `session` (its last 20 regions).
+    pub async fn regions(&self, session: &str) -> String {
+        self.ok("regions", json!({ "session": session })).await
+    }
+
+    /// Starts `command` in `session` and leaves it running: `run` returns
+    /// at its short timeout, saying so.
+    pub async fn leave_running(&self, session: &str, command: &str) {
+        let r = self.ok("run", json!({ "session": session, "command": command, "timeout": 0.5 })).await;
+        assert!(r.contains("still running"), "`{command}` did not keep running:\n{r}");
+    }
+
     /// The server's pid.
     pub fn pid(&self) -> u32 {
         self.child().pid().expect("pid")
@@ -150,24 +192,17 @@ impl Server {
         }
     }
 
+    /// Ends the MCP session and waits (a while) for the server to exit.
+    pub async fn stop(mut self) {
+        if let Some(c) = self.child.take() {
+            c.stop().await.expect("stop the server");
+        }
+    }
+
     /// Direct access to the client.
     pub fn client(&self) -> &McpChild {
         self.child()
     }
-}
-
-/// The opening of the tests that go through a bridge: a fresh world, a
-/// `serve` of it, a `connect` bridge speaking for `actor`, and the session
-/// `session` made through the bridge. (Bound in this order, they are
-/// dropped in the reverse one: bridge, server, then the world's tmux.)
-pub async fn bridged(actor: &str, session: &str) -> (World, crate::serve::Serve, crate::faults::RawClient) {
-    let world = World::new();
-    let serve = crate::serve::Serve::start(&world, &[]);
-    let mut bridge = crate::faults::RawClient::start(&["connect", "--actor", actor], &world.env()).await;
-    let args = json!({ "name": session });
-    let (made, err) = bridge.call("session_create", args, std::time::Duration::from_secs(20)).await;
-    assert!(!err, "session_create {session}: {made}");
-    (world, serve, bridge)
 }
 
 /// The pid of the pane logger serving session directory `dir`.
@@ -195,6 +230,18 @@ pub fn session_text(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("session.txt")).expect("session.txt")
 }
 
+/// Whether process `pid` has exited: it is gone, or a zombie not yet reaped.
+pub fn has_exited(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+    stat.map_or(true, |s| s.split(") ").nth(1).is_some_and(|state| state.starts_with('Z')))
+}
+
+/// The permission bits of `path` (of a link itself, not what it names).
+pub fn mode(path: &Path) -> u32 {
+    let meta = std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777
+}
+
 /// Whether `program` is on PATH.
 pub fn installed(program: &str) -> bool {
     std::process::Command::new("sh")
@@ -207,7 +254,7 @@ pub fn installed(program: &str) -> bool {
 #[macro_export]
 macro_rules! needs {
     ($program:expr) => {
-        if !$crate::harness::installed($program) {
+        if !$crate::support::world::installed($program) {
             eprintln!("skipped: needs {}", $program);
             return;
         }
