@@ -243,13 +243,15 @@ impl Terminal {
     /// The client's own name: from `initialize`, or from the request's
     /// `_meta` (2026-07-28, where there is no `initialize`).
     fn client_name(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> Option<String> {
+        // A request's own `_meta` first: for a 2026-07-28 request rmcp
+        // makes up a peer of its own, named after itself.
         let from_meta = |m: &rmcp::model::RequestMetaObject| m.client_info().and_then(|i| caller::tidy(&i.name));
-        context
-            .peer
-            .peer_info()
-            .and_then(|i| caller::tidy(&i.client_info.name))
-            .or_else(|| request.meta.as_ref().and_then(from_meta))
+        request
+            .meta
+            .as_ref()
+            .and_then(from_meta)
             .or_else(|| from_meta(&context.meta))
+            .or_else(|| context.peer.peer_info().and_then(|i| caller::tidy(&i.client_info.name)))
     }
 }
 

@@ -355,11 +355,12 @@ pub async fn bridge(world: &World, actor: &str) -> McpChild {
     McpChild::start(Path::new(SERVER), &["connect", "--actor", actor], &env).await.expect("bridge")
 }
 
-/// A venv with the official Python MCP SDK, made once per target dir.
-fn python_sdk() -> Result<PathBuf, String> {
+/// A venv with the official Python MCP SDK (2.3 or newer: both protocol
+/// eras), made once per target dir.
+pub fn python_sdk() -> Result<PathBuf, String> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp-sdk");
     let python = venv.join("bin/python");
-    let ready = venv.join("installed");
+    let ready = venv.join("installed-2.3");
     if ready.exists() {
         return Ok(python);
     }
@@ -367,7 +368,7 @@ fn python_sdk() -> Result<PathBuf, String> {
     if !made.status.success() {
         return Err(format!("python3 -m venv failed: {}", String::from_utf8_lossy(&made.stderr)));
     }
-    let pip = Command::new(venv.join("bin/pip")).args(["install", "-q", "mcp>=1.9"]).output();
+    let pip = Command::new(venv.join("bin/pip")).args(["install", "-q", "--upgrade", "mcp>=2.3,<3"]).output();
     let pip = pip.map_err(|e| format!("pip: {e}"))?;
     if !pip.status.success() {
         return Err(format!("pip install mcp failed (no network?): {}", String::from_utf8_lossy(&pip.stderr)));
