@@ -799,10 +799,10 @@ fn standard_headers(msg: &Value) -> Vec<(&'static str, String)> {
 /// without spaces at its ends, else Base64 between `=?base64?` and `?=`.
 fn header_value(value: &str) -> String {
     use base64::Engine;
-    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !value.starts_with([' ', '\t'])
-        && !value.ends_with([' ', '\t'])
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    let printable = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']);
+    let wrapped = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = printable && !padded && !wrapped;
     match plain {
         true => value.to_string(),
         false => format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value)),
