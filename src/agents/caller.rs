@@ -5,14 +5,16 @@
 //!
 //! 1. the `X-Terminal-Actor` header (the `connect` bridge's `--actor` sends
 //!    it), stably across reconnects;
-//! 2. the bridge it comes through: every `connect` process sends
+//! 2. a token that names its agent (`docent-terminal-mcp token --agent
+//!    NAME`), on TCP;
+//! 3. the bridge it comes through: every `connect` process sends
 //!    `X-Terminal-Bridge` with an id of its own, and each bridge is one
 //!    agent, named after its client and made unique (`claude-code`,
 //!    `claude-code#2`) once, for the server's life, whatever the protocol
 //!    era and however often the bridge reconnects;
-//! 3. the connection: a handshake-era client's name from `initialize`,
+//! 4. the connection: a handshake-era client's name from `initialize`,
 //!    made unique per connection (stdio, or an HTTP MCP session);
-//! 4. the client's name from the request's `_meta`
+//! 5. the client's name from the request's `_meta`
 //!    (`io.modelcontextprotocol/clientInfo`, 2026-07-28): over stdio the
 //!    connection is one client, so it is made unique once; over HTTP with
 //!    no header and no bridge two copies of one client cannot be told
@@ -249,6 +251,17 @@ impl Actors {
         bridges.insert(bridge.to_string(), name.clone());
         name
     }
+}
+
+/// The agent a request's bearer token names (set by the server's guard on
+/// TCP, see `server::token`).
+#[derive(Clone, Debug)]
+pub struct TokenAgent(pub String);
+
+/// The agent the HTTP request's token names, if it is an agent token.
+pub fn token_agent(extensions: &Extensions) -> Option<String> {
+    let parts = extensions.get::<axum::http::request::Parts>()?;
+    parts.extensions.get::<TokenAgent>().map(|a| a.0.clone())
 }
 
 /// The bridge id the HTTP request's header carries, if any and usable.

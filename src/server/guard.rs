@@ -59,6 +59,13 @@ impl Guard {
         }
     }
 
+    /// The agent the request's bearer token names, when it is an agent
+    /// token of this port's token (see [`Token::for_agent`]).
+    pub fn agent_of(&self, headers: &HeaderMap) -> Option<String> {
+        let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer)?;
+        self.token.as_ref()?.agent_of(offered)
+    }
+
     /// Checks one request; `Err` is the response to send instead.
     pub fn check(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<(), Refusal> {
         self.check_for(path, query, headers, Opens::Token)
@@ -104,7 +111,7 @@ impl Guard {
         }
         let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
         match offered {
-            Some(t) if token.matches(t) => Ok(()),
+            Some(t) if token.matches(t) || token.agent_of(t).is_some() => Ok(()),
             Some(_) => Err(unauthorized("the bearer token is wrong")),
             None => Err(unauthorized(
                 "this port needs Authorization: Bearer TOKEN; `docent-terminal-mcp token` prints the token",
@@ -132,6 +139,10 @@ pub async fn enforce(State(guard): State<Guard>, request: Request, next: Next) -
     };
     if let Err(refusal) = guard.check_for(uri.path(), uri.query(), request.headers(), opens) {
         return refusal.into_response();
+    }
+    let mut request = request;
+    if let Some(agent) = guard.agent_of(request.headers()) {
+        request.extensions_mut().insert(crate::agents::caller::TokenAgent(agent));
     }
     next.run(request).await
 }

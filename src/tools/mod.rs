@@ -219,6 +219,7 @@ impl Terminal {
     fn caller_of(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> caller::Caller {
         let key = caller::key_of(request.meta.as_ref()).or_else(|| caller::key_of(Some(&context.meta)));
         let actor = caller::header_actor(&context.extensions)
+            .or_else(|| caller::token_agent(&context.extensions))
             .or_else(|| {
                 let bridge = caller::header_bridge(&context.extensions)?;
                 let client = self.client_name(request, context).unwrap_or_else(|| "agent".into());
@@ -263,11 +264,10 @@ impl ServerHandler for Terminal {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         let name = caller::tidy(&request.client_info.name).unwrap_or_else(|| "agent".into());
-        let actor = caller::header_actor(&context.extensions).unwrap_or_else(|| {
-            match caller::header_bridge(&context.extensions) {
-                Some(bridge) => self.inner.actors.for_bridge(&bridge, &name),
-                None => self.inner.actors.unique(&name),
-            }
+        let named = caller::header_actor(&context.extensions).or_else(|| caller::token_agent(&context.extensions));
+        let actor = named.unwrap_or_else(|| match caller::header_bridge(&context.extensions) {
+            Some(bridge) => self.inner.actors.for_bridge(&bridge, &name),
+            None => self.inner.actors.unique(&name),
         });
         self.conn.set_actor(actor);
         self.conn.set_peer(context.peer.clone());

@@ -105,3 +105,30 @@ fn two_copies_of_one_client_through_two_bridges_are_two_agents() {
     assert_has!(calls, r#""actor":"claude-code""#);
     assert_has!(calls, r#""actor":"claude-code#2""#);
 }
+
+#[test]
+fn a_token_that_names_its_agent_names_a_sessionless_client_over_tcp() {
+    let Some(python) = python() else { return };
+    let world = World::new();
+    let port = free_port();
+    let _serve = Serve::start(&world, &["--tcp", &port.to_string()]);
+    let printed = Command::new(SERVER).args(["token", "--agent", "bot-a"]).envs(world.env()).output().expect("token");
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let agent_token = String::from_utf8_lossy(&printed.stdout).trim().to_string();
+    assert!(agent_token.starts_with("dtmcp-agent.bot-a."), "{agent_token}");
+    // A 2026-07-28 client over TCP: no session, no header, no bridge.
+    let said = drive(&python, &world, &["tcp", "2026-07-28", SERVER, &format!("{port}:{agent_token}"), "named1"]);
+    assert_has!(said, "run False done 0 True");
+    let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
+    assert_has!(calls, r#""actor":"bot-a""#);
+    assert!(!calls.contains(r#""actor":"matrix-client""#), "the client's own name won: {calls}");
+    // A forged one (another name on bot-a's MAC) opens nothing.
+    let forged = agent_token.replace("bot-a", "bot-b");
+    let bad = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", &format!("Authorization: Bearer {forged}")])
+        .arg(format!("http://127.0.0.1:{port}/api/sessions"))
+        .output();
+    if let Ok(out) = bad {
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "a forged agent token was let in");
+    }
+}
