@@ -84,6 +84,9 @@ pub struct Caller {
     pub actor: Option<String>,
     /// The call's idempotency key, when the client sent one.
     pub key: Option<String>,
+    /// Named by its client's name alone, where another copy of the client
+    /// would get the same name (the docent says how to name oneself).
+    pub alike: bool,
 }
 
 impl Caller {

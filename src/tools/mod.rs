@@ -218,6 +218,7 @@ impl Terminal {
     /// connection's, the client's own.
     fn caller_of(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> caller::Caller {
         let key = caller::key_of(request.meta.as_ref()).or_else(|| caller::key_of(Some(&context.meta)));
+        let mut alike = false;
         let actor = caller::header_actor(&context.extensions)
             .or_else(|| caller::token_agent(&context.extensions))
             .or_else(|| {
@@ -231,14 +232,17 @@ impl Terminal {
                 // Over stdio one connection is one client: named once, made
                 // unique. Over HTTP nothing tells two copies apart.
                 match context.extensions.get::<axum::http::request::Parts>() {
-                    Some(_) => Some(client),
+                    Some(_) => {
+                        alike = true;
+                        Some(client)
+                    }
                     None => {
                         self.conn.set_actor(self.inner.actors.unique(&client));
                         self.conn.actor().map(str::to_string)
                     }
                 }
             });
-        caller::Caller { actor, key }
+        caller::Caller { actor, key, alike }
     }
 
     /// The client's own name: from `initialize`, or from the request's

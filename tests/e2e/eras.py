@@ -37,6 +37,7 @@ async def main(kind, mode, server, arg, session, name="matrix-client"):
                               progress_callback=progress)
         s = r.structured_content
         print("run", r.is_error, s["state"], s["exit_code"], "matrix-42" in r.content[0].text)
+        print("alike", "knows you only by your client's name" in r.content[0].text)
         print("progress", len(ticks))
         r = await c.call_tool("session_list", {})
         print("list", [row["name"] for row in r.structured_content["sessions"]])

@@ -86,6 +86,11 @@ fn check_door(python: &Path, world: &World, door: &str, mode: &str, arg: &str, s
     assert_has!(said, "tools 15 True");
     assert_has!(said, "create False session_create");
     assert_has!(said, "run False done 0 True");
+    // Only a sessionless client over plain HTTP, with its token or socket
+    // alone, cannot be told from another copy of itself: it is told how
+    // to name itself.
+    let alike = mode != "legacy" && matches!(door, "unix" | "tcp");
+    assert_has!(said, &format!("alike {}", if alike { "True" } else { "False" }));
     let ticks: u32 = said.lines().find_map(|l| l.strip_prefix("progress ")?.parse().ok()).unwrap_or(0);
     assert!(ticks >= 1, "no progress while run waited: {what}");
     assert_has!(said, &format!("'{session}'"));
