@@ -64,6 +64,21 @@ async def two(server, session):
         r = await a.call_tool("send", {"session": session, "keys": ["enter"]})
         print("a-send", r.is_error)
 
+async def restart(server, session, marker):
+    """A 2026-07-28 client through the bridge whose server is killed and
+    started again while its run waits: the run is answered once, and its
+    line was typed once."""
+    info = Implementation(name="restart-client", version="1.0")
+    async with Client(door("bridge", server, "", session), mode="2026-07-28", client_info=info) as c:
+        await c.call_tool("session_create", {"name": session})
+        command = f"echo typed >> {marker}; sleep 3; echo once-$((40+2))"
+        r = await c.call_tool("run", {"session": session, "command": command, "timeout": 20})
+        print("run", r.is_error, "once-42" in r.content[0].text)
+
+if sys.argv[1] == "restart":
+    asyncio.run(restart(*sys.argv[2:]))
+    raise SystemExit(0)
+
 if sys.argv[1] == "two":
     asyncio.run(two(*sys.argv[2:]))
     raise SystemExit(0)

@@ -137,3 +137,37 @@ fn a_token_that_names_its_agent_names_a_sessionless_client_over_tcp() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "a forged agent token was let in");
     }
 }
+
+#[test]
+fn a_sessionless_client_through_the_bridge_outlives_a_server_restart_and_types_once() {
+    let Some(python) = python() else { return };
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let marker = world.tmp.path().join("typed");
+    let script = world.tmp.path().join("eras-restart.py");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let child = Command::new(&python)
+        .arg(&script)
+        .args(["restart", SERVER, "r1"])
+        .arg(&marker)
+        .envs(world.env())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    // Once the line is typed, the server goes while the run waits.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !marker.exists() {
+        assert!(std::time::Instant::now() < deadline, "the command was never typed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    serve.kill();
+    let _again = Serve::start(&world, &[]);
+    let out = child.wait_with_output().expect("python ends");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_has!(said, "run False True");
+    let typed = std::fs::read_to_string(&marker).expect("marker");
+    assert_eq!(typed.lines().count(), 1, "the line was typed {} times", typed.lines().count());
+}
