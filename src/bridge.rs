@@ -31,6 +31,18 @@
 //! stream without an answer, and the bridge lets the request go instead of
 //! sending it again.
 //!
+//! Both protocol eras pass. A handshake-era client (`initialize`, then
+//! requests in its MCP session) is carried as above. A 2026-07-28 client
+//! has no `initialize` and no session: each of its requests names its
+//! protocol version in `_meta`, so the bridge sends that version as the
+//! `MCP-Protocol-Version` header and no session id, and after a server
+//! restart simply sends the request again once a server answers.
+//!
+//! Every request carries `X-Terminal-Bridge`, an id drawn once per bridge
+//! process: the server makes each bridge one agent, named after its client
+//! and made unique (`claude-code`, `claude-code#2`), in either era and
+//! across reconnects (unless `--actor` names it).
+//!
 //! Messages the server starts itself (log messages telling that a command
 //! ended) come on its event stream, `GET /mcp`, which the bridge keeps open
 //! from the first `initialize` on and opens again after every reconnect, on
@@ -51,7 +63,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc, watch};
 
-use crate::agents::caller::{ACTOR_HEADER, KEY_META, SESSION_HEADER};
+use crate::agents::caller::{ACTOR_HEADER, BRIDGE_HEADER, KEY_META, SESSION_HEADER};
 
 /// How long the bridge waits for a server to come back.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
@@ -349,7 +361,7 @@ impl Bridge {
         if self.generation.load(Ordering::SeqCst) != seen {
             return true;
         }
-        let Some(init) = self.init.lock().await.clone() else { return false };
+        let Some(init) = self.init.lock().await.clone() else { return self.reconnect_sessionless(why).await };
         eprintln!("docent-terminal-mcp connect: the server went away ({why}); reconnecting");
         let started = Instant::now();
         let has_session = self.session.lock().unwrap_or_else(|e| e.into_inner()).id.is_some();
@@ -384,6 +396,25 @@ impl Bridge {
                     continue;
                 }
                 Err(_) => {}
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+        false
+    }
+
+    /// Waits for a server to take connections again, for a client without
+    /// an MCP session (2026-07-28): its requests stand alone, and are sent
+    /// again as they are. `false`: no server within [`GIVE_UP_AFTER`].
+    async fn reconnect_sessionless(&self, why: &str) -> bool {
+        eprintln!("docent-terminal-mcp connect: the server went away ({why}); reconnecting");
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        while started.elapsed() < GIVE_UP_AFTER {
+            if self.connect().await.is_ok() {
+                eprintln!("docent-terminal-mcp connect: reconnected");
+                self.generation.fetch_add(1, Ordering::SeqCst);
+                return true;
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(500));
@@ -450,7 +481,7 @@ impl Bridge {
     async fn post_each(&self, msg: &Value, mut each: impl FnMut(Value)) -> Result<hyper::HeaderMap, Failure> {
         let body = Bytes::from(msg.to_string());
         let request = || {
-            self.request(hyper::Method::POST)
+            self.request_for(hyper::Method::POST, Some(msg))
                 .header("content-type", "application/json")
                 .header("accept", "application/json, text/event-stream")
                 .body(Full::new(body.clone()))
@@ -510,14 +541,34 @@ impl Bridge {
     /// A request to `/mcp` with this bridge's session, protocol version and
     /// actor.
     fn request(&self, method: hyper::Method) -> hyper::http::request::Builder {
-        let McpSession { id, version } = self.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.request_for(method, None)
+    }
+
+    /// A request to `/mcp` carrying `msg`: for a message of a sessionless
+    /// client (2026-07-28 and later), the version it names, no session, and
+    /// the standard headers that version asks for (`Mcp-Method`,
+    /// `Mcp-Name`); else this bridge's MCP session and the version chosen
+    /// at `initialize`. Both name the bridge, and its actor when `--actor`
+    /// gave one.
+    fn request_for(&self, method: hyper::Method, msg: Option<&Value>) -> hyper::http::request::Builder {
         let mut request = hyper::Request::builder().method(method).uri("/mcp").header("host", "localhost");
+        let modern = msg.and_then(|m| modern_version(m).map(|v| (m, v)));
+        let McpSession { id, version } = match &modern {
+            Some((msg, v)) => {
+                for (name, value) in standard_headers(msg) {
+                    request = request.header(name, value);
+                }
+                McpSession { id: None, version: Some(v.clone()) }
+            }
+            None => self.session.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        };
         if let Some(s) = id {
             request = request.header(SESSION_HEADER, s);
         }
         if let Some(v) = version {
             request = request.header(VERSION_HEADER, v);
         }
+        request = request.header(BRIDGE_HEADER, bridge_id());
         if let Some(a) = &self.actor {
             request = request.header(ACTOR_HEADER, a.as_str());
         }
@@ -703,11 +754,17 @@ fn add_key(msg: &mut Value) {
     }
 }
 
-/// A key no other call of any bridge has: a random prefix drawn once per
-/// bridge, and a count.
+/// A key no other call of any bridge has: this bridge's id and a count.
 fn new_key() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    static PREFIX: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("{}-{}", bridge_id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// This bridge's id: random, drawn once per process. It prefixes the
+/// idempotency keys and names the bridge to the server (one agent per
+/// bridge).
+fn bridge_id() -> &'static str {
+    static ID: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         let mut bytes = [0u8; 12];
         let read = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
         match read {
@@ -715,7 +772,48 @@ fn new_key() -> String {
             Err(_) => format!("{}-{}", std::process::id(), crate::config::now_ms()),
         }
     });
-    format!("{}-{}", *PREFIX, COUNTER.fetch_add(1, Ordering::Relaxed))
+    &ID
+}
+
+/// The headers 2026-07-28 asks of every request, so that what sits between
+/// client and server can route it without reading the body: `Mcp-Method`,
+/// and `Mcp-Name` for the methods that name something (a tool, a prompt, a
+/// resource, a task). A value that cannot stand in a header as it is goes
+/// as `=?base64?…?=`.
+fn standard_headers(msg: &Value) -> Vec<(&'static str, String)> {
+    let Some(method) = msg.get("method").and_then(Value::as_str) else { return Vec::new() };
+    let mut out = vec![("mcp-method", method.to_string())];
+    let key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    };
+    if let Some(name) = key.and_then(|k| msg.pointer(&format!("/params/{k}"))).and_then(Value::as_str) {
+        out.push(("mcp-name", header_value(name)));
+    }
+    out
+}
+
+/// `value` as an HTTP header value: as it is when it is printable ASCII
+/// without spaces at its ends, else Base64 between `=?base64?` and `?=`.
+fn header_value(value: &str) -> String {
+    use base64::Engine;
+    let printable = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']);
+    let wrapped = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = printable && !padded && !wrapped;
+    match plain {
+        true => value.to_string(),
+        false => format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value)),
+    }
+}
+
+/// The protocol version a message of a sessionless (2026-07-28 or later)
+/// client names in its `_meta`, if it is one.
+fn modern_version(msg: &Value) -> Option<String> {
+    let version = msg.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")?.as_str()?;
+    (version >= "2026-07-28").then(|| version.to_string())
 }
 
 /// An incremental reader of `text/event-stream`: bytes in, the JSON of

@@ -106,7 +106,12 @@ pub enum Command {
         socket: Option<std::path::PathBuf>,
     },
     /// Print the bearer token of the TCP port (made on first use).
-    Token,
+    Token {
+        /// Print a token that names this agent instead: whoever calls with
+        /// it is NAME (for a client over TCP that cannot send a header).
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+    },
     /// Close a session, even one someone uses.
     Close {
         /// Close it even when a person is attached or another agent's command runs.
@@ -284,11 +289,14 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
                 .build()?
                 .block_on(crate::bridge::run(path, actor))
         }
-        Some(Command::Token) => {
+        Some(Command::Token { agent }) => {
             let cfg = Config::from_env()?;
             let token = crate::server::token::Token::load_or_create(&cfg.token_file())
                 .map_err(|e| anyhow::anyhow!("cannot read or make {}: {e}", cfg.token_file().display()))?;
-            println!("{}", token.as_str());
+            match agent {
+                None => println!("{}", token.as_str()),
+                Some(name) => println!("{}", token.for_agent(&name).map_err(|e| anyhow::anyhow!(e))?),
+            }
             Ok(())
         }
         Some(Command::Close { force, name }) => runtime()?.block_on(close(name, force)),

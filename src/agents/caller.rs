@@ -1,11 +1,26 @@
 //! Who is calling: the agent (actor) behind a tool call, and the
 //! idempotency key a `run` may carry.
 //!
-//! An agent is named by the `X-Terminal-Actor` header (the `connect`
-//! bridge's `--actor` sends it), stably across reconnects. Without one, the
-//! client's own name from `initialize` is used, made unique per connection
-//! by the server: the first `claude-code` is `claude-code`, the second
-//! `claude-code#2`.
+//! An agent is named by the strongest thing the server has, in this order:
+//!
+//! 1. the `X-Terminal-Actor` header (the `connect` bridge's `--actor` sends
+//!    it), stably across reconnects;
+//! 2. a token that names its agent (`docent-terminal-mcp token --agent
+//!    NAME`), on TCP;
+//! 3. the bridge it comes through: every `connect` process sends
+//!    `X-Terminal-Bridge` with an id of its own, and each bridge is one
+//!    agent, named after its client and made unique (`claude-code`,
+//!    `claude-code#2`) once, for the server's life, whatever the protocol
+//!    era and however often the bridge reconnects;
+//! 4. the connection: a handshake-era client's name from `initialize`,
+//!    made unique per connection (stdio, or an HTTP MCP session);
+//! 5. the client's name from the request's `_meta`
+//!    (`io.modelcontextprotocol/clientInfo`, 2026-07-28): over stdio the
+//!    connection is one client, so it is made unique once; over HTTP with
+//!    no header and no bridge two copies of one client cannot be told
+//!    apart, and carry the same name.
+//!
+//! Never by an HTTP session alone: the 2026-07-28 revision has none.
 //!
 //! The caller of the call being served is kept in a task-local, set by
 //! `call_tool` around the tool's body, so the tool bodies need no extra
@@ -19,6 +34,8 @@ use rmcp::model::Extensions;
 
 /// The header that names an agent.
 pub const ACTOR_HEADER: &str = "x-terminal-actor";
+/// The header with which a `connect` bridge names itself.
+pub const BRIDGE_HEADER: &str = "x-terminal-bridge";
 /// The header naming an HTTP MCP session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 /// The `_meta` key under which the bridge sends a `run`'s idempotency key.
@@ -67,6 +84,9 @@ pub struct Caller {
     pub actor: Option<String>,
     /// The call's idempotency key, when the client sent one.
     pub key: Option<String>,
+    /// Named by its client's name alone, where another copy of the client
+    /// would get the same name (the docent says how to name oneself).
+    pub alike: bool,
 }
 
 impl Caller {
@@ -198,11 +218,18 @@ impl HttpSessions {
     }
 }
 
-/// The names handed out so far, server-wide, to make client names unique.
+/// The names handed out so far, server-wide, to make client names unique,
+/// and the name each bridge was given.
 #[derive(Debug, Default)]
 pub struct Actors {
     seen: Mutex<HashMap<String, u32>>,
+    /// The name of each bridge, by its id.
+    bridges: Mutex<HashMap<String, String>>,
 }
+
+/// How many bridges' names are kept; past it the oldest are forgotten
+/// (such a bridge, should it come back, is named afresh).
+const KEPT_BRIDGES: usize = 4096;
 
 impl Actors {
     /// `base` for its first connection, `base#N` for the N-th.
@@ -212,6 +239,39 @@ impl Actors {
         *n += 1;
         if *n == 1 { base.to_string() } else { format!("{base}#{n}") }
     }
+
+    /// The name of bridge `bridge`, whose client calls itself `client`:
+    /// made unique the first time the bridge is seen, the same ever after.
+    pub fn for_bridge(&self, bridge: &str, client: &str) -> String {
+        let mut bridges = self.bridges.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(name) = bridges.get(bridge) {
+            return name.clone();
+        }
+        if bridges.len() >= KEPT_BRIDGES {
+            bridges.clear();
+        }
+        let name = self.unique(client);
+        bridges.insert(bridge.to_string(), name.clone());
+        name
+    }
+}
+
+/// The agent a request's bearer token names (set by the server's guard on
+/// TCP, see `server::token`).
+#[derive(Clone, Debug)]
+pub struct TokenAgent(pub String);
+
+/// The agent the HTTP request's token names, if it is an agent token.
+pub fn token_agent(extensions: &Extensions) -> Option<String> {
+    let parts = extensions.get::<axum::http::request::Parts>()?;
+    parts.extensions.get::<TokenAgent>().map(|a| a.0.clone())
+}
+
+/// The bridge id the HTTP request's header carries, if any and usable.
+pub fn header_bridge(extensions: &Extensions) -> Option<String> {
+    let parts = extensions.get::<axum::http::request::Parts>()?;
+    let value = parts.headers.get(BRIDGE_HEADER)?.to_str().ok()?;
+    tidy(value)
 }
 
 /// The actor named by the HTTP request's header, if any and usable.
@@ -297,6 +357,15 @@ mod tests {
         assert_eq!(actors.unique("claude-code"), "claude-code#2");
         assert_eq!(actors.unique("codex"), "codex");
         assert_eq!(actors.unique("claude-code"), "claude-code#3");
+    }
+
+    #[test]
+    fn a_bridge_keeps_its_name_and_two_bridges_of_one_client_are_two() {
+        let actors = Actors::default();
+        assert_eq!(actors.for_bridge("b1", "claude-code"), "claude-code");
+        assert_eq!(actors.for_bridge("b2", "claude-code"), "claude-code#2");
+        assert_eq!(actors.for_bridge("b1", "claude-code"), "claude-code", "the same bridge, the same name");
+        assert_eq!(actors.unique("claude-code"), "claude-code#3", "one numbering for bridges and connections");
     }
 
     #[test]

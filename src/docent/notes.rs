@@ -55,6 +55,10 @@ pub struct Situation<'a> {
     pub person_typed: bool,
     /// The reply clipped the output.
     pub clipped: bool,
+    /// The caller is named by its client's name alone, where two copies of
+    /// that client could not be told apart (2026-07-28 over HTTP with no
+    /// header, no named token and no bridge).
+    pub alike: bool,
 }
 
 /// One note, with the key that makes it once-only.
@@ -84,6 +88,9 @@ static POLL: LazyLock<Regex> = LazyLock::new(|| {
 /// The notes that apply to `s`, most useful first.
 pub fn notes(s: &Situation) -> Vec<Note> {
     let mut out = Vec::new();
+    if s.alike {
+        out.push(name_yourself());
+    }
     if s.person_typed || s.attached > 0 {
         out.push(person(s));
     }
@@ -110,6 +117,16 @@ pub fn notes(s: &Situation) -> Vec<Note> {
         out.push(plain_shell(s));
     }
     finish(out, s)
+}
+
+fn name_yourself() -> Note {
+    Note::new(
+        "name-yourself".to_string(),
+        "note: this server knows you only by your client's name, and so would another copy of the same \
+         client: its text at a prompt would pass for yours. Name yourself with the X-Terminal-Actor header, \
+         a token from `docent-terminal-mcp token --agent NAME`, or connect through `docent-terminal-mcp connect`."
+            .to_string(),
+    )
 }
 
 fn moved(name: &str, place: &str) -> Note {
@@ -433,5 +450,14 @@ mod tests {
         let s = Situation { command: Some("sleep 1; cat x | tail | tee y"), ..base() };
         assert_eq!(given.fresh("t1", "a", notes(&s)).len(), MAX_PER_REPLY);
         assert_eq!(given.fresh("t1", "a", notes(&s)).len(), 1);
+    }
+
+    #[test]
+    fn a_caller_named_by_its_client_alone_is_told_how_to_name_itself() {
+        let alike = Situation { session: "t1", tool: "run", alike: true, ..Situation::default() };
+        let keys: Vec<String> = notes(&alike).into_iter().map(|n| n.key).collect();
+        assert!(keys.contains(&"name-yourself".to_string()), "{keys:?}");
+        let named = Situation { alike: false, ..alike };
+        assert!(notes(&named).iter().all(|n| n.key != "name-yourself"));
     }
 }

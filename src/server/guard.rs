@@ -62,10 +62,18 @@ impl Guard {
         }
     }
 
-    /// Whether `headers` carry this listener's bearer token.
+    /// Whether `headers` carry this listener's bearer token (or an agent
+    /// token made from it).
     fn token_shown(&self, headers: &HeaderMap) -> bool {
         let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
-        self.token.as_ref().is_some_and(|t| offered.is_some_and(|o| t.matches(o)))
+        self.token.as_ref().is_some_and(|t| offered.is_some_and(|o| t.matches(o) || t.agent_of(o).is_some()))
+    }
+
+    /// The agent the request's bearer token names, when it is an agent
+    /// token of this port's token (see [`Token::for_agent`]).
+    pub fn agent_of(&self, headers: &HeaderMap) -> Option<String> {
+        let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer)?;
+        self.token.as_ref()?.agent_of(offered)
     }
 
     /// Checks one request; `Err` is the response to send instead.
@@ -114,7 +122,7 @@ impl Guard {
         }
         let offered = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
         match offered {
-            Some(t) if token.matches(t) => Ok(()),
+            Some(t) if token.matches(t) || token.agent_of(t).is_some() => Ok(()),
             Some(_) => Err(unauthorized("the bearer token is wrong")),
             None => Err(unauthorized(
                 "this port needs Authorization: Bearer TOKEN; `docent-terminal-mcp token` prints the token",
@@ -149,6 +157,10 @@ pub async fn enforce(State(guard): State<Guard>, request: Request, next: Next) -
         && (guard.token.is_none() || guard.token_shown(request.headers()))
     {
         proof.prove();
+    }
+    let mut request = request;
+    if let Some(agent) = guard.agent_of(request.headers()) {
+        request.extensions_mut().insert(crate::agents::caller::TokenAgent(agent));
     }
     next.run(request).await
 }

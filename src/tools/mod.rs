@@ -214,12 +214,50 @@ impl Terminal {
             .unwrap_or_else(|| "agent".into())
     }
 
-    /// Who makes a call: the header's actor, else this connection's.
+    /// Who makes a call, by the strongest name there is (see
+    /// [`crate::agents::caller`]): the header's actor, the bridge's, this
+    /// connection's, the client's own.
     fn caller_of(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> caller::Caller {
-        let actor = caller::header_actor(&context.extensions).or_else(|| self.conn.actor().map(str::to_string));
-        let actor = actor.or_else(|| context.peer.peer_info().and_then(|i| caller::tidy(&i.client_info.name)));
         let key = caller::key_of(request.meta.as_ref()).or_else(|| caller::key_of(Some(&context.meta)));
-        caller::Caller { actor, key }
+        let mut alike = false;
+        let actor = caller::header_actor(&context.extensions)
+            .or_else(|| caller::token_agent(&context.extensions))
+            .or_else(|| {
+                let bridge = caller::header_bridge(&context.extensions)?;
+                let client = self.client_name(request, context).unwrap_or_else(|| "agent".into());
+                Some(self.inner.actors.for_bridge(&bridge, &client))
+            })
+            .or_else(|| self.conn.actor().map(str::to_string))
+            .or_else(|| {
+                let client = self.client_name(request, context)?;
+                // Over stdio one connection is one client: named once, made
+                // unique. Over HTTP nothing tells two copies apart.
+                match context.extensions.get::<axum::http::request::Parts>() {
+                    Some(_) => {
+                        alike = true;
+                        Some(client)
+                    }
+                    None => {
+                        self.conn.set_actor(self.inner.actors.unique(&client));
+                        self.conn.actor().map(str::to_string)
+                    }
+                }
+            });
+        caller::Caller { actor, key, alike }
+    }
+
+    /// The client's own name: from `initialize`, or from the request's
+    /// `_meta` (2026-07-28, where there is no `initialize`).
+    fn client_name(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> Option<String> {
+        // A request's own `_meta` first: for a 2026-07-28 request rmcp
+        // makes up a peer of its own, named after itself.
+        let from_meta = |m: &rmcp::model::RequestMetaObject| m.client_info().and_then(|i| caller::tidy(&i.name));
+        request
+            .meta
+            .as_ref()
+            .and_then(from_meta)
+            .or_else(|| from_meta(&context.meta))
+            .or_else(|| context.peer.peer_info().and_then(|i| caller::tidy(&i.client_info.name)))
     }
 }
 
@@ -230,10 +268,11 @@ impl ServerHandler for Terminal {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        let base = caller::header_actor(&context.extensions);
-        let actor = base.unwrap_or_else(|| {
-            let name = caller::tidy(&request.client_info.name).unwrap_or_else(|| "agent".into());
-            self.inner.actors.unique(&name)
+        let name = caller::tidy(&request.client_info.name).unwrap_or_else(|| "agent".into());
+        let named = caller::header_actor(&context.extensions).or_else(|| caller::token_agent(&context.extensions));
+        let actor = named.unwrap_or_else(|| match caller::header_bridge(&context.extensions) {
+            Some(bridge) => self.inner.actors.for_bridge(&bridge, &name),
+            None => self.inner.actors.unique(&name),
         });
         self.conn.set_actor(actor);
         self.conn.set_peer(context.peer.clone());

@@ -6,6 +6,7 @@ mod bridge;
 mod cli;
 mod demo;
 mod docent;
+mod eras;
 mod expect;
 mod faults;
 mod hardening;

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -236,31 +236,10 @@ async fn close_force_on_the_command_line_closes_a_session_in_use() {
     assert_has!(String::from_utf8_lossy(&forced.stdout), "session f1 closed");
 }
 
-/// A venv with the official Python MCP SDK, made once per target dir.
-fn python_sdk() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("py-mcp-sdk");
-    let python = venv.join("bin/python");
-    let ready = venv.join("installed");
-    if ready.exists() {
-        return Ok(python);
-    }
-    let made = Command::new("python3").args(["-m", "venv"]).arg(&venv).output().map_err(|e| format!("python3: {e}"))?;
-    if !made.status.success() {
-        return Err(format!("python3 -m venv failed: {}", String::from_utf8_lossy(&made.stderr)));
-    }
-    let pip = Command::new(venv.join("bin/pip")).args(["install", "-q", "mcp>=1.9"]).output();
-    let pip = pip.map_err(|e| format!("pip: {e}"))?;
-    if !pip.status.success() {
-        return Err(format!("pip install mcp failed (no network?): {}", String::from_utf8_lossy(&pip.stderr)));
-    }
-    std::fs::write(&ready, "").map_err(|e| e.to_string())?;
-    Ok(python)
-}
-
 #[test]
 fn the_official_python_sdk_drives_the_tcp_endpoint() {
     crate::needs!("python3");
-    let python = match python_sdk() {
+    let python = match crate::support::python_sdk() {
         Ok(p) => p,
         Err(why) => {
             eprintln!("skipped: the Python MCP SDK is not available: {why}");

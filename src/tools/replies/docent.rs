@@ -203,6 +203,7 @@ impl Looked {
             attached: self.attached,
             person_typed: self.person_typed,
             clipped: facts.clipped.is_some(),
+            alike: crate::agents::caller::Caller::current().alike,
         }
     }
 }
@@ -236,6 +237,7 @@ fn told_by_reply<'a>(
         command,
         clipped: reply.facts.clipped.is_some(),
         region: reply.facts.region.map(|r| r.0),
+        alike: crate::agents::caller::Caller::current().alike,
         ..Situation::default()
     })
 }

@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod person;
 pub mod poll;
+pub mod python;
 pub mod raw;
 pub mod regions;
 pub mod serve;
@@ -17,6 +18,7 @@ pub mod world;
 
 pub use cli::{Ran, cli, cli_with, run_for};
 pub use person::{Person, Pty};
+pub use python::python_sdk;
 pub use raw::RawClient;
 pub use serve::{Serve, bridge, bridged, free_port, request, socket_of, unix_get, unix_http, until_answering};
 pub use slow::{size, slow};

@@ -1,0 +1,172 @@
+//! Both eras of MCP at every door: the handshake era (`initialize`,
+//! 2025-06-18 and 2025-11-25) and 2026-07-28 (`server/discover`, the
+//! version and the client in each request's `_meta`, no HTTP session),
+//! over stdio, HTTP on the Unix socket, HTTP on TCP with the token, and the
+//! `connect` bridge, driven by the official Python SDK (`mode="legacy"`,
+//! `"auto"`, and pinned to `"2026-07-28"`). Each run lists the tools (every
+//! one with an output schema), makes a session, runs a command with
+//! progress, lists and closes; the SDK checks every structured result
+//! against its tool's schema. Two copies of one client through two bridges
+//! are two agents.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::assert_has;
+use crate::support::{SERVER, Serve, World, free_port, python_sdk, socket_of};
+
+/// The Python side: one door in one era, or two copies of one client.
+const SCRIPT: &str = include_str!("eras.py");
+
+/// The SDK's Python, or `None` (the test then says why it is skipped).
+fn python() -> Option<PathBuf> {
+    if !crate::support::installed("python3") {
+        eprintln!("skipped: python3 is missing");
+        return None;
+    }
+    python_sdk().map_err(|why| eprintln!("skipped: the Python MCP SDK is not available: {why}")).ok()
+}
+
+/// Runs the script with `args` in `world`'s environment; its stdout.
+fn drive(python: &Path, world: &World, args: &[&str]) -> String {
+    let script = world.tmp.path().join(format!("eras-{}.py", args.first().copied().unwrap_or_default()));
+    std::fs::write(&script, SCRIPT).expect("script");
+    let out = Command::new(python)
+        .arg(&script)
+        .args(args)
+        .envs(world.env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("python runs");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{args:?} failed: {said}\n{}", String::from_utf8_lossy(&out.stderr));
+    said
+}
+
+#[test]
+fn every_door_takes_both_eras_with_checked_results_and_progress() {
+    let Some(python) = python() else { return };
+    let shared = World::new();
+    let port = free_port();
+    let _serve = Serve::start(&shared, &["--tcp", &port.to_string()]);
+    let token = std::fs::read_to_string(shared.home().join("token")).expect("token").trim().to_string();
+    let socket = socket_of(&shared).display().to_string();
+    // A stdio server holds its state home alone: a world of its own.
+    let alone = World::new();
+    let doors = [
+        ("stdio", &alone, String::new()),
+        ("unix", &shared, socket),
+        ("tcp", &shared, format!("{port}:{token}")),
+        ("bridge", &shared, String::new()),
+    ];
+    // The doors at once (each waits on its commands most of the time), the
+    // eras of one door in turn.
+    std::thread::scope(|scope| {
+        for (door, world, arg) in &doors {
+            let python = &python;
+            scope.spawn(move || {
+                for (i, mode) in ["legacy", "auto", "2026-07-28"].into_iter().enumerate() {
+                    check_door(python, world, door, mode, arg, &format!("{door}{i}"));
+                }
+            });
+        }
+    });
+}
+
+/// One door in one era, checked.
+fn check_door(python: &Path, world: &World, door: &str, mode: &str, arg: &str, session: &str) {
+    let said = drive(python, world, &[door, mode, SERVER, arg, session]);
+    let what = format!("{door} in {mode}:\n{said}");
+    let version = said.lines().find_map(|l| l.strip_prefix("version ")).unwrap_or_default();
+    match mode {
+        "legacy" => assert!(version.starts_with("2025-"), "{what}"),
+        _ => assert_eq!(version, "2026-07-28", "{what}"),
+    }
+    assert_has!(said, "tools 15 True");
+    assert_has!(said, "create False session_create");
+    assert_has!(said, "run False done 0 True");
+    // Only a sessionless client over plain HTTP, with its token or socket
+    // alone, cannot be told from another copy of itself: it is told how
+    // to name itself.
+    let alike = mode != "legacy" && matches!(door, "unix" | "tcp");
+    assert_has!(said, &format!("alike {}", if alike { "True" } else { "False" }));
+    let ticks: u32 = said.lines().find_map(|l| l.strip_prefix("progress ")?.parse().ok()).unwrap_or(0);
+    assert!(ticks >= 1, "no progress while run waited: {what}");
+    assert_has!(said, &format!("'{session}'"));
+    assert_has!(said, "close False");
+}
+
+#[test]
+fn two_copies_of_one_client_through_two_bridges_are_two_agents() {
+    let Some(python) = python() else { return };
+    let world = World::new();
+    let _serve = Serve::start(&world, &[]);
+    let said = drive(&python, &world, &["two", SERVER, "b1"]);
+    // The second copy is refused with the first's name, never "you".
+    assert_has!(said, r#"b-run True {"by": {"kind": "agent", "name": "claude-code"}, "refusal": "unsubmitted""#);
+    assert_has!(said, "a-send False");
+    let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
+    assert_has!(calls, r#""actor":"claude-code""#);
+    assert_has!(calls, r#""actor":"claude-code#2""#);
+}
+
+#[test]
+fn a_token_that_names_its_agent_names_a_sessionless_client_over_tcp() {
+    let Some(python) = python() else { return };
+    let world = World::new();
+    let port = free_port();
+    let _serve = Serve::start(&world, &["--tcp", &port.to_string()]);
+    let printed = Command::new(SERVER).args(["token", "--agent", "bot-a"]).envs(world.env()).output().expect("token");
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let agent_token = String::from_utf8_lossy(&printed.stdout).trim().to_string();
+    assert!(agent_token.starts_with("dtmcp-agent.bot-a."), "{agent_token}");
+    // A 2026-07-28 client over TCP: no session, no header, no bridge.
+    let said = drive(&python, &world, &["tcp", "2026-07-28", SERVER, &format!("{port}:{agent_token}"), "named1"]);
+    assert_has!(said, "run False done 0 True");
+    let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
+    assert_has!(calls, r#""actor":"bot-a""#);
+    assert!(!calls.contains(r#""actor":"matrix-client""#), "the client's own name won: {calls}");
+    // A forged one (another name on bot-a's MAC) opens nothing.
+    let forged = agent_token.replace("bot-a", "bot-b");
+    let bad = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", &format!("Authorization: Bearer {forged}")])
+        .arg(format!("http://127.0.0.1:{port}/api/sessions"))
+        .output();
+    if let Ok(out) = bad {
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "a forged agent token was let in");
+    }
+}
+
+#[test]
+fn a_sessionless_client_through_the_bridge_outlives_a_server_restart_and_types_once() {
+    let Some(python) = python() else { return };
+    let world = World::new();
+    let serve = Serve::start(&world, &[]);
+    let marker = world.tmp.path().join("typed");
+    let script = world.tmp.path().join("eras-restart.py");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let child = Command::new(&python)
+        .arg(&script)
+        .args(["restart", SERVER, "r1"])
+        .arg(&marker)
+        .envs(world.env())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    // Once the line is typed, the server goes while the run waits.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !marker.exists() {
+        assert!(std::time::Instant::now() < deadline, "the command was never typed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    serve.kill();
+    let _again = Serve::start(&world, &[]);
+    let out = child.wait_with_output().expect("python ends");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_has!(said, "run False True");
+    let typed = std::fs::read_to_string(&marker).expect("marker");
+    assert_eq!(typed.lines().count(), 1, "the line was typed {} times", typed.lines().count());
+}
