@@ -173,10 +173,9 @@ impl Terminal {
     pub(super) async fn note_left(&self, name: &str, text: &str, enter: Enter, before: &Status) {
         let left = (enter == Enter::NotPressed).then(|| LeftText {
             text: text.to_string(),
-            prompts: before.mark.prompts,
+            prompts: crate::tools::typing::holds::lands_at(before),
             regions: before.mark.regions,
             shell_pid: before.shell.pid,
-            ahead: !before.shell.at_prompt,
         });
         self.update_agent(name, |s| s.left = left).await;
     }
@@ -197,7 +196,6 @@ impl Terminal {
             prompts: left.prompts,
             regions: left.regions,
             shell_pid: left.shell_pid,
-            ahead: left.ahead,
             at,
         })
     }

@@ -81,24 +81,6 @@ pub struct LeftText {
     /// counts only at that same shell.
     #[serde(default)]
     pub shell_pid: u32,
-    /// Whether it was typed while the shell showed no prompt (still
-    /// starting, or ending a command): the terminal keeps it for the next
-    /// prompt, so it counts at any later one until a command starts.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ahead: bool,
-}
-
-impl LeftText {
-    /// Whether the text may still be in the line at a prompt of the shell
-    /// `shell_pid` after `prompts` prompts and `regions` regions.
-    pub fn may_be_at(&self, prompts: u64, regions: u64, shell_pid: u32) -> bool {
-        let same_shell = self.shell_pid == 0 || self.shell_pid == shell_pid;
-        let this_prompt = match self.ahead {
-            true => self.regions == regions && prompts >= self.prompts,
-            false => self.prompts == prompts,
-        };
-        same_shell && this_prompt
-    }
 }
 
 /// A screen as an agent saw it: its size and a hash of each row, enough to

@@ -163,7 +163,7 @@ fn agent_state() -> AgentState {
         running: vec![40, 41],
         announced: BTreeSet::from([40]),
         screen: Some(SeenScreen { cols: 120, rows: vec![7, 0xdead_beef_cafe_f00d] }),
-        left: Some(LeftText { text: "git sta".into(), prompts: 57, regions: 41, shell_pid: 4242, ahead: false }),
+        left: Some(LeftText { text: "git sta".into(), prompts: 57, regions: 41, shell_pid: 4242 }),
     }
 }
 

@@ -180,7 +180,8 @@ impl Terminal {
         let pending = status.typed.as_str();
         let here = |l: &dtmcp_core::agent_state::LeftText| {
             status.shell.at_prompt
-                && l.may_be_at(status.mark.prompts, status.mark.regions, status.shell.pid)
+                && l.prompts == status.mark.prompts
+                && (l.shell_pid == 0 || l.shell_pid == status.shell.pid)
                 && !l.text.trim().is_empty()
                 && pending.contains(l.text.trim())
         };

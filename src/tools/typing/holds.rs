@@ -28,7 +28,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::tools::{Party, Refusal};
-use dtmcp_core::agent_state::LeftText;
 use dtmcp_core::protocol::Status;
 
 /// The longest an agent's just-submitted line takes its prompt when the
@@ -65,8 +64,6 @@ pub struct Typed {
     /// The pid of the shell it typed at (0 when unknown): another shell,
     /// in a new pane or on a new tmux server, is another prompt.
     pub shell_pid: u32,
-    /// Whether it was typed while the shell showed no prompt.
-    pub ahead: bool,
     /// When.
     pub at: Instant,
 }
@@ -135,10 +132,9 @@ impl Holds {
             actor: actor.into(),
             text: text.into(),
             submitted: enter == Enter::Pressed,
-            prompts: before.mark.prompts,
+            prompts: lands_at(before),
             regions: before.mark.regions,
             shell_pid: before.shell.pid,
-            ahead: !before.shell.at_prompt,
             at: Instant::now(),
         };
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string(), typed);
@@ -194,7 +190,18 @@ pub fn stray_answer(status: &Status, last: Option<&Typed>) -> Option<String> {
 /// Whether `t` was typed at the prompt `status` shows: the same shell, no
 /// prompt since.
 fn at_this_prompt(t: &Typed, status: &Status) -> bool {
-    t.prompts == status.mark.prompts && t.shell_pid == status.shell.pid && status.shell.at_prompt && !status.eof
+    let same_shell = t.shell_pid == 0 || t.shell_pid == status.shell.pid;
+    t.prompts == status.mark.prompts && same_shell && status.shell.at_prompt && !status.eof
+}
+
+/// The count of the prompt text typed at `before` lands at: the one shown,
+/// else (a shell still starting, a command about to end) the next, where
+/// the terminal hands over what was typed ahead.
+pub fn lands_at(before: &Status) -> u64 {
+    match before.shell.at_prompt {
+        true => before.mark.prompts,
+        false => before.mark.prompts + 1,
+    }
 }
 
 /// The agent's unsubmitted text that the text at `status`'s prompt holds,
@@ -207,22 +214,7 @@ fn agents_unsubmitted<'a>(status: &Status, last: Option<&'a Typed>) -> Option<&'
         let text = t.text.trim();
         pending.contains(text) || (!pending.is_empty() && text.starts_with(pending))
     };
-    last.filter(|t| typed_into_this_line(t, status) && !t.submitted && theirs(t))
-}
-
-/// Whether `t` may be in the line at `status`'s prompt: typed at this
-/// prompt, or typed ahead while no prompt showed (a session just made
-/// whose shell is still starting, a command about to end) with no command
-/// started since: the terminal keeps the text for the next prompt.
-fn typed_into_this_line(t: &Typed, status: &Status) -> bool {
-    let left = LeftText {
-        prompts: t.prompts,
-        regions: t.regions,
-        shell_pid: t.shell_pid,
-        ahead: t.ahead,
-        ..LeftText::default()
-    };
-    left.may_be_at(status.mark.prompts, status.mark.regions, status.shell.pid) && status.shell.at_prompt && !status.eof
+    last.filter(|t| at_this_prompt(t, status) && !t.submitted && theirs(t))
 }
 
 fn ms(n: u64) -> Duration {
@@ -287,13 +279,14 @@ mod tests {
         // Its echo part way: still the agent's.
         let part = refusal("t1", &status("echo h", 3), Some(&half), "a", 1).expect("refused").to_string();
         assert!(part.contains("agent b"), "{part}");
-        // Typed while the shell was starting, it waits for the first prompt.
-        let early = Typed { ahead: true, shell_pid: 0, prompts: 0, ..half.clone() };
+        // Typed while the shell was starting, it lands at the first prompt.
+        let starting =
+            Status { shell: ShellState { at_prompt: false, pid: 0, ..ShellState::default() }, ..status("", 0) };
+        let holds = Holds::default();
+        holds.note_typed("%2", "b", "echo hal", Enter::NotPressed, &starting);
+        let early = holds.last_typed("%2").expect("noted");
         let first = refusal("t1", &status("echo hal", 1), Some(&early), "a", 1).expect("refused");
         assert!(matches!(first, Refusal::Unsubmitted { by: Party::Agent(_), .. }), "{first:?}");
-        let started = Status { mark: Mark { regions: 6, ..status("", 3).mark }, ..status("echo hal", 3) };
-        let gone = refusal("t1", &started, Some(&early), "a", 1).expect("refused");
-        assert!(matches!(gone, Refusal::Unsubmitted { by: Party::Person, .. }), "a command ran since: {gone:?}");
         // An agent's text at an earlier prompt says nothing about this one.
         let old = typed("b", "echo hal", false, 2);
         assert!(
