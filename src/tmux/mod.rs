@@ -58,7 +58,8 @@
 //!   control client that times out is killed; the next call starts another.
 //! - When tmux restarts, the next call reconnects. A command in flight when
 //!   the client dies fails with [`TmuxError::Lost`]: it may or may not have
-//!   run. A command never sent (the client had already died) is spawned.
+//!   run; a question (a listing, `display -p`) is asked again, spawned. A
+//!   command never sent (the client had already died) is spawned.
 
 pub mod clients;
 mod control;
@@ -380,7 +381,13 @@ impl Tmux {
             && let Some(control) = self.control().await
             && let Some(answer) = self.run_on(&control, args, line).await
         {
-            return answer;
+            // A question lost with its client (tmux died or restarted while
+            // it was asked) is asked again on its own: asking twice does
+            // nothing, and the caller gets tmux's answer, not a maybe.
+            match answer {
+                Err(TmuxError::Lost { .. }) if quote::only_reads(args) => {}
+                answer => return answer,
+            }
         }
         self.spawn_argv(quote::argv_literal(args)).await
     }

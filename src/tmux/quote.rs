@@ -133,6 +133,35 @@ const OWN_PROCESS: &[(&str, &str)] = &[
 /// [`OWN_PROCESS`] (tmux prefers an exact alias to a prefix match).
 const SAFE_PREFIXES: &[&str] = &["display", "display-message"];
 
+/// Whether `args` is a tmux command that only reads (lists, shows,
+/// captures, prints), so that sending it twice changes nothing. Only full
+/// names and tmux's own aliases count: the router writes them out.
+pub(crate) fn only_reads(args: &[&str]) -> bool {
+    const READERS: &[&str] = &[
+        "list-panes",
+        "lsp",
+        "list-sessions",
+        "ls",
+        "list-windows",
+        "lsw",
+        "list-clients",
+        "lsc",
+        "has-session",
+        "has",
+        "show-options",
+        "show",
+        "capture-pane",
+        "capturep",
+        "show-buffer",
+        "showb",
+    ];
+    match args.first() {
+        Some(&("display-message" | "display")) => args.contains(&"-p"),
+        Some(first) => READERS.contains(first),
+        None => false,
+    }
+}
+
 /// Whether `args` must run as a spawned `tmux` rather than over the control
 /// client (see [`OWN_PROCESS`]). tmux accepts any unique prefix of a command
 /// name, so a prefix of a listed name counts too; an ambiguous prefix is
@@ -159,6 +188,17 @@ fn is_wait_for(name: &str) -> bool {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    #[rstest]
+    #[case::list(&["list-panes", "-a"], true)]
+    #[case::print(&["display", "-p", "#{pid}"], true)]
+    #[case::message(&["display", "hello"], false)]
+    #[case::send(&["send-keys", "-t", "%1", "x"], false)]
+    #[case::kill(&["kill-session", "-t", "=a"], false)]
+    #[case::nothing(&[], false)]
+    fn only_questions_are_asked_again(#[case] args: &[&str], #[case] reads: bool) {
+        assert_eq!(only_reads(args), reads);
+    }
 
     #[rstest]
     #[case::plain("abc", "abc")]
