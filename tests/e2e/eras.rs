@@ -11,9 +11,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::assert_has;
-use crate::support::{SERVER, Serve, World, free_port, python_sdk, socket_of};
+use crate::support::{SERVER, Serve, World, free_port, poll, python_sdk, socket_of};
 
 /// The Python side: one door in one era, or two copies of one client.
 const SCRIPT: &str = include_str!("eras.py");
@@ -145,7 +146,7 @@ fn a_sessionless_client_through_the_bridge_outlives_a_server_restart_and_types_o
     let marker = world.tmp.path().join("typed");
     let script = world.tmp.path().join("eras-restart.py");
     std::fs::write(&script, SCRIPT).expect("script");
-    let child = Command::new(&python)
+    let mut child = Command::new(&python)
         .arg(&script)
         .args(["restart", SERVER, "r1"])
         .arg(&marker)
@@ -156,14 +157,12 @@ fn a_sessionless_client_through_the_bridge_outlives_a_server_restart_and_types_o
         .spawn()
         .expect("python runs");
     // Once the line is typed, the server goes while the run waits.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !marker.exists() {
-        assert!(std::time::Instant::now() < deadline, "the command was never typed");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    poll::until("the command to be typed", Duration::from_secs(30), || marker.exists());
     serve.kill();
     let _again = Serve::start(&world, &[]);
-    let out = child.wait_with_output().expect("python ends");
+    // (Its output is a few lines: the pipes cannot fill and hold it.)
+    poll::until("the client to end", Duration::from_secs(60), || child.try_wait().expect("wait"));
+    let out = child.wait_with_output().expect("python's output");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_has!(said, "run False True");
