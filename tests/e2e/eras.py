@@ -1,6 +1,7 @@
 """Drives one door of docent-terminal-mcp in one protocol era with the
 official Python SDK, and prints what the test checks."""
 import asyncio, json, os, sys
+import anyio
 import httpx2
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
@@ -39,6 +40,14 @@ async def main(kind, mode, server, arg, session, name="matrix-client"):
         print("run", r.is_error, s["state"], s["exit_code"], "matrix-42" in r.content[0].text)
         print("alike", "knows you only by your client's name" in r.content[0].text)
         print("progress", len(ticks))
+        # A run its caller gives up on ends its wait then, not at its
+        # timeout: the server's calls.log says how long the call took.
+        with anyio.move_on_after(1.0):
+            await c.call_tool("run", {"session": session, "command": "sleep 30", "timeout": 25})
+        await anyio.sleep(4)
+        r = await c.call_tool("wait", {"session": session, "timeout": 0.2})
+        print("after-cancel", r.is_error, r.structured_content.get("state"))
+        await c.call_tool("send", {"session": session, "keys": ["ctrl+c"]})
         r = await c.call_tool("session_list", {})
         print("list", [row["name"] for row in r.structured_content["sessions"]])
         r = await c.call_tool("session_close", {"session": session})

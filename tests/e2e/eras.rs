@@ -95,6 +95,17 @@ fn check_door(python: &Path, world: &World, door: &str, mode: &str, arg: &str, s
     assert!(ticks >= 1, "no progress while run waited: {what}");
     assert_has!(said, &format!("'{session}'"));
     assert_has!(said, "close False");
+    // The run given up after a second ended then (its command went on).
+    assert_has!(said, "after-cancel False running");
+    let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
+    let runs: Vec<f64> = calls
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["tool"] == "run" && e["session"] == session)
+        .filter_map(|e| e["ms"].as_f64())
+        .collect();
+    assert_eq!(runs.len(), 2, "{what}\n{calls}");
+    assert!(runs[1] < 3_500.0, "the cancelled run went on for {} ms: {what}", runs[1]);
 }
 
 #[test]

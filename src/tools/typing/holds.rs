@@ -194,13 +194,14 @@ fn at_this_prompt(t: &Typed, status: &Status) -> bool {
     t.prompts == status.mark.prompts && same_shell && status.shell.at_prompt && !status.eof
 }
 
-/// The count of the prompt text typed at `before` lands at: the one shown,
-/// else (a shell still starting, a command about to end) the next, where
-/// the terminal hands over what was typed ahead.
+/// The count of the prompt that text typed at `before` is at: the one
+/// shown, or, for a shell still starting (no prompt yet), its first, where
+/// the terminal hands over what was typed ahead. Text typed into a program
+/// in the foreground is that program's, and lands at no prompt.
 pub fn lands_at(before: &Status) -> u64 {
-    match before.shell.at_prompt {
+    match before.shell.at_prompt || before.mark.prompts > 0 {
         true => before.mark.prompts,
-        false => before.mark.prompts + 1,
+        false => 1,
     }
 }
 
@@ -287,6 +288,13 @@ mod tests {
         let early = holds.last_typed("%2").expect("noted");
         let first = refusal("t1", &status("echo hal", 1), Some(&early), "a", 1).expect("refused");
         assert!(matches!(first, Refusal::Unsubmitted { by: Party::Agent(_), .. }), "{first:?}");
+        // A line typed into a program (cat) is the program's: when it ends,
+        // the prompt after it is free.
+        let in_cat =
+            Status { shell: ShellState { at_prompt: false, pid: 77, ..ShellState::default() }, ..status("", 3) };
+        holds.note_typed("%3", "b", "typed by the model", Enter::Pressed, &in_cat);
+        let to_cat = holds.last_typed("%3").expect("noted");
+        assert_eq!(refusal("t1", &status("", 4), Some(&to_cat), "a", 0), None);
         // An agent's text at an earlier prompt says nothing about this one.
         let old = typed("b", "echo hal", false, 2);
         assert!(
