@@ -29,7 +29,9 @@
 //! not with the answer. A `notifications/cancelled` from the client is
 //! passed on like any notification; the server then ends that request's
 //! stream without an answer, and the bridge lets the request go instead of
-//! sending it again.
+//! sending it again. A 2026-07-28 request has no session to name it in:
+//! the bridge cancels it by hanging up its exchange, as an HTTP client of
+//! that era does.
 //!
 //! Both protocol eras pass. A handshake-era client (`initialize`, then
 //! requests in its MCP session) is carried as above. A 2026-07-28 client
@@ -51,6 +53,7 @@
 //! process (the instance `/health` names); from a new one it reads the
 //! stream from its start, which holds exactly what that process sent.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +65,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::agents::caller::{ACTOR_HEADER, BRIDGE_HEADER, KEY_META, SESSION_HEADER};
 
@@ -163,6 +167,10 @@ struct Bridge {
     /// were in flight: a stream that ends without their answer is not a
     /// lost server.
     cancelled: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The 2026-07-28 requests in flight, by id (as JSON text): such a
+    /// request has no session in which a `notifications/cancelled` could
+    /// name it, so the bridge cancels it by hanging up its exchange.
+    sessionless: std::sync::Mutex<HashMap<String, CancellationToken>>,
     /// Connections free for the next request, each with when it was freed.
     idle: std::sync::Mutex<Vec<(Instant, Conn)>>,
     /// A connection to the server's socket was made at least once: until
@@ -187,6 +195,7 @@ pub async fn run(socket: PathBuf, actor: Option<String>) -> anyhow::Result<()> {
         moved: watch::Sender::new(0),
         pending: std::sync::Mutex::new(Vec::new()),
         cancelled: Default::default(),
+        sessionless: Default::default(),
         idle: Default::default(),
         reached: Default::default(),
     });
@@ -237,11 +246,12 @@ impl Bridge {
             }
             Some("tools/call") => {
                 add_key(&mut msg);
-                tokio::spawn(async move { self.forward(msg, Awaits::Answer).await });
+                tokio::spawn(async move { self.forward_request(msg).await });
             }
             _ if is_request => {
-                tokio::spawn(async move { self.forward(msg, Awaits::Answer).await });
+                tokio::spawn(async move { self.forward_request(msg).await });
             }
+            Some("notifications/cancelled") if self.hang_up(&msg) => {}
             Some("notifications/cancelled") => {
                 // Noted before it goes: the server closes the request's
                 // stream as soon as it has it.
@@ -253,6 +263,34 @@ impl Bridge {
             // Notifications and responses: in order, quick.
             _ => self.forward(msg, Awaits::Nothing).await,
         }
+    }
+
+    /// Forwards the request `msg` (see [`Bridge::forward`]); one of a
+    /// 2026-07-28 client stops when the client cancels it.
+    async fn forward_request(&self, msg: Value) {
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        if modern_version(&msg).is_none() {
+            return self.forward(msg, Awaits::Answer).await;
+        }
+        let stop = CancellationToken::new();
+        self.sessionless.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string(), stop.clone());
+        tokio::select! {
+            () = self.forward(msg, Awaits::Answer) => {}
+            // Its exchange is dropped and its connection with it: the
+            // server sees the caller leave. No answer is due.
+            () = stop.cancelled() => {
+                self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != id);
+            }
+        }
+        self.sessionless.lock().unwrap_or_else(|e| e.into_inner()).remove(&id.to_string());
+    }
+
+    /// Cancels the sessionless request the `notifications/cancelled`
+    /// `msg` names, if it is one in flight; `false` if it is not.
+    fn hang_up(&self, msg: &Value) -> bool {
+        let Some(id) = msg.pointer("/params/requestId") else { return false };
+        let stop = self.sessionless.lock().unwrap_or_else(|e| e.into_inner()).remove(&id.to_string());
+        stop.map(|s| s.cancel()).is_some()
     }
 
     /// Sends `msg` until it is answered, reconnecting as needed; a request
