@@ -6,15 +6,26 @@ use std::path::Path;
 use std::process::Stdio;
 
 use anyhow::Context;
+use rmcp::model::ProtocolVersion;
 use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation};
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::process::{Child, Command};
 
 /// A server child and the MCP session with it.
 pub struct McpChild {
     service: RunningService<RoleClient, ClientConfig>,
     child: Child,
+}
+
+/// The era of the protocol a client speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` first, then requests in that session (up to 2025-11-25).
+    Handshake,
+    /// `server/discover`, then requests that each name their version and
+    /// client in `_meta` (2026-07-28).
+    Sessionless,
 }
 
 /// One tool call's reply: its text and whether it is flagged as an error.
@@ -38,6 +49,17 @@ impl McpChild {
     /// As [`McpChild::start`], introducing itself as the client `name`
     /// (which the server takes as the agent's name).
     pub async fn start_as(name: &str, program: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<McpChild> {
+        McpChild::start_in(Era::Handshake, name, program, args, env).await
+    }
+
+    /// As [`McpChild::start_as`], speaking the protocol of `era`.
+    pub async fn start_in(
+        era: Era,
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<McpChild> {
         let mut cmd = Command::new(program);
         cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
         for (k, v) in env {
@@ -47,13 +69,29 @@ impl McpChild {
         let stdout = child.stdout.take().context("child stdout")?;
         let stdin = child.stdin.take().context("child stdin")?;
         let info = ClientConfig::new(Default::default(), Implementation::new(name, env!("CARGO_PKG_VERSION")));
-        let service = info.serve((stdout, stdin)).await.context("MCP initialize")?;
+        let lifecycle = match era {
+            Era::Handshake => ClientLifecycleMode::Initialize,
+            Era::Sessionless => {
+                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+            }
+        };
+        let service = info.serve_with_lifecycle((stdout, stdin), lifecycle).await.context("MCP start")?;
         Ok(McpChild { service, child })
     }
 
     /// The server's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// The MCP session, to call what [`McpChild`] does not wrap.
+    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    /// The protocol version agreed with the server.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.service.peer_info().map(|i| i.protocol_version.to_string())
     }
 
     /// The server's instructions.

@@ -7,11 +7,14 @@
 //! one with an output schema), makes a session, runs a command with
 //! progress, lists and closes; the SDK checks every structured result
 //! against its tool's schema. Two copies of one client through two bridges
-//! are two agents.
+//! are two agents. rmcp's own client takes the doors it has a transport
+//! for (stdio, the bridge, the Unix socket) in both eras.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+use dtmcp::mcp_client::{Era, McpChild};
 
 use crate::assert_has;
 use crate::support::{SERVER, Serve, World, free_port, poll, python_sdk, socket_of};
@@ -179,4 +182,71 @@ fn a_sessionless_client_through_the_bridge_outlives_a_server_restart_and_types_o
     assert_has!(said, "run False True");
     let typed = std::fs::read_to_string(&marker).expect("marker");
     assert_eq!(typed.lines().count(), 1, "the line was typed {} times", typed.lines().count());
+}
+
+/// What one rmcp client makes of a door: the version agreed, then a
+/// session made, a command run (its facts checked) and the session closed.
+async fn check_with_rmcp(peer: &rmcp::Peer<rmcp::RoleClient>, version: Option<String>, era: Era, door: &str) {
+    use rmcp::model::CallToolRequestParams;
+    let what = format!("rmcp's client at {door} in {era:?}");
+    let want = match era {
+        Era::Handshake => "2025-",
+        Era::Sessionless => "2026-07-28",
+    };
+    assert!(version.as_deref().is_some_and(|v| v.starts_with(want)), "{what}: version {version:?}");
+    let tools = peer.list_all_tools().await.unwrap_or_else(|e| panic!("{what}: tools/list: {e}"));
+    assert_eq!(tools.len(), 15, "{what}");
+    assert!(tools.iter().all(|t| t.output_schema.is_some()), "{what}: a tool without an output schema");
+    let call = |tool: &str, args: serde_json::Value| {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let serde_json::Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        peer.call_tool(params)
+    };
+    let session = format!("rmcp-{door}-{era:?}").to_lowercase();
+    let made = call("session_create", serde_json::json!({"name": session})).await.expect("session_create");
+    assert_ne!(made.is_error, Some(true), "{what}: {made:?}");
+    let ran = call("run", serde_json::json!({"session": session, "command": "echo rmcp-$((6*7))"})).await.expect("run");
+    let facts = ran.structured_content.clone().unwrap_or_else(|| panic!("{what}: no structuredContent"));
+    assert_eq!((facts["state"].as_str(), facts["exit_code"].as_i64()), (Some("done"), Some(0)), "{what}: {facts}");
+    let text: String = ran.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect();
+    assert_has!(text, "rmcp-42");
+    let closed = call("session_close", serde_json::json!({"session": session})).await.expect("session_close");
+    assert_ne!(closed.is_error, Some(true), "{what}: {closed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcps_client_takes_stdio_the_bridge_and_the_socket_in_both_eras() {
+    use rmcp::ClientServiceExt;
+    let shared = World::new();
+    let serve = Serve::start(&shared, &[]);
+    let alone = World::new();
+    let env = |w: &World| w.env();
+    for era in [Era::Handshake, Era::Sessionless] {
+        for (door, world, args) in [("stdio", &alone, &[][..]), ("bridge", &shared, &["connect"][..])] {
+            let env = env(world);
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let c = McpChild::start_in(era, "rmcp-matrix", Path::new(SERVER), args, &env).await.expect("start");
+            check_with_rmcp(c.peer(), c.protocol_version(), era, door).await;
+            c.stop().await.expect("stop");
+        }
+        let socket = serve.socket.display().to_string();
+        let transport =
+            rmcp::transport::StreamableHttpClientTransport::from_unix_socket(&socket, "http://localhost/mcp");
+        let lifecycle = match era {
+            Era::Handshake => rmcp::ClientLifecycleMode::Initialize,
+            Era::Sessionless => rmcp::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        };
+        let info = rmcp::model::ClientConfig::new(
+            Default::default(),
+            rmcp::model::Implementation::new("rmcp-matrix", env!("CARGO_PKG_VERSION")),
+        );
+        let service = info.serve_with_lifecycle(transport, lifecycle).await.expect("rmcp over the socket");
+        let version = service.peer_info().map(|i| i.protocol_version.to_string());
+        check_with_rmcp(service.peer(), version, era, "unix").await;
+        let _ = service.cancel().await;
+    }
 }
