@@ -4,6 +4,7 @@
 mod agents;
 mod bridge;
 mod cli;
+mod conformance;
 mod demo;
 mod docent;
 mod eras;

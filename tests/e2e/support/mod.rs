@@ -2,11 +2,14 @@
 //! test runs in and its server (`world`), the shared server and its
 //! bridges (`serve`), a raw JSON-RPC client (`raw`), the one bounded
 //! wait (`poll`), people at terminals (`person`), a program run to its
-//! end (`cli`), a session's regions on disk (`regions`), and the switch
-//! between small and full sizes (`slow`). A test file takes what it needs
+//! end (`cli`), a session's regions on disk (`regions`), the switch
+//! between small and full sizes (`slow`), and the outside implementations
+//! of the protocol: the Python SDK (`python`) and the conformance suite
+//! with its Node (`conformance`). A test file takes what it needs
 //! from here and defines no helper another file defines too.
 
 pub mod cli;
+pub mod conformance;
 pub mod person;
 pub mod poll;
 pub mod python;
