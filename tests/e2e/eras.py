@@ -23,7 +23,8 @@ def door(kind, server, arg, name):
         return streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client)
     raise SystemExit("unknown door " + kind)
 
-async def main(kind, mode, server, arg, session, name="matrix-client"):
+async def main(kind, mode, server, arg, session, keep="close"):
+    name = "matrix-client"
     client_info = Implementation(name=name, version="1.0")
     async with Client(door(kind, server, arg, session), mode=mode, client_info=client_info) as c:
         print("version", c._session.protocol_version)
@@ -50,6 +51,8 @@ async def main(kind, mode, server, arg, session, name="matrix-client"):
         await c.call_tool("send", {"session": session, "keys": ["ctrl+c"]})
         r = await c.call_tool("session_list", {})
         print("list", [row["name"] for row in r.structured_content["sessions"]])
+        if keep == "keep":
+            return
         r = await c.call_tool("session_close", {"session": session})
         print("close", r.is_error)
 

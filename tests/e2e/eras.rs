@@ -136,10 +136,18 @@ fn a_token_that_names_its_agent_names_a_sessionless_client_over_tcp() {
     let agent_token = String::from_utf8_lossy(&printed.stdout).trim().to_string();
     assert!(agent_token.starts_with("dtmcp-agent.bot-a."), "{agent_token}");
     // A 2026-07-28 client over TCP: no session, no header, no bridge.
-    let said = drive(&python, &world, &["tcp", "2026-07-28", SERVER, &format!("{port}:{agent_token}"), "named1"]);
+    let target = format!("{port}:{agent_token}");
+    let said = drive(&python, &world, &["tcp", "2026-07-28", SERVER, &target, "named1", "keep"]);
     assert_has!(said, "run False done 0 True");
     let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
     assert_has!(calls, r#""actor":"bot-a""#);
+    // The people's view names it too: who made the session and who typed.
+    let (_, body) = crate::support::unix_get(&socket_of(&world), "/api/sessions");
+    let list: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let row = list["sessions"].as_array().and_then(|rows| rows.iter().find(|r| r["name"] == "named1")).cloned();
+    let row = row.unwrap_or_else(|| panic!("named1 is not listed: {body}"));
+    assert_eq!(row["started_by"], "bot-a", "{row}");
+    assert!(row["agents_typed_ms"].get("bot-a").is_some(), "{row}");
     assert!(!calls.contains(r#""actor":"matrix-client""#), "the client's own name won: {calls}");
     // A forged one (another name on bot-a's MAC) opens nothing.
     let forged = agent_token.replace("bot-a", "bot-b");
