@@ -195,14 +195,13 @@ fn at_this_prompt(t: &Typed, status: &Status) -> bool {
 }
 
 /// The count of the prompt that text typed at `before` is at: the one
-/// shown, or, for a shell still starting (no prompt yet), its first, where
-/// the terminal hands over what was typed ahead. Text typed into a program
-/// in the foreground is that program's, and lands at no prompt.
+/// shown, or, while the shell shows none and runs nothing (starting up, or
+/// between a command's end and its next prompt), the next one, where the
+/// terminal hands over what was typed ahead. Text typed while a command
+/// runs (cat) is that program's, and lands at no prompt.
 pub fn lands_at(before: &Status) -> u64 {
-    match before.shell.at_prompt || before.mark.prompts > 0 {
-        true => before.mark.prompts,
-        false => 1,
-    }
+    let between = !before.shell.at_prompt && before.shell.open.is_empty();
+    before.mark.prompts + u64::from(between)
 }
 
 /// The agent's unsubmitted text that the text at `status`'s prompt holds,
@@ -290,8 +289,16 @@ mod tests {
         assert!(matches!(first, Refusal::Unsubmitted { by: Party::Agent(_), .. }), "{first:?}");
         // A line typed into a program (cat) is the program's: when it ends,
         // the prompt after it is free.
-        let in_cat =
+        // Typed between a command's end and its prompt: the next prompt's.
+        let ending =
             Status { shell: ShellState { at_prompt: false, pid: 77, ..ShellState::default() }, ..status("", 3) };
+        holds.note_typed("%4", "b", "echo hal", Enter::NotPressed, &ending);
+        let ahead = holds.last_typed("%4").expect("noted");
+        let next = refusal("t1", &status("echo hal", 4), Some(&ahead), "a", 1).expect("refused");
+        assert!(matches!(next, Refusal::Unsubmitted { by: Party::Agent(_), .. }), "{next:?}");
+        let open = vec![dtmcp_core::types::RegionId(6)];
+        let in_cat =
+            Status { shell: ShellState { at_prompt: false, pid: 77, open, ..ShellState::default() }, ..status("", 3) };
         holds.note_typed("%3", "b", "typed by the model", Enter::Pressed, &in_cat);
         let to_cat = holds.last_typed("%3").expect("noted");
         assert_eq!(refusal("t1", &status("", 4), Some(&to_cat), "a", 0), None);
