@@ -7,8 +7,7 @@
 //! one with an output schema), makes a session, runs a command with
 //! progress, lists and closes; the SDK checks every structured result
 //! against its tool's schema. Two copies of one client through two bridges
-//! are two agents. rmcp's own client takes the doors it has a transport
-//! for (stdio, the bridge, the Unix socket) in both eras.
+//! are two agents. rmcp's own client takes every door in both eras too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -225,10 +224,19 @@ async fn check_with_rmcp(peer: &rmcp::Peer<rmcp::RoleClient>, version: Option<St
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcps_client_takes_stdio_the_bridge_and_the_socket_in_both_eras() {
+async fn rmcps_client_takes_every_door_in_both_eras() {
     use rmcp::ClientServiceExt;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let shared = World::new();
-    let serve = Serve::start(&shared, &[]);
+    let port = free_port();
+    let serve = Serve::start(&shared, &["--tcp", &port.to_string()]);
+    let token = std::fs::read_to_string(shared.home().join("token")).expect("token").trim().to_string();
+    // rmcp's HTTP client for TCP is reqwest's, which this project does not
+    // build; its Unix-socket client reaches the TCP port through a socket
+    // that only passes bytes on: the requests, their Host and the token
+    // are rmcp's own.
+    let front = shared.tmp.path().join("tcp-front.sock");
+    pipe_to_tcp(&front, port);
     let alone = World::new();
     let env = |w: &World| w.env();
     for era in [Era::Handshake, Era::Sessionless] {
@@ -239,22 +247,48 @@ async fn rmcps_client_takes_stdio_the_bridge_and_the_socket_in_both_eras() {
             check_with_rmcp(c.peer(), c.protocol_version(), era, door).await;
             c.stop().await.expect("stop");
         }
-        let socket = serve.socket.display().to_string();
-        let transport =
-            rmcp::transport::StreamableHttpClientTransport::from_unix_socket(&socket, "http://localhost/mcp");
-        let lifecycle = match era {
-            Era::Handshake => rmcp::ClientLifecycleMode::Initialize,
-            Era::Sessionless => rmcp::ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        };
-        let info = rmcp::model::ClientConfig::new(
-            Default::default(),
-            rmcp::model::Implementation::new("rmcp-matrix", env!("CARGO_PKG_VERSION")),
-        );
-        let service = info.serve_with_lifecycle(transport, lifecycle).await.expect("rmcp over the socket");
-        let version = service.peer_info().map(|i| i.protocol_version.to_string());
-        check_with_rmcp(service.peer(), version, era, "unix").await;
-        let _ = service.cancel().await;
+        let unix = StreamableHttpClientTransportConfig::with_uri("http://localhost/mcp");
+        let tcp =
+            StreamableHttpClientTransportConfig::with_uri(format!("http://127.0.0.1:{port}/mcp")).auth_header(&token);
+        for (door, socket, config) in [("unix", &serve.socket, unix), ("tcp", &front, tcp)] {
+            let socket = socket.display().to_string();
+            let transport =
+                rmcp::transport::StreamableHttpClientTransport::from_unix_socket_with_config(&socket, config);
+            let lifecycle = match era {
+                Era::Handshake => rmcp::ClientLifecycleMode::Initialize,
+                Era::Sessionless => rmcp::ClientLifecycleMode::Discover {
+                    preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                },
+            };
+            let info = rmcp::model::ClientConfig::new(
+                Default::default(),
+                rmcp::model::Implementation::new("rmcp-matrix", env!("CARGO_PKG_VERSION")),
+            );
+            let service = info.serve_with_lifecycle(transport, lifecycle).await.expect("rmcp over HTTP");
+            let version = service.peer_info().map(|i| i.protocol_version.to_string());
+            check_with_rmcp(service.peer(), version, era, door).await;
+            let _ = service.cancel().await;
+        }
     }
+}
+
+/// A Unix socket at `path` whose every connection is a TCP connection to
+/// loopback `port`, byte for byte.
+fn pipe_to_tcp(path: &Path, port: u16) {
+    let listener = std::os::unix::net::UnixListener::bind(path).expect("bind the front socket");
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let Ok(tcp) = std::net::TcpStream::connect(("127.0.0.1", port)) else { continue };
+            let (Ok(mut from_tcp), Ok(mut to_client)) = (tcp.try_clone(), conn.try_clone()) else { continue };
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from_tcp, &mut to_client);
+                let _ = to_client.shutdown(std::net::Shutdown::Both);
+            });
+            let (mut from_client, mut to_tcp) = (conn, tcp);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from_client, &mut to_tcp);
+                let _ = to_tcp.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
 }
