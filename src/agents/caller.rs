@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::Extensions;
+use tokio_util::sync::CancellationToken;
 
 /// The header that names an agent.
 pub const ACTOR_HEADER: &str = "x-terminal-actor";
@@ -295,6 +296,13 @@ pub fn key_of(meta: Option<&rmcp::model::RequestMetaObject>) -> Option<String> {
     let ok = (8..=80).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     ok.then(|| key.to_string())
 }
+
+/// Set in a call's extensions by the transport that can tell: cancelled
+/// when the client hung up before the answer (the HTTP direct path goes
+/// on with a call its client left, for a `run` must not stop halfway; a
+/// search has nothing to finish).
+#[derive(Clone, Debug)]
+pub struct CallerLeft(pub CancellationToken);
 
 #[cfg(test)]
 mod tests {

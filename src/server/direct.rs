@@ -46,8 +46,8 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
 
-use crate::agents::caller::SESSION_HEADER;
-use crate::tools::{CallerLeft, Terminal};
+use crate::agents::caller::{CallerLeft, SESSION_HEADER};
+use crate::tools::Terminal;
 
 /// The header naming the protocol version of a request.
 const VERSION_HEADER: &str = "mcp-protocol-version";

@@ -34,7 +34,6 @@ use crate::session::Sessions;
 pub use edge::{always_load, clean};
 pub use error::{Party, Refusal, ToolError};
 pub use name::ToolName;
-pub use reading::search::CallerLeft;
 use replies::{secrets, watch};
 
 /// The server's instructions to the model, kept in `texts/instructions.md`.

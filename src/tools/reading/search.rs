@@ -21,6 +21,7 @@ use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::caller::CallerLeft;
 use crate::lru::Lru;
 use crate::tools::Terminal;
 use crate::tools::ToolError;
@@ -83,13 +84,6 @@ impl Terminal {
         self.call(crate::tools::ToolName::Search, Some(&name), self.search_body(p, Left { ct, left })).await
     }
 }
-
-/// Set in a call's extensions by the transport that can tell: cancelled
-/// when the client hung up before the answer (the HTTP direct path goes
-/// on with a call its client left, for a `run` must not stop halfway; a
-/// search has nothing to finish).
-#[derive(Clone, Debug)]
-pub struct CallerLeft(pub CancellationToken);
 
 /// The ways a caller shows it no longer waits for a search.
 struct Left {
