@@ -39,6 +39,29 @@ pub struct Reply {
     pub structured: Option<serde_json::Value>,
 }
 
+impl Era {
+    /// How an rmcp client of this era starts its MCP lifecycle.
+    pub fn lifecycle(self) -> ClientLifecycleMode {
+        match self {
+            Era::Handshake => ClientLifecycleMode::Initialize,
+            Era::Sessionless => {
+                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+            }
+        }
+    }
+}
+
+/// Calls `tool` with JSON object `args` over any rmcp client `peer`.
+pub async fn call_on(peer: &rmcp::Peer<RoleClient>, tool: &str, args: serde_json::Value) -> anyhow::Result<Reply> {
+    let mut params = CallToolRequestParams::new(tool.to_string());
+    if let serde_json::Value::Object(map) = args {
+        params = params.with_arguments(map);
+    }
+    let result = peer.call_tool(params).await?;
+    let text = result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n");
+    Ok(Reply { text, is_error: result.is_error.unwrap_or(false), structured: result.structured_content })
+}
+
 impl McpChild {
     /// Starts `program args` with `env` added, and initializes MCP with it
     /// as the client `dtmcp-test-client`.
@@ -69,13 +92,7 @@ impl McpChild {
         let stdout = child.stdout.take().context("child stdout")?;
         let stdin = child.stdin.take().context("child stdin")?;
         let info = ClientConfig::new(Default::default(), Implementation::new(name, env!("CARGO_PKG_VERSION")));
-        let lifecycle = match era {
-            Era::Handshake => ClientLifecycleMode::Initialize,
-            Era::Sessionless => {
-                ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
-            }
-        };
-        let service = info.serve_with_lifecycle((stdout, stdin), lifecycle).await.context("MCP start")?;
+        let service = info.serve_with_lifecycle((stdout, stdin), era.lifecycle()).await.context("MCP start")?;
         Ok(McpChild { service, child })
     }
 
@@ -101,14 +118,7 @@ impl McpChild {
 
     /// Calls `tool` with JSON object `args`.
     pub async fn call(&self, tool: &str, args: serde_json::Value) -> anyhow::Result<Reply> {
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        if let serde_json::Value::Object(map) = args {
-            params = params.with_arguments(map);
-        }
-        let result = self.service.call_tool(params).await?;
-        let text =
-            result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n");
-        Ok(Reply { text, is_error: result.is_error.unwrap_or(false), structured: result.structured_content })
+        call_on(self.service.peer(), tool, args).await
     }
 
     /// The names of the server's tools.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use dtmcp::mcp_client::{Era, McpChild};
+use dtmcp::mcp_client::{Era, McpChild, call_on};
 
 use crate::assert_has;
 use crate::support::{SERVER, Serve, World, free_port, poll, python_sdk, socket_of};
@@ -194,7 +194,6 @@ fn a_sessionless_client_through_the_bridge_outlives_a_server_restart_and_types_o
 /// What one rmcp client makes of a door: the version agreed, then a
 /// session made, a command run (its facts checked) and the session closed.
 async fn check_with_rmcp(peer: &rmcp::Peer<rmcp::RoleClient>, version: Option<String>, era: Era, door: &str) {
-    use rmcp::model::CallToolRequestParams;
     let what = format!("rmcp's client at {door} in {era:?}");
     let want = match era {
         Era::Handshake => "2025-",
@@ -204,23 +203,18 @@ async fn check_with_rmcp(peer: &rmcp::Peer<rmcp::RoleClient>, version: Option<St
     let tools = peer.list_all_tools().await.unwrap_or_else(|e| panic!("{what}: tools/list: {e}"));
     assert_eq!(tools.len(), 15, "{what}");
     assert!(tools.iter().all(|t| t.output_schema.is_some()), "{what}: a tool without an output schema");
-    let call = |tool: &str, args: serde_json::Value| {
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        if let serde_json::Value::Object(map) = args {
-            params = params.with_arguments(map);
-        }
-        peer.call_tool(params)
+    let call = async |tool: &str, args: serde_json::Value| {
+        call_on(peer, tool, args).await.unwrap_or_else(|e| panic!("{what}: {tool} failed at the protocol level: {e:#}"))
     };
     let session = format!("rmcp-{door}-{era:?}").to_lowercase();
-    let made = call("session_create", serde_json::json!({"name": session})).await.expect("session_create");
-    assert_ne!(made.is_error, Some(true), "{what}: {made:?}");
-    let ran = call("run", serde_json::json!({"session": session, "command": "echo rmcp-$((6*7))"})).await.expect("run");
-    let facts = ran.structured_content.clone().unwrap_or_else(|| panic!("{what}: no structuredContent"));
+    let made = call("session_create", serde_json::json!({"name": session})).await;
+    assert!(!made.is_error, "{what}: {}", made.text);
+    let ran = call("run", serde_json::json!({"session": session, "command": "echo rmcp-$((6*7))"})).await;
+    let facts = ran.structured.clone().unwrap_or_else(|| panic!("{what}: no structuredContent"));
     assert_eq!((facts["state"].as_str(), facts["exit_code"].as_i64()), (Some("done"), Some(0)), "{what}: {facts}");
-    let text: String = ran.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect();
-    assert_has!(text, "rmcp-42");
-    let closed = call("session_close", serde_json::json!({"session": session})).await.expect("session_close");
-    assert_ne!(closed.is_error, Some(true), "{what}: {closed:?}");
+    assert_has!(ran.text, "rmcp-42");
+    let closed = call("session_close", serde_json::json!({"session": session})).await;
+    assert!(!closed.is_error, "{what}: {}", closed.text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,17 +248,11 @@ async fn rmcps_client_takes_every_door_in_both_eras() {
             let socket = socket.display().to_string();
             let transport =
                 rmcp::transport::StreamableHttpClientTransport::from_unix_socket_with_config(&socket, config);
-            let lifecycle = match era {
-                Era::Handshake => rmcp::ClientLifecycleMode::Initialize,
-                Era::Sessionless => rmcp::ClientLifecycleMode::Discover {
-                    preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-                },
-            };
             let info = rmcp::model::ClientConfig::new(
                 Default::default(),
                 rmcp::model::Implementation::new("rmcp-matrix", env!("CARGO_PKG_VERSION")),
             );
-            let service = info.serve_with_lifecycle(transport, lifecycle).await.expect("rmcp over HTTP");
+            let service = info.serve_with_lifecycle(transport, era.lifecycle()).await.expect("rmcp over HTTP");
             let version = service.peer_info().map(|i| i.protocol_version.to_string());
             check_with_rmcp(service.peer(), version, era, door).await;
             let _ = service.cancel().await;

