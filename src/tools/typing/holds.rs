@@ -287,8 +287,6 @@ mod tests {
         let early = holds.last_typed("%2").expect("noted");
         let first = refusal("t1", &status("echo hal", 1), Some(&early), "a", 1).expect("refused");
         assert!(matches!(first, Refusal::Unsubmitted { by: Party::Agent(_), .. }), "{first:?}");
-        // A line typed into a program (cat) is the program's: when it ends,
-        // the prompt after it is free.
         // Typed between a command's end and its prompt: the next prompt's.
         let ending =
             Status { shell: ShellState { at_prompt: false, pid: 77, ..ShellState::default() }, ..status("", 3) };
@@ -296,6 +294,8 @@ mod tests {
         let ahead = holds.last_typed("%4").expect("noted");
         let next = refusal("t1", &status("echo hal", 4), Some(&ahead), "a", 1).expect("refused");
         assert!(matches!(next, Refusal::Unsubmitted { by: Party::Agent(_), .. }), "{next:?}");
+        // A line typed into a program (cat) is the program's: when it ends,
+        // the prompt after it is free.
         let open = vec![dtmcp_core::types::RegionId(6)];
         let in_cat =
             Status { shell: ShellState { at_prompt: false, pid: 77, open, ..ShellState::default() }, ..status("", 3) };
