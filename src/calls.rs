@@ -24,6 +24,18 @@ struct Entry<'a> {
     /// How many secrets the reply had redacted (never which).
     #[serde(skip_serializing_if = "is_zero")]
     redacted: u32,
+    /// What a policy decided on the call's lines: how many were allowed,
+    /// asked about and denied (never the lines).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy: Option<Policy>,
+}
+
+/// A call's policy decisions, counted.
+#[derive(Serialize)]
+struct Policy {
+    allowed: u32,
+    asked: u32,
+    denied: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -66,6 +78,11 @@ impl CallLog {
             ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             ok,
             redacted,
+            policy: caller::Caller::current().decisions.counts().map(|[allowed, asked, denied]| Policy {
+                allowed,
+                asked,
+                denied,
+            }),
         };
         let Ok(mut line) = serde_json::to_vec(&entry) else { return };
         line.push(b'\n');

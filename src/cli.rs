@@ -23,6 +23,22 @@ pub struct Cli {
     /// days unused (default 3; 0 keeps all).
     #[arg(long, value_name = "DAYS")]
     pub keep_closed_days: Option<u64>,
+    /// Serving over stdio: the policy file (see `stdio --help`).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<std::path::PathBuf>,
+}
+
+/// The settings of serving over stdio.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Serving {
+    /// How long closed sessions' logs are kept.
+    #[command(flatten)]
+    pub retention: Retention,
+    /// The policy file: what agents may type, and what a person is asked
+    /// first (default $DOCENT_TERMINAL_MCP_POLICY, else
+    /// ~/.config/docent-terminal-mcp/policy.toml when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<std::path::PathBuf>,
 }
 
 /// The retention setting, on the commands that sweep logs (`stdio`,
@@ -54,7 +70,7 @@ nothing. Exit status: 0 done, 1 not found or no match, 2 usage error.";
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve MCP over stdio (the default).
-    Stdio(Retention),
+    Stdio(Serving),
     /// Run a narrated demo: a scripted MCP client drives a real session on a
     /// private tmux socket with a temporary state home.
     Demo {
@@ -92,6 +108,11 @@ pub enum Command {
         /// (required with a non-loopback --host).
         #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "tcp")]
         allowed_hosts: Vec<String>,
+        /// The policy file: what agents may type, and what a person is asked
+        /// first (default $DOCENT_TERMINAL_MCP_POLICY, else
+        /// ~/.config/docent-terminal-mcp/policy.toml when it exists).
+        #[arg(long, value_name = "FILE")]
+        policy: Option<std::path::PathBuf>,
         /// How long closed sessions' logs are kept.
         #[command(flatten)]
         retention: Retention,
@@ -187,6 +208,16 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// List the asks waiting for a person: an agent's line the policy
+    /// wants allowed first.
+    Pending(people::asks::PendingArgs),
+    /// Allow an ask's line (once, for the session, or for the agent).
+    Allow(people::asks::AllowArgs),
+    /// Deny an ask's line.
+    Deny(people::asks::DenyArgs),
+    /// Answer one ask with a key (what a tmux popup runs).
+    #[command(hide = true)]
+    Answer(people::asks::AnswerArgs),
     /// Print the manual page (roff), or write one page per subcommand.
     #[command(after_help = "\
 Examples:
@@ -268,6 +299,10 @@ fn survive_file_size_limit() {
 
 /// Runs the command line.
 pub fn main(cli: Cli) -> anyhow::Result<()> {
+    if let Some(file) = policy_flag(&cli)? {
+        // SAFETY: as below, no other thread exists yet.
+        unsafe { std::env::set_var(crate::policy::ENV_POLICY, file) };
+    }
     if let Some(days) = keep_closed_days(&cli)? {
         // SAFETY: no other thread exists yet (the runtime is built below),
         // so nothing can read the environment while it changes.
@@ -319,6 +354,10 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Completions { shell }) => Ok(people::complete::print_script(shell, invoked_name())?),
         Some(Command::Man { dir }) => Ok(man(dir.as_deref())?),
         Some(Command::Web(args)) => crate::web::cli(args),
+        Some(Command::Pending(a)) => Ok(people::asks::pending(a)?),
+        Some(Command::Allow(a)) => Ok(people::asks::allow(a)?),
+        Some(Command::Deny(a)) => Ok(people::asks::deny(a)?),
+        Some(Command::Answer(a)) => Ok(people::asks::answer(a)?),
     }
 }
 
@@ -327,7 +366,11 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
 fn keep_closed_days(cli: &Cli) -> Result<Option<u64>, people::Failure> {
     let own = match &cli.command {
         None => None,
-        Some(Command::Stdio(r) | Command::Serve { retention: r, .. } | Command::Logs { retention: r, .. }) => {
+        Some(
+            Command::Stdio(Serving { retention: r, .. })
+            | Command::Serve { retention: r, .. }
+            | Command::Logs { retention: r, .. },
+        ) => {
             r.keep_closed_days
         }
         Some(_) if cli.keep_closed_days.is_some() => {
@@ -337,6 +380,23 @@ fn keep_closed_days(cli: &Cli) -> Result<Option<u64>, people::Failure> {
         Some(_) => None,
     };
     Ok(own.or(cli.keep_closed_days))
+}
+
+/// The policy file given on the command line, made absolute (the server
+/// follows it from wherever it runs); refused on commands that do not serve.
+fn policy_flag(cli: &Cli) -> Result<Option<std::path::PathBuf>, people::Failure> {
+    let own = match &cli.command {
+        None => None,
+        Some(Command::Stdio(Serving { policy, .. }) | Command::Serve { policy, .. }) => policy.clone(),
+        Some(_) if cli.policy.is_some() => {
+            return Err(people::Failure::Usage("--policy goes with serving (stdio, serve)".into()));
+        }
+        Some(_) => None,
+    };
+    let Some(file) = own.or_else(|| cli.policy.clone()) else { return Ok(None) };
+    let file = std::path::absolute(&file)
+        .map_err(|e| people::Failure::Usage(format!("the policy file {}: {e}", file.display())))?;
+    Ok(Some(file))
 }
 
 /// The name this program was started as (`dtmcp` or
@@ -495,8 +555,9 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
     let _lock = crate::lock::acquire(&cfg.home)?;
     let tmux = Arc::new(Tmux::new(&cfg.socket));
     let sessions = Sessions::new(cfg.clone(), tmux.clone())?;
+    let governor = crate::policy::Governor::open(&cfg.home, None)?;
     let sweeps = tokio::spawn(crate::session::sweep_forever(Sessions::new(cfg, tmux)?));
-    let terminal = Terminal::new(sessions);
+    let terminal = Terminal::governed(sessions, governor);
     terminal.start_watchdog();
     let service = terminal.serve((crate::stdio::input(), crate::stdio::output())).await;
     let outcome = match service {

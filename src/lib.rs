@@ -23,6 +23,7 @@ pub mod lock;
 pub mod lru;
 pub mod mcp_client;
 pub mod people;
+pub mod policy;
 pub mod quiet_socket;
 pub mod remote;
 pub mod retention;

@@ -88,12 +88,46 @@ pub struct Caller {
     /// Named by its client's name alone, where another copy of the client
     /// would get the same name (the docent says how to name oneself).
     pub alike: bool,
+    /// What the policy decided on the lines this call would type, counted
+    /// for `calls.log` (which never holds a line).
+    pub decisions: Arc<Decisions>,
+}
+
+/// How many lines of one call a policy allowed, asked about and denied.
+#[derive(Debug, Default)]
+pub struct Decisions {
+    /// Allowed (by a rule, the default or a grant).
+    pub allowed: std::sync::atomic::AtomicU32,
+    /// Asked a person about.
+    pub asked: std::sync::atomic::AtomicU32,
+    /// Denied.
+    pub denied: std::sync::atomic::AtomicU32,
+}
+
+impl Decisions {
+    /// The counts, as `calls.log` writes them: `None` when nothing was judged.
+    pub fn counts(&self) -> Option<[u32; 3]> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counts = [self.allowed.load(Relaxed), self.asked.load(Relaxed), self.denied.load(Relaxed)];
+        (counts != [0; 3]).then_some(counts)
+    }
 }
 
 impl Caller {
     /// The caller of the call being served (empty outside a call).
     pub fn current() -> Caller {
         CALLER.try_with(Clone::clone).unwrap_or_default()
+    }
+
+    /// Counts a policy's decision on a line of this call.
+    pub fn count_decision(&self, action: dtmcp_core::policy::Action) {
+        use dtmcp_core::policy::Action;
+        let counter = match action {
+            Action::Allow => &self.decisions.allowed,
+            Action::Ask => &self.decisions.asked,
+            Action::Deny => &self.decisions.denied,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Runs `f` as a call of this caller that arrived just now.

@@ -26,6 +26,8 @@ const KEEP_REQUESTS_MS: u64 = 24 * 60 * 60 * 1000;
 const KEPT_FILES: usize = 128;
 /// The tool name under which a session's maker is recorded.
 const CREATED: &str = "session_create";
+/// The tool name under which a person's consent to a region is recorded.
+const CONSENT: &str = "consent";
 
 /// One line of `agents/NAME.jsonl`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -38,6 +40,9 @@ pub struct Typed {
     pub tool: String,
     /// When, in ms since the epoch.
     pub ms: u64,
+    /// For a consent record: who allowed the line ("allowed by alice (web)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<String>,
 }
 
 /// The journals of one state home, with the files kept open and what they
@@ -72,13 +77,37 @@ impl Journal {
             actor: actor.unwrap_or("agent").to_string(),
             tool: tool.to_string(),
             ms: crate::config::now_ms(),
+            allowed: None,
         };
-        if let Ok(mut line) = serde_json::to_vec(&typed) {
+        self.append(session, &typed);
+    }
+
+    /// Appends that a person allowed the line that opens the region after
+    /// `after_regions` (`allowed`: "allowed by alice (web)"), typed by `actor`.
+    pub fn record_consent(&self, session: &str, actor: &str, after_regions: u64, allowed: &str) {
+        let typed = Typed {
+            after_regions,
+            actor: actor.to_string(),
+            tool: CONSENT.into(),
+            ms: crate::config::now_ms(),
+            allowed: Some(allowed.to_string()),
+        };
+        self.append(session, &typed);
+    }
+
+    fn append(&self, session: &str, typed: &Typed) {
+        if let Ok(mut line) = serde_json::to_vec(typed) {
             line.push(b'\n');
             let path = self.file(session);
             let appender = self.appenders.get(&path, || Appender::new(path.clone()));
             let _ = appender.lock().unwrap_or_else(|e| e.into_inner()).append(&line);
         }
+    }
+
+    /// Who allowed each region of `session` a person was asked about:
+    /// region id → "allowed by alice (web)".
+    pub fn all_allowed(&self, session: &str) -> HashMap<u64, String> {
+        self.with_log(session, |log| log.allowed.clone())
     }
 
     /// Notes that `actor` made session `name`. A new session of an old
@@ -92,6 +121,7 @@ impl Journal {
             actor: actor.unwrap_or("agent").into(),
             tool: CREATED.into(),
             ms: crate::config::now_ms(),
+            allowed: None,
         };
         if let Ok(mut line) = serde_json::to_vec(&typed) {
             line.push(b'\n');
@@ -159,11 +189,19 @@ struct AgentsLog {
     creator: Option<String>,
     /// Each agent's last typing time, in ms since the epoch.
     typed: BTreeMap<String, u64>,
+    /// Who allowed each region a person was asked about, by region id.
+    allowed: HashMap<u64, String>,
 }
 
 impl AgentsLog {
     fn new(path: PathBuf) -> AgentsLog {
-        AgentsLog { tail: Tail::new(path), starters: HashMap::new(), creator: None, typed: BTreeMap::new() }
+        AgentsLog {
+            tail: Tail::new(path),
+            starters: HashMap::new(),
+            creator: None,
+            typed: BTreeMap::new(),
+            allowed: HashMap::new(),
+        }
     }
 
     fn refresh(&mut self) -> &mut AgentsLog {
@@ -172,10 +210,15 @@ impl AgentsLog {
             self.starters.clear();
             self.creator = None;
             self.typed.clear();
+            self.allowed.clear();
         }
         for t in new.bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice::<Typed>(l).ok()) {
             if t.tool == CREATED {
                 self.creator.get_or_insert(t.actor);
+                continue;
+            }
+            if let Some(allowed) = t.allowed.filter(|_| t.tool == CONSENT) {
+                self.allowed.insert(t.after_regions + 1, allowed);
                 continue;
             }
             self.starters.insert(t.after_regions + 1, t.actor.clone());

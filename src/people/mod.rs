@@ -20,6 +20,7 @@
 //!   empty; in a pipe the output holds no escape codes and no progress.
 //! - A closed pipe (`| head`) ends the command quietly with status 0.
 
+pub mod asks;
 pub mod attach;
 pub mod complete;
 pub mod look;

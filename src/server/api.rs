@@ -27,7 +27,9 @@ pub struct App {
 
 /// `GET /health`: what answers here, and which start of it.
 pub async fn health(State(app): State<App>) -> Json<Value> {
-    Json((*app.health).clone())
+    let mut health = (*app.health).clone();
+    health["policy"] = app.terminal.governor().health();
+    Json(health)
 }
 
 /// `GET /api/sessions`: every live session's state.

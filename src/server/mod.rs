@@ -102,8 +102,9 @@ pub async fn run(cfg: Config, bound: BoundSocket, opts: ServeOptions) -> anyhow:
     let tmux = Arc::new(Tmux::new(&cfg.socket).with_scope(crate::tmux::scope_wanted()));
     let sessions = Sessions::new(cfg.clone(), tmux.clone())?;
     crate::agents::journal::prune_requests(&cfg.home);
+    let governor = crate::policy::Governor::open(&cfg.home, None)?;
     let sweeps = tokio::spawn(crate::session::sweep_forever(Sessions::new(cfg.clone(), tmux)?));
-    let terminal = Terminal::new(sessions);
+    let terminal = Terminal::governed(sessions, governor);
     terminal.start_watchdog();
     let web = crate::web::Web::new(terminal.clone(), &opts);
     let app = api::App { terminal, health: Arc::new(health(&bound.path)) };

@@ -403,6 +403,25 @@ impl Tmux {
         self.spawn_argv(quote::argv_literal(args)).await
     }
 
+    /// Starts `tmux ARGS…` as a process of its own and returns at once: for
+    /// a command that lasts as long as a person takes (`display-popup`
+    /// waits until its popup closes). The process is reaped on a task of
+    /// its own, and killed if it outlives `within`.
+    pub fn start_detached(&self, args: &[&str], within: Duration) -> Result<(), TmuxError> {
+        self.count(args);
+        quote::check_args(args).map_err(|reason| TmuxError::Invalid { argv: self.argv(args), reason })?;
+        let mut argv = vec!["-L".to_string(), self.socket.clone()];
+        argv.extend(quote::argv_literal(args));
+        let mut command = tokio::process::Command::new(&self.bin);
+        command.arg("-u").args(&argv).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        scrub_env(&mut command);
+        let mut child = command.kill_on_drop(true).spawn().map_err(|source| TmuxError::Spawn { argv, source })?;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(within, child.wait()).await;
+        });
+        Ok(())
+    }
+
     /// The pid of the live control client, if one runs.
     pub fn control_pid(&self) -> Option<u32> {
         self.live_control().and_then(|control| control.pid())

@@ -75,7 +75,8 @@ impl Terminal {
         let created = outcome.as_ref().ok().and_then(|r| r.facts.created.clone());
         let mut facts = structured(tool, session, &outcome);
         let note = session.and_then(|name| self.sessions().take_note(name));
-        let leads: String = [finished, note].into_iter().flatten().collect();
+        let warning = self.inner.governor.take_warning();
+        let leads: String = [warning, finished, note].into_iter().flatten().collect();
         let ok = outcome.is_ok();
         let text = match outcome {
             Ok(reply) => leads + &reply.text,

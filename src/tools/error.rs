@@ -144,6 +144,42 @@ pub enum Refusal {
         /// What the redaction table says.
         why: String,
     },
+    /// The policy does not let the line be typed: a rule or the default
+    /// denies it, or a person asked denied it or did not answer in time.
+    Policy {
+        /// The session.
+        session: String,
+        /// The line, with secrets as their placeholders.
+        line: String,
+        /// The simple command in it that decided, when not the whole line.
+        piece: Option<String>,
+        /// The policy file.
+        file: String,
+        /// The deciding rule's line in the file (none: the default).
+        rule: Option<usize>,
+        /// The rule's reason, or the person's.
+        why: Option<String>,
+        /// The ask's number, when a person was asked.
+        ask: Option<u64>,
+        /// Who answered, and how ("denied by alice (web)").
+        answered: Option<String>,
+    },
+    /// The agent's role under the policy does not let it call the tool.
+    ReadOnly {
+        /// The agent.
+        agent: String,
+        /// The tool it called.
+        tool: String,
+    },
+    /// A limit of the policy is reached.
+    Limit {
+        /// The agent.
+        agent: String,
+        /// The limit's name in the policy file (`sessions_per_agent`).
+        limit: String,
+        /// Its value.
+        value: usize,
+    },
 }
 
 impl std::fmt::Display for Refusal {
@@ -262,6 +298,41 @@ impl std::fmt::Display for Refusal {
             Refusal::Integration { why, .. } | Refusal::NotReady { why, .. } | Refusal::UnknownPlaceholder { why } => {
                 f.write_str(why)
             }
+            Refusal::Policy { session, line, piece, file, rule, why, ask, answered } => {
+                write!(f, "`{line}` was not typed into {session}: ")?;
+                match (ask, answered) {
+                    (Some(id), Some(answer)) => write!(f, "a person was asked (ask {id}) and it was {answer}")?,
+                    (Some(id), None) => write!(f, "a person was asked (ask {id}) and did not answer")?,
+                    (None, _) => {
+                        let part = piece.as_ref().map(|p| format!(" (its part `{p}`)")).unwrap_or_default();
+                        match rule {
+                            Some(n) => write!(f, "the rule at {file}:{n} denies it{part}")?,
+                            None => write!(f, "the policy ({file}) allows only what its rules name, and none names it{part}")?,
+                        }
+                    }
+                }
+                if let Some(why) = why {
+                    write!(f, ": {why}")?;
+                }
+                write!(
+                    f,
+                    ". Nothing was typed. Do not try the same in other words (the policy is the user's); do \
+                     something else, or ask the user to allow it"
+                )
+            }
+            Refusal::ReadOnly { agent, tool } => write!(
+                f,
+                "{agent} is read-only under the user's policy: it may call read, search, regions, session_list, wait \
+                 and guide, not {tool}. Nothing was done; ask the user if this needs doing"
+            ),
+            Refusal::Limit { agent, limit, value } => write!(
+                f,
+                "{agent} has reached the policy's {limit} = {value}; nothing was done. {}",
+                match limit.as_str() {
+                    "sessions_per_agent" => "Close a session you no longer need (session_close) and try again",
+                    _ => "Wait for your other calls to end and try again",
+                }
+            ),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! results flagged as errors, with what to do next; malformed arguments are
 //! refused by the schema before anything is done.
 
+mod admit;
 mod edge;
 mod error;
 mod memory;
@@ -74,11 +75,19 @@ pub struct Inner {
     pub secrets: secrets::Secrets,
     /// The HTTP sessions seen so far, for the server's direct path.
     pub http: caller::HttpSessions,
+    /// The user's policy: what agents may type, the asks, the audit.
+    pub governor: Arc<crate::policy::Governor>,
 }
 
 impl Terminal {
-    /// A server over `sessions`.
+    /// A server over `sessions`, with no policy: everything allowed.
     pub fn new(sessions: Sessions) -> Terminal {
+        let governor = crate::policy::Governor::none(&sessions.cfg.home);
+        Terminal::governed(sessions, governor)
+    }
+
+    /// A server over `sessions` under `governor`'s policy.
+    pub fn governed(sessions: Sessions, governor: crate::policy::Governor) -> Terminal {
         let calls = CallLog::new(sessions.cfg.calls_log());
         let journal = Arc::new(Journal::new(&sessions.cfg.home));
         Terminal {
@@ -93,6 +102,7 @@ impl Terminal {
                 searches: Default::default(),
                 secrets: secrets::Secrets::from_env(),
                 http: caller::HttpSessions::default(),
+                governor: Arc::new(governor),
             }),
             conn: Arc::default(),
             tool_router: Arc::new(Self::router()),
@@ -132,6 +142,7 @@ impl Terminal {
     /// replaced at once, even while no call comes. Nothing polls. It ends
     /// with the runtime.
     pub fn start_watchdog(&self) {
+        self.inner.governor.follow();
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
             // Listening before connecting: no closing goes unheard.
@@ -180,6 +191,11 @@ impl Terminal {
     /// The sessions this server serves.
     pub fn sessions(&self) -> &Sessions {
         &self.inner.sessions
+    }
+
+    /// The user's policy, its asks and audit.
+    pub fn governor(&self) -> &Arc<crate::policy::Governor> {
+        &self.inner.governor
     }
 
     /// The journal of who typed what.
@@ -289,7 +305,16 @@ impl ServerHandler for Terminal {
         let arrived = caller::arrival(&context.extensions);
         let who = self.caller_of(&request, &context);
         let body = async {
-            if let Some(tool) = ToolName::parse(&request.name).filter(|t| t.types()) {
+            let tool = ToolName::parse(&request.name);
+            // Counted while it runs, for the policy's `calls_per_agent`.
+            let _in_flight = match tool {
+                Some(tool) => match self.admit(tool, who.actor.as_deref(), &request).await {
+                    Ok(counted) => counted,
+                    Err(refused) => return Ok(CallToolResponse::Complete(*refused)),
+                },
+                None => None,
+            };
+            if let Some(tool) = tool.filter(|t| t.types()) {
                 let request = match self.with_secrets(tool, request) {
                     Ok(request) => request,
                     Err(refused) => return Ok(CallToolResponse::Complete(refused)),

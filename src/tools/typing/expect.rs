@@ -13,7 +13,8 @@ use serde::Deserialize;
 
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
-use crate::tools::Terminal;
+use crate::tools::typing::consent::Line as Judge;
+use crate::tools::{Terminal, ToolName};
 use crate::tools::ToolError;
 use crate::tools::replies::reply::Reply;
 use crate::tools::replies::report::{Waited, describe};
@@ -110,6 +111,13 @@ impl Terminal {
         let s = self.sessions().resolve(&p.session).await?;
         let mut logger = self.sessions().logger(&s).await?;
         let actor = self.actor();
+        // Judged before the session is held: a person asked may take minutes.
+        let mut allowed = None;
+        if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
+            let now = logger.status().await?;
+            let to = target::target(&s, &mut logger, now).await.map_or(Target::Shell, |(t, _)| t);
+            allowed = self.judged(Judge { session: &s, tool: ToolName::Expect, text: line, target: &to }, progress).await?;
+        }
         let hold = match &lines {
             Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect")?),
             None => None,
@@ -133,6 +141,9 @@ impl Terminal {
                 ) {
                     return Err(why.into());
                 }
+            }
+            if let Some(allowed) = &allowed {
+                self.journal().record_consent(&s.name, &actor, before.mark.regions, allowed);
             }
             self.type_line(&s, &mut logger, &before, Some(target), line).await?;
             self.inner.holds.note_typed(s.pane.pane_id.as_str(), &actor, line, Enter::Pressed, &before);
@@ -187,7 +198,7 @@ impl Terminal {
             let note = match reason {
                 WaitReason::Matched(line) => {
                     let text = line_text(logger, &status, line).await?;
-                    match self.apply(s, logger, &status, checked, &text).await? {
+                    match self.apply(s, logger, (&status, progress), checked, &text).await? {
                         Some(done) => done,
                         None if answers < MAX_ANSWERS => {
                             let _ = writeln!(log, "answered line {line}: {}", quote(&text));
@@ -215,7 +226,7 @@ impl Terminal {
         &self,
         s: &Session,
         logger: &mut LoggerClient,
-        status: &Status,
+        (status, progress): (&Status, &Progress),
         checked: &Checked,
         text: &str,
     ) -> Result<Option<String>, ToolError> {
@@ -233,10 +244,17 @@ impl Terminal {
         let pane = s.pane.pane_id.as_str();
         match action {
             Action::Stop => return Ok(Some(format!("a stop rule matched: {}", quote(text)))),
-            Action::Line(l) => match target::target(s, logger, status.clone()).await {
-                Ok((target, now)) => self.type_line(s, logger, &now, Some(target), l).await?,
-                Err(_) => self.type_line(s, logger, status, None, l).await?,
-            },
+            Action::Line(l) => {
+                let (target, now) = match target::target(s, logger, status.clone()).await {
+                    Ok((target, now)) => (Some(target), now),
+                    Err(_) => (None, status.clone()),
+                };
+                // A line a rule types is judged as any other (a program's
+                // input when the foreground cannot be told: stricter).
+                let to = target.as_ref().unwrap_or(&Target::Shell);
+                self.judged(Judge { session: s, tool: ToolName::Expect, text: l, target: to }, progress).await?;
+                self.type_line(s, logger, &now, target, l).await?;
+            }
             Action::Text(t) => tmux.send_text(pane, t).await?,
             Action::Keys(keys) => {
                 for key in keys {

@@ -4,6 +4,7 @@
 //! replay of a `run` whose idempotency key comes again.
 
 pub mod args;
+pub mod consent;
 pub mod expect;
 pub mod holds;
 pub mod progress;

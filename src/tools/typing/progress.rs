@@ -54,6 +54,8 @@ pub struct Progress {
     started: Instant,
     /// When progress last went out (the start, before any).
     last: Mutex<Instant>,
+    /// The client, for what the call asks of it (a person's consent).
+    peer: Option<Peer<RoleServer>>,
 }
 
 impl<C: AsRequestContext> FromContextPart<C> for Progress {
@@ -67,12 +69,24 @@ impl Progress {
     /// belongs to.
     pub fn of(context: &rmcp::service::RequestContext<RoleServer>) -> Progress {
         let to = context.meta.get_progress_token().map(|token| (token, context.peer.clone()));
-        Progress::new(to, context.ct.clone())
+        Progress { peer: Some(context.peer.clone()), ..Progress::new(to, context.ct.clone()) }
     }
 
     fn new(to: Option<(ProgressToken, Peer<RoleServer>)>, ct: CancellationToken) -> Progress {
         let now = Instant::now();
-        Progress { to, ct, started: now, last: Mutex::new(now) }
+        Progress { to, ct, started: now, last: Mutex::new(now), peer: None }
+    }
+
+    /// The client that made the call.
+    pub fn peer(&self) -> Option<&Peer<RoleServer>> {
+        self.peer.as_ref()
+    }
+
+    /// Sends `message` as progress, when due.
+    pub async fn say(&self, message: String) {
+        if self.due() {
+            self.send(message).await;
+        }
     }
 
     /// Whether the client cancelled the request (or went away).

@@ -15,7 +15,9 @@ use crate::tools::Terminal;
 use crate::tools::replies::reply::{Facts, Outcome, Reply};
 use crate::tools::replies::report::{Waited, describe};
 use crate::tools::replies::shape::{Shape, ShapeParams};
+use crate::tools::ToolName;
 use crate::tools::typing::args::{command_lines, timeout_ms};
+use crate::tools::typing::consent::{Judged, Line as Judge};
 use crate::tools::typing::holds::{Enter, Hold};
 use crate::tools::typing::progress::Progress;
 use crate::tools::typing::target::{self, Target};
@@ -184,7 +186,10 @@ impl Terminal {
         let deadline = Instant::now() + Duration::from_millis(timeout);
         let call = Call { opts: &opts, deadline, typing, progress };
         let actor = self.actor();
-        for (i, line) in lines.iter().enumerate() {
+        // Who allowed the line being typed, when the policy asked a person.
+        let mut approved: Option<String> = None;
+        let mut i = 0;
+        while let Some(line) = lines.get(i) {
             if progress.cancelled() {
                 // The client gave up on the call: what is typed runs on,
                 // nothing more is typed.
@@ -244,10 +249,24 @@ impl Terminal {
                     return Err(ToolError::Refused { refusal: Box::new(why), said: out.text });
                 }
             }
+            if approved.is_none() {
+                let judged = Judge { session: &s, tool: ToolName::Run, text: line, target: &target };
+                if let Judged::Ask(pending) = self.judge_line(judged)? {
+                    // A person may take minutes: nobody is held meanwhile,
+                    // and the prompt is looked at again once they answer.
+                    drop(hold);
+                    approved = Some(self.consent(&s, *pending, progress).await?);
+                    continue;
+                }
+            }
             let caller = crate::agents::caller::Caller::current();
             if i == 0 {
                 // Who typed, and the call's key, before typing.
                 before_typing(self.journal(), &s.name, &caller, &logger, status.mark);
+            }
+            if let Some(allowed) = approved.take() {
+                self.journal().record_consent(&s.name, &actor, status.mark.regions, &allowed);
+                let _ = writeln!(out, "(`{line}` was {allowed})");
             }
             let held = held.filter(|h| h.after() == status.mark);
             let typed = Line { text: line, before: &status, target, hold, held };
@@ -261,6 +280,7 @@ impl Terminal {
                 let _ = writeln!(out, "(the remaining {} lines were not typed)", lines.len() - i - 1);
                 break;
             }
+            i += 1;
         }
         Ok(out)
     }

@@ -19,7 +19,9 @@ use serde::Deserialize;
 use crate::keys::typing::{Typing, TypingParams};
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
-use crate::tools::Terminal;
+use crate::tools::typing::consent::Line as Judge;
+use crate::tools::typing::progress::Progress;
+use crate::tools::{Terminal, ToolName};
 use crate::tools::reading::lines::{fetch, last_line};
 use crate::tools::reading::views::{self, PaneState, ScreenMode};
 use crate::tools::replies::output::{self, Plan};
@@ -159,14 +161,14 @@ impl Terminal {
         description = crate::docent::texts::tool::SEND.trim_end(),
         meta = crate::tools::always_load()
     )]
-    pub async fn send(&self, Parameters(p): Parameters<SendParams>) -> CallToolResult {
+    pub async fn send(&self, Parameters(p): Parameters<SendParams>, progress: Progress) -> CallToolResult {
         let name = p.session.clone();
-        self.call_noted(crate::tools::ToolName::Send, &name, None, self.send_body(p)).await
+        self.call_noted(crate::tools::ToolName::Send, &name, None, self.send_body(p, &progress)).await
     }
 }
 
 impl Terminal {
-    async fn send_body(&self, p: SendParams) -> Result<Reply, ToolError> {
+    async fn send_body(&self, p: SendParams, progress: &Progress) -> Result<Reply, ToolError> {
         let req = check(&p).map_err(ToolError::BadInput)?;
         let s = self.sessions().resolve(&p.session).await?;
         let mut logger = self.sessions().logger(&s).await?;
@@ -176,6 +178,9 @@ impl Terminal {
         }
         if p.take_over != Some(true) {
             self.owns(&s, &mut logger, &before).await?;
+        }
+        if req.signal.is_none() {
+            self.judge_submitted(&s, &mut logger, (&req, &before), progress).await?;
         }
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
@@ -224,6 +229,49 @@ impl Terminal {
             }
         }
         Ok(out)
+    }
+
+    /// Judges, by the user's policy, every line this call would submit:
+    /// each part of the text before a newline, and the last part when the
+    /// keys press Enter; at a shell's prompt the text already typed there
+    /// counts as the start of the first (so an Enter alone is judged on
+    /// what it submits). Nothing is typed when one is refused.
+    async fn judge_submitted(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        (req, before): (&Request, &Status),
+        progress: &Progress,
+    ) -> Result<(), ToolError> {
+        if !self.inner.governor.governs() {
+            return Ok(());
+        }
+        let text = req.text.as_deref().unwrap_or_default();
+        let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
+        let mut parts: Vec<&str> = text.split(['\n', '\r']).collect();
+        let last = parts.pop().unwrap_or_default();
+        if enter {
+            parts.push(last);
+        }
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let target = match target::target(s, logger, before.clone()).await {
+            Ok((target, _)) => target,
+            Err(_) => target::job(s).map(Target::Program).unwrap_or(Target::Shell),
+        };
+        for (i, part) in parts.iter().enumerate() {
+            let line = match (i, &target) {
+                (0, Target::Shell) => format!("{}{part}", before.typed),
+                _ => part.to_string(),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let judged = Judge { session: s, tool: ToolName::Send, text: &line, target: &target };
+            self.judged(judged, progress).await?;
+        }
+        Ok(())
     }
 
     /// Leaves copy mode if the pane (in `state`) is in it, types the text,
