@@ -223,3 +223,17 @@ fn timing() {
     }
     println!("{:?} per judge", start.elapsed() / runs);
 }
+
+#[test]
+fn verdicts_read_as_messages() {
+    let policy = Policy::parse(POLICY).expect("parses");
+    let denied = policy.judge(&Typed { agent: "a", session: "s", line: "ls; echo $(rm -rf x)", to: To::Shell });
+    assert_eq!(
+        denied.to_string(),
+        r"deny: rule 1 (line 4, `(^|[;&|]\s*)rm\s+-[a-z]*r[a-z]*f`): recursive deletes need a person, on `rm -rf x`"
+    );
+    let list = Policy::parse(ALLOW_LIST).expect("parses");
+    let defaulted = list.judge(&Typed { agent: "a", session: "s", line: "ls && make", to: To::Shell });
+    assert_eq!(defaulted.to_string(), "deny: the default, on `make`");
+    assert_eq!(Action::Ask.to_string(), "ask");
+}
