@@ -8,7 +8,8 @@
 //! one by [`pipeline`]), keeps
 //! and reads the on-disk record ([`store`], [`search`], [`agent_state`]),
 //! defines the logger's wire ([`protocol`]) and start contract
-//! ([`contract`]), and reads `/proc` ([`procs`]).
+//! ([`contract`]), reads `/proc` ([`procs`]), and judges what agents may
+//! type ([`policy`]).
 //!
 //! Its dependencies are chosen to keep that true: no async runtime, no MCP,
 //! no HTTP (a test in the root package checks the logger's tree).
@@ -19,6 +20,7 @@ pub mod contract;
 pub mod cook;
 pub mod marker;
 pub mod pipeline;
+pub mod policy;
 pub mod procs;
 pub mod protocol;
 pub mod redact;

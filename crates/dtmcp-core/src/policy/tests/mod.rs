@@ -1,0 +1,3 @@
+mod judge;
+mod parse;
+mod shell;
