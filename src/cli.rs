@@ -370,9 +370,7 @@ fn keep_closed_days(cli: &Cli) -> Result<Option<u64>, people::Failure> {
             Command::Stdio(Serving { retention: r, .. })
             | Command::Serve { retention: r, .. }
             | Command::Logs { retention: r, .. },
-        ) => {
-            r.keep_closed_days
-        }
+        ) => r.keep_closed_days,
         Some(_) if cli.keep_closed_days.is_some() => {
             let why = "--keep-closed-days goes with serving (stdio, serve) and `logs`; this command keeps no logs";
             return Err(people::Failure::Usage(why.to_string()));

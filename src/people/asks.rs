@@ -107,7 +107,15 @@ pub fn pending(args: PendingArgs) -> Result<(), Failure> {
         writeln!(out, "{:>4}  {:<16} {:<14} {:>5}  LINE", "ASK", "AGENT", "SESSION", "AGE")?;
         for ask in &open {
             let to = if ask.to == "shell" { String::new() } else { format!(" (into {})", ask.to) };
-            writeln!(out, "{:>4}  {:<16} {:<14} {:>5}  {}{to}", ask.id, ask.agent, ask.session, age(ask.since_ms), ask.line)?;
+            writeln!(
+                out,
+                "{:>4}  {:<16} {:<14} {:>5}  {}{to}",
+                ask.id,
+                ask.agent,
+                ask.session,
+                age(ask.since_ms),
+                ask.line
+            )?;
         }
         Ok(())
     })();
@@ -129,8 +137,14 @@ pub fn allow(args: AllowArgs) -> Result<(), Failure> {
 
 /// `deny ID`.
 pub fn deny(args: DenyArgs) -> Result<(), Failure> {
-    let answer =
-        Answer { decision: Decision::Deny, scope: Scope::Once, by: me(), via: args.via, why: args.why, ms: dtmcp_core::now_ms() };
+    let answer = Answer {
+        decision: Decision::Deny,
+        scope: Scope::Once,
+        by: me(),
+        via: args.via,
+        why: args.why,
+        ms: dtmcp_core::now_ms(),
+    };
     give(args.id, &answer, args.json)
 }
 

@@ -186,7 +186,10 @@ impl Governor {
         let mut broken = self.broken.lock().unwrap_or_else(|e| e.into_inner());
         let b = broken.as_mut().filter(|b| !b.said)?;
         b.said = true;
-        Some(format!("(the user's policy file changed and does not parse: {}; the last good policy stays in force)\n", b.message))
+        Some(format!(
+            "(the user's policy file changed and does not parse: {}; the last good policy stays in force)\n",
+            b.message
+        ))
     }
 
     /// The policy's state, for `/health`.

@@ -32,7 +32,7 @@ impl AsRawFd for Fd {
 pub fn on_change(path: PathBuf, changed: impl Fn() + Send + 'static) {
     let Some(name) = path.file_name().map(OsString::from) else { return };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).map(PathBuf::from).unwrap_or_else(|| ".".into());
-    let watched = (|| {
+    let watched = (|| -> std::io::Result<AsyncFd<Fd>> {
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         let flags = AddWatchFlags::IN_CLOSE_WRITE
             | AddWatchFlags::IN_MOVED_TO
@@ -43,7 +43,7 @@ pub fn on_change(path: PathBuf, changed: impl Fn() + Send + 'static) {
         // SAFETY: `Fd` owns the inotify descriptor, which stays open until
         // the `AsyncFd` holding it is dropped, and `as_raw_fd` always
         // returns that same descriptor.
-        unsafe { AsyncFd::register_with_interest(Fd(inotify), Interest::READABLE) }
+        Ok(unsafe { AsyncFd::register_with_interest(Fd(inotify), Interest::READABLE) }?)
     })();
     let fd = match watched {
         Ok(fd) => fd,

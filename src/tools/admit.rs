@@ -45,9 +45,9 @@ impl Terminal {
         if governor.role(agent) == Role::ReadOnly && !tool.read_only() {
             return Err(refuse(Refusal::ReadOnly { agent: agent.into(), tool: tool.as_str().into() }));
         }
-        let counted = governor.enter_call(agent).map_err(|value| {
-            refuse(Refusal::Limit { agent: agent.into(), limit: "calls_per_agent".into(), value })
-        })?;
+        let counted = governor
+            .enter_call(agent)
+            .map_err(|value| refuse(Refusal::Limit { agent: agent.into(), limit: "calls_per_agent".into(), value }))?;
         if tool == ToolName::SessionCreate
             && let Some(value) = governor.policy().limits().sessions_per_agent
         {

@@ -307,7 +307,10 @@ impl std::fmt::Display for Refusal {
                         let part = piece.as_ref().map(|p| format!(" (its part `{p}`)")).unwrap_or_default();
                         match rule {
                             Some(n) => write!(f, "the rule at {file}:{n} denies it{part}")?,
-                            None => write!(f, "the policy ({file}) allows only what its rules name, and none names it{part}")?,
+                            None => write!(
+                                f,
+                                "the policy ({file}) allows only what its rules name, and none names it{part}"
+                            )?,
                         }
                     }
                 }

@@ -258,7 +258,7 @@ impl Terminal {
                     }
                 }
             });
-        caller::Caller { actor, key, alike }
+        caller::Caller { actor, key, alike, decisions: Arc::default() }
     }
 
     /// The client's own name: from `initialize`, or from the request's

@@ -148,7 +148,12 @@ impl Terminal {
     /// Asks a person about `pending` and waits: who allowed it, or the
     /// refusal (audited either way; an allow for longer than once is
     /// remembered).
-    pub(crate) async fn consent(&self, s: &Session, pending: Pending, progress: &Progress) -> Result<String, ToolError> {
+    pub(crate) async fn consent(
+        &self,
+        s: &Session,
+        pending: Pending,
+        progress: &Progress,
+    ) -> Result<String, ToolError> {
         let Pending { ask, verdict, record } = pending;
         let governor = &self.inner.governor;
         let (agent, line) = (ask.agent.clone(), ask.line.clone());
@@ -293,7 +298,8 @@ impl Terminal {
         let said = format!("docent-terminal-mcp: ask {id} (`{}`) {}", ask.line, answer.by_whom());
         for client in clients {
             let _ = tmux.start_detached(&["display-popup", "-C", "-c", client], Duration::from_secs(5));
-            let _ = tmux.start_detached(&["display-message", "-c", client, "-d", TOLD_MS, &said], Duration::from_secs(5));
+            let _ =
+                tmux.start_detached(&["display-message", "-c", client, "-d", TOLD_MS, &said], Duration::from_secs(5));
         }
     }
 }
@@ -301,7 +307,7 @@ impl Terminal {
 /// Whether the client takes form elicitation in this era.
 fn elicits(peer: &Peer<RoleServer>) -> bool {
     let handshake = peer.peer_info().is_some();
-    handshake && peer.supported_elicitation_modes().contains(&rmcp::model::ElicitationMode::Form)
+    handshake && peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Form)
 }
 
 /// Asks the client's user through elicitation, and writes the answer as
@@ -329,7 +335,10 @@ async fn elicit(peer: Peer<RoleServer>, ask: Ask, asks: crate::policy::asks::Ask
         // Declined, dismissed or "deny": the client's user said no.
         _ => (Decision::Deny, Scope::Once),
     };
-    let by = peer.peer_info().map(|i| format!("{}'s user", i.client_info.name)).unwrap_or_else(|| "the client's user".into());
+    let by = peer
+        .peer_info()
+        .map(|i| format!("{}'s user", i.client_info.name))
+        .unwrap_or_else(|| "the client's user".into());
     let answer = Answer { decision, scope, by, via: Via::Client, why: None, ms: dtmcp_core::now_ms() };
     let _ = asks.answer(ask.id, &answer);
 }

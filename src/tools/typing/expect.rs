@@ -13,17 +13,17 @@ use serde::Deserialize;
 
 use crate::keys::{self, Key};
 use crate::session::{LoggerClient, Session};
-use crate::tools::typing::consent::Line as Judge;
-use crate::tools::{Terminal, ToolName};
 use crate::tools::ToolError;
 use crate::tools::replies::reply::Reply;
 use crate::tools::replies::report::{Waited, describe};
 use crate::tools::replies::shape::Shape;
 use crate::tools::typing::args::{command_lines, timeout_ms};
+use crate::tools::typing::consent::Line as Judge;
 use crate::tools::typing::holds::Enter;
 use crate::tools::typing::progress::Progress;
 use crate::tools::typing::target::ready_status;
 use crate::tools::typing::target::{self, Target};
+use crate::tools::{Terminal, ToolName};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
 use dtmcp_core::types::{LineNo, RegionId};
 
@@ -116,7 +116,8 @@ impl Terminal {
         if let Some(line) = lines.as_ref().and_then(|l| l.first()) {
             let now = logger.status().await?;
             let to = target::target(&s, &mut logger, now).await.map_or(Target::Shell, |(t, _)| t);
-            allowed = self.judged(Judge { session: &s, tool: ToolName::Expect, text: line, target: &to }, progress).await?;
+            allowed =
+                self.judged(Judge { session: &s, tool: ToolName::Expect, text: line, target: &to }, progress).await?;
         }
         let hold = match &lines {
             Some(_) => Some(self.inner.holds.take(&s.name, &actor, "expect")?),
