@@ -16,6 +16,7 @@ mod logger;
 mod ownership;
 mod panes;
 mod people;
+mod policy;
 mod procs;
 mod programs;
 mod progress;

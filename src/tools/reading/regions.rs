@@ -70,6 +70,7 @@ impl Terminal {
         let ids: Vec<RegionId> = shown.iter().map(|r| r.id).collect();
         let me = self.actor();
         let starters = self.journal().starters(&p.session, &ids);
+        let allowed = self.journal().all_allowed(&p.session);
         let what = match (failed_only, count) {
             (true, 1) => "failed region",
             (true, _) => "failed regions",
@@ -86,7 +87,7 @@ impl Terminal {
         let ctx = Listing { dir: &logs.dir, live: logs.live, lines: LineNo(lines), now: now_ms() };
         for (r, by) in shown.iter().zip(starters) {
             // Another agent's command says whose it is.
-            out.push_str(&ctx.line(r, by.as_deref().filter(|&a| a != me)));
+            out.push_str(&ctx.line(r, by.as_deref().filter(|&a| a != me), allowed.get(&r.id.0).map(String::as_str)));
         }
         if shown.is_empty() {
             out.push_str(if failed_only { "(no command failed)\n" } else { "(no regions yet)\n" });
@@ -104,8 +105,9 @@ struct Listing<'a> {
 }
 
 impl Listing<'_> {
-    /// The line of region `r`, started by agent `by` if another agent did.
-    fn line(&self, r: &Region, by: Option<&str>) -> String {
+    /// The line of region `r`, started by agent `by` if another agent did,
+    /// and `allowed` by a person the policy asked.
+    fn line(&self, r: &Region, by: Option<&str>, allowed: Option<&str>) -> String {
         let scope = region_scope(r, self.lines);
         let span = if scope.last < scope.first {
             "no output".to_string()
@@ -131,6 +133,9 @@ impl Listing<'_> {
         }
         if let Some(agent) = by {
             let _ = write!(out, " · started by agent {agent}");
+        }
+        if let Some(allowed) = allowed {
+            let _ = write!(out, " · {allowed}");
         }
         out.push('\n');
         out
@@ -179,10 +184,13 @@ mod tests {
             ended_ms: Some(3_500),
             ..Region::default()
         };
-        assert_eq!(ctx.line(&done, None), "#7 exit 2 · 2.5s · lines 10-19 · session.txt 10-19 · `make check`\n");
-        assert!(ctx.line(&done, Some("bob")).ends_with("`make check` · started by agent bob\n"));
+        assert_eq!(ctx.line(&done, None, None), "#7 exit 2 · 2.5s · lines 10-19 · session.txt 10-19 · `make check`\n");
+        assert!(ctx.line(&done, Some("bob"), None).ends_with("`make check` · started by agent bob\n"));
         let running = Region { end: None, exit: None, ended_ms: None, ..done.clone() };
-        assert_eq!(ctx.line(&running, None), "#7 running · 9.0s · lines 10-50 · session.txt 10-50 · `make check`\n");
+        assert_eq!(
+            ctx.line(&running, None, None),
+            "#7 running · 9.0s · lines 10-50 · session.txt 10-50 · `make check`\n"
+        );
         let closed = Listing { live: false, ..ctx };
         assert!(closed.line(&running, None).contains("unfinished (session closed) · ?"));
     }

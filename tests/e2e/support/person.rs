@@ -134,11 +134,21 @@ impl Person {
     /// Attaches to session `session` of `world` from a `cols`x`rows`
     /// terminal, and waits until tmux lists the client.
     pub fn attach_sized(world: &World, session: &str, cols: u16, rows: u16) -> Person {
+        Person::attach_with(world, session, (cols, rows), false)
+    }
+
+    /// Attaches as [`Person::attach`] does, keeping what the client draws
+    /// (see [`Person::pty`]).
+    pub fn attach_seeing(world: &World, session: &str) -> Person {
+        Person::attach_with(world, session, (100, 30), true)
+    }
+
+    fn attach_with(world: &World, session: &str, (cols, rows): (u16, u16), keep: bool) -> Person {
         let target = format!("={session}");
         let args = ["-L", &world.socket, "attach", "-t", &target];
         // With the world's environment, so that a client left behind is
         // found by the world's teardown.
-        let pty = Pty::spawn("tmux", &args, &world.env(), (cols, rows), false);
+        let pty = Pty::spawn("tmux", &args, &world.env(), (cols, rows), keep);
         let person = Person { pty, session: session.to_string() };
         poll::until("the person's client to attach", Duration::from_secs(10), || !clients(world, session).is_empty());
         person
@@ -147,6 +157,11 @@ impl Person {
     /// Presses keys: writes `keys` to the terminal at once.
     pub fn types(&mut self, keys: &str) {
         self.pty.types(keys);
+    }
+
+    /// The terminal the client draws on.
+    pub fn pty(&self) -> &Pty {
+        &self.pty
     }
 
     /// Detaches by ending the client, and waits until tmux lists it no more.
