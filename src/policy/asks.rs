@@ -201,12 +201,19 @@ impl AskDir {
     /// number in `ask` is replaced).
     pub fn open(&self, mut ask: Ask) -> std::io::Result<u64> {
         dtmcp_core::store::private_dir_all(&self.dir)?;
-        let mut id = self.highest() + 1;
+        // Never a number used before (a late `allow 7` must not answer a
+        // new ask 7): past every file, and past the last number handed out.
+        let next = std::fs::read_to_string(self.dir.join("next")).ok().and_then(|n| n.trim().parse::<u64>().ok());
+        let mut id = (self.highest() + 1).max(next.unwrap_or(1));
         loop {
             ask.id = id;
             let body = serde_json::to_vec(&ask).map_err(std::io::Error::other)?;
             match link_new(&self.dir, &self.ask_file(id), &body) {
-                Ok(()) if !self.answer_file(id).exists() => return Ok(id),
+                Ok(()) if !self.answer_file(id).exists() => {
+                    let _ =
+                        dtmcp_core::store::write_replace(&self.dir.join("next"), format!("{}\n", id + 1).as_bytes());
+                    return Ok(id);
+                }
                 // An old answer of that number: take the next.
                 Ok(()) => {
                     let _ = std::fs::remove_file(self.ask_file(id));
@@ -365,10 +372,12 @@ mod tests {
         }
         assert_eq!(asks.pending().len(), 1, "an answered ask is no longer pending");
         assert!(matches!(asks.answer(99, &answer(Decision::Deny, "d", Via::Cli)), Err(AnswerError::Unknown(99))));
-        // Numbers are not reused while an answer is kept.
+        // Numbers are never used again, answered or not.
         asks.close(a);
         asks.close(b);
         assert_eq!(asks.open(ask("erin")).expect("open"), 3);
+        let _ = std::fs::remove_file(asks.answer_file(a));
+        assert_eq!(asks.open(ask("fred")).expect("open"), 4);
     }
 
     #[test]

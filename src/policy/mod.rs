@@ -323,6 +323,20 @@ mod tests {
     }
 
     #[test]
+    fn the_readmes_example_policy_parses_and_judges_as_it_says() {
+        use dtmcp_core::policy::To;
+        let policy = Policy::parse(include_str!("../../docs/policy.example.toml")).expect("the example parses");
+        let judge = |line: &str, to: To| policy.judge(&Typed { agent: "claude-code", session: "s", line, to }).action;
+        assert_eq!(judge("ls -la && rm -rf build", To::Shell), Action::Deny);
+        assert_eq!(judge("git push origin main", To::Shell), Action::Ask);
+        assert_eq!(judge("cargo test", To::Shell), Action::Allow);
+        assert_eq!(judge("DROP TABLE users;", To::Program("psql")), Action::Deny);
+        assert_eq!(judge("DROP TABLE users;", To::Shell), Action::Allow);
+        assert_eq!(policy.role("reviewer-2"), Role::ReadOnly);
+        assert_eq!(policy.role("claude-code"), Role::Operator);
+    }
+
+    #[test]
     fn calls_past_the_limit_are_refused_until_one_ends() {
         let home = tempfile::tempdir().expect("tempdir");
         let file = home.path().join("policy.toml");

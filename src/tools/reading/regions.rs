@@ -186,12 +186,15 @@ mod tests {
         };
         assert_eq!(ctx.line(&done, None, None), "#7 exit 2 · 2.5s · lines 10-19 · session.txt 10-19 · `make check`\n");
         assert!(ctx.line(&done, Some("bob"), None).ends_with("`make check` · started by agent bob\n"));
+        assert!(
+            ctx.line(&done, None, Some("allowed by alice (web)")).ends_with("`make check` · allowed by alice (web)\n")
+        );
         let running = Region { end: None, exit: None, ended_ms: None, ..done.clone() };
         assert_eq!(
             ctx.line(&running, None, None),
             "#7 running · 9.0s · lines 10-50 · session.txt 10-50 · `make check`\n"
         );
         let closed = Listing { live: false, ..ctx };
-        assert!(closed.line(&running, None).contains("unfinished (session closed) · ?"));
+        assert!(closed.line(&running, None, None).contains("unfinished (session closed) · ?"));
     }
 }
