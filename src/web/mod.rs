@@ -25,7 +25,9 @@
 //! the browsers' event streams ([`sse`]). The screen is tmux's own
 //! rendering (`capture-pane -e`), turned into HTML rows ([`render`]): the
 //! page needs no terminal emulator and no script from anywhere else. Every
-//! asset is compiled into the binary.
+//! asset is compiled into the binary. The asks waiting for a person come
+//! on a stream of their own, woken by the asks directory's changes
+//! ([`asks`]).
 
 pub mod asks;
 pub mod card;

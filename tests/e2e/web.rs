@@ -743,10 +743,14 @@ async fn a_person_answers_asks_with_the_pages_buttons() {
     }
 
     // Deny with a reason, on the session's page: the agent is told who
-    // and why, and nothing is typed.
+    // and why, and nothing is typed. The line shows as text, markup and all.
     browser.c().goto(&format!("{}/s/w1", s.base())).await.expect("session page");
-    let (reply, said) = tokio::join!(s.agent.call("run", touch("denied-by-web")), async {
-        browser.until_text("article.ask[data-ask='2']", "denied-by-web").await;
+    let markup =
+        json!({ "session": "w1", "command": format!("touch {} '<img src=x>'", file("denied-by-web").display()) });
+    let (reply, said) = tokio::join!(s.agent.call("run", markup), async {
+        browser.until_text("article.ask[data-ask='2']", "denied-by-web '<img src=x>'").await;
+        let images = browser.eval("return document.querySelectorAll('#asks img').length;").await;
+        assert_eq!(images, json!(0), "the line's markup became an element");
         let why = browser.c().find(Locator::Css("article.ask[data-ask='2'] input.denywhy")).await.expect("reason box");
         why.send_keys("not on a Sunday").await.expect("type a reason");
         browser.click("article.ask[data-ask='2'] button.deny").await;
@@ -787,45 +791,26 @@ async fn an_answer_needs_the_cookie_the_pages_token_and_its_origin() {
         let body = |csrf: Option<&str>| json!({ "decision": "allow", "scope": "once", "csrf": csrf }).to_string();
         let good = body(Some(&token));
         let json_type = ("content-type", "application/json");
-        let refusals: Vec<(&str, Vec<(&str, &str)>, String, u16, &str)> = vec![
-            ("no cookie", vec![("origin", &own), json_type], good.clone(), 401, "not signed in"),
-            ("no token", vec![("cookie", &cookie), ("origin", &own), json_type], body(None), 403, "no CSRF token"),
-            (
-                "a wrong token",
-                vec![("cookie", &cookie), ("origin", &own), json_type],
-                body(Some(&"0".repeat(64))),
-                403,
-                "CSRF token is wrong",
-            ),
-            (
-                "another login's token",
-                vec![("cookie", &cookie), ("origin", &own), json_type],
-                body(Some(&other_token)),
-                403,
-                "CSRF token is wrong",
-            ),
-            (
-                "a foreign origin",
-                vec![("cookie", &cookie), ("origin", "http://evil.example"), json_type],
-                good.clone(),
-                403,
-                "not allowed",
-            ),
-            ("no origin", vec![("cookie", &cookie), json_type], good.clone(), 403, "Origin"),
-            (
-                "a form",
-                vec![("cookie", &cookie), ("origin", &own), ("content-type", "application/x-www-form-urlencoded")],
-                format!("decision=allow&csrf={token}"),
-                415,
-                "application/json",
-            ),
-        ];
-        for (what, headers, body, status, says) in &refusals {
+        let refused = async |what: &str, headers: &[(&str, &str)], body: &str, status: u16, says: &str| {
             let (got, answer) = post(s.port, "/web/asks/1", headers, body).await;
-            assert_eq!(got, *status, "{what}: {answer}");
-            assert_has!(answer, *says);
+            assert_eq!(got, status, "{what}: {answer}");
+            assert_has!(answer, says);
             assert!(still_asking(&s.world, 1), "{what} answered the ask");
-        }
+        };
+        let (with_cookie, with_origin) = (("cookie", cookie.as_str()), ("origin", own.as_str()));
+        refused("no cookie", &[with_origin, json_type], &good, 401, "not signed in").await;
+        refused("no token", &[with_cookie, with_origin, json_type], &body(None), 403, "no CSRF token").await;
+        let wrong = body(Some(&"0".repeat(64)));
+        refused("a wrong token", &[with_cookie, with_origin, json_type], &wrong, 403, "CSRF token is wrong").await;
+        let others = body(Some(&other_token));
+        refused("another login's token", &[with_cookie, with_origin, json_type], &others, 403, "CSRF token is wrong")
+            .await;
+        let foreign = ("origin", "http://evil.example");
+        refused("a foreign origin", &[with_cookie, foreign, json_type], &good, 403, "not allowed").await;
+        refused("no origin", &[with_cookie, json_type], &good, 403, "Origin").await;
+        let form = ("content-type", "application/x-www-form-urlencoded");
+        let form_body = format!("decision=allow&csrf={token}");
+        refused("a form", &[with_cookie, with_origin, form], &form_body, 415, "application/json").await;
         let all = [("cookie", cookie.as_str()), ("origin", own.as_str()), json_type];
         let (got, answer) = post(s.port, "/web/asks/99", &all, &good).await;
         assert_eq!(got, 404, "{answer}");
