@@ -47,6 +47,9 @@ pub enum Change {
         /// The session.
         name: String,
     },
+    /// A file in the asks directory (`asks/`): an ask opened, answered
+    /// or closed.
+    Asks,
     /// The kernel's queue overflowed: anything may have changed.
     Overflow,
 }
@@ -57,6 +60,7 @@ enum Watched {
     Session(String),
     SessionList,
     Agents,
+    Asks,
 }
 
 /// The inotify descriptor, for tokio to poll.
@@ -119,6 +123,14 @@ impl Changes {
         dtmcp_core::store::private_dir_all(agents_dir)?;
         let flags = AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO;
         self.add(agents_dir, flags, Watched::Agents)
+    }
+
+    /// Watches the asks directory (`$HOME/asks`), made if missing: files
+    /// linked into place (asks, answers) and removed (closed asks).
+    pub fn watch_asks(&mut self, asks_dir: &Path) -> std::io::Result<()> {
+        dtmcp_core::store::private_dir_all(asks_dir)?;
+        let flags = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_TO;
+        self.add(asks_dir, flags, Watched::Asks)
     }
 
     /// Watches session `name`'s directory (again: a new directory of the
@@ -190,6 +202,13 @@ impl Changes {
                 Change::Session { name, file }
             }
             Watched::SessionList => Change::SessionList,
+            Watched::Asks => {
+                // Temporary files come and go before each link.
+                if file.as_ref().and_then(|f| f.to_str()).is_none_or(|f| !f.ends_with(".json")) {
+                    return;
+                }
+                Change::Asks
+            }
             Watched::Agents => {
                 let Some(name) = file.as_ref().and_then(|f| f.to_str()).and_then(|f| f.strip_suffix(".jsonl")) else {
                     return;

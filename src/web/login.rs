@@ -12,6 +12,11 @@
 //!
 //! Codes and ids are 32 random bytes from `/dev/urandom`, in hex: far
 //! beyond guessing, so a plain map lookup is safe to use for them.
+//!
+//! Each browser session also has its own CSRF token (32 more random
+//! bytes), which the page carries and the view's one write (answering an
+//! ask, see [`super::asks`]) must send back: a page of another site can
+//! make the browser send the cookie, but cannot read the token.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -48,8 +53,16 @@ pub struct Logins {
 struct Tables {
     /// Codes not yet used, and when each was issued.
     codes: HashMap<String, Instant>,
-    /// Browser sessions, and when each was last used.
-    sessions: HashMap<String, Instant>,
+    /// Browser sessions by id.
+    sessions: HashMap<String, Browser>,
+}
+
+/// One browser session.
+struct Browser {
+    /// When it was last used.
+    used: Instant,
+    /// Its CSRF token.
+    csrf: String,
 }
 
 impl Logins {
@@ -64,7 +77,7 @@ impl Logins {
         let code = random_hex()?;
         let mut t = self.tables();
         t.codes.retain(|_, at| now.duration_since(*at) < CODE_TTL);
-        make_room(&mut t.codes, MAX_CODES);
+        make_room(&mut t.codes, MAX_CODES, |at| *at);
         t.codes.insert(code.clone(), now);
         Ok(code)
     }
@@ -76,34 +89,41 @@ impl Logins {
             return Err(LoginError::Expired);
         }
         let id = random_hex().map_err(|_| LoginError::Unknown)?;
+        let csrf = random_hex().map_err(|_| LoginError::Unknown)?;
         let mut t = self.tables();
-        t.sessions.retain(|_, used| now.duration_since(*used) < SESSION_IDLE);
-        make_room(&mut t.sessions, MAX_SESSIONS);
-        t.sessions.insert(id.clone(), now);
+        t.sessions.retain(|_, b| now.duration_since(b.used) < SESSION_IDLE);
+        make_room(&mut t.sessions, MAX_SESSIONS, |b| b.used);
+        t.sessions.insert(id.clone(), Browser { used: now, csrf });
         Ok(id)
     }
 
     /// Whether `id` is a live browser session; using it keeps it alive.
     pub fn admits(&self, id: &str, now: Instant) -> bool {
+        self.csrf(id, now).is_some()
+    }
+
+    /// The CSRF token of browser session `id`, while it lives; using it
+    /// keeps it alive.
+    pub fn csrf(&self, id: &str, now: Instant) -> Option<String> {
         let mut t = self.tables();
         match t.sessions.get_mut(id) {
-            Some(used) if now.duration_since(*used) < SESSION_IDLE => {
-                *used = now;
-                true
+            Some(b) if now.duration_since(b.used) < SESSION_IDLE => {
+                b.used = now;
+                Some(b.csrf.clone())
             }
             Some(_) => {
                 t.sessions.remove(id);
-                false
+                None
             }
-            None => false,
+            None => None,
         }
     }
 }
 
-/// Removes the oldest entries until `map` has room for one more.
-fn make_room(map: &mut HashMap<String, Instant>, max: usize) {
+/// Removes the oldest entries (by `at`) until `map` has room for one more.
+fn make_room<V>(map: &mut HashMap<String, V>, max: usize, at: impl Fn(&V) -> Instant) {
     while map.len() >= max {
-        let Some(oldest) = map.iter().min_by_key(|(_, at)| **at).map(|(k, _)| k.clone()) else { return };
+        let Some(oldest) = map.iter().min_by_key(|(_, v)| at(v)).map(|(k, _)| k.clone()) else { return };
         map.remove(&oldest);
     }
 }
@@ -137,6 +157,12 @@ mod tests {
         assert_eq!(logins.redeem(&code, t0 + Duration::from_secs(7)), Err(LoginError::Unknown));
         assert!(!logins.admits("not-a-session", t0));
         assert!(!logins.admits(&code, t0), "a code is not a session");
+        let csrf = logins.csrf(&id, t0).expect("a token");
+        assert_eq!(csrf.len(), 64);
+        assert_ne!(csrf, id, "the token is not the cookie");
+        let other = logins.redeem(&logins.issue(t0).expect("code"), t0).expect("another session");
+        assert_ne!(logins.csrf(&other, t0), Some(csrf), "each session has its own token");
+        assert_eq!(logins.csrf("not-a-session", t0), None);
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! its own user can) for a one-time login link (see [`login`]), prints it
 //! and opens it when there is a display.
 //!
-//! # Read-only by construction
-//! The login cookie opens only the view's own `GET` routes
-//! ([`opens_with_cookie`]); MCP, `/api/*` and everything that types,
-//! resizes or closes still need the bearer token, and the page has no
-//! element that sends anything. Host and Origin are checked by the server's
+//! # Read-only by construction, but for one answer
+//! The login cookie opens only the view's own `GET` routes and one
+//! `POST`, a person's answer to what the policy asks ([`asks`];
+//! [`opens_with_cookie`]); MCP, `/api/*` and everything that types,
+//! resizes or closes still need the bearer token, and nothing else on the
+//! page sends anything. That answer also needs the page's own `Origin`
+//! and the login's CSRF token. Host and Origin are checked by the server's
 //! guard as on every route; every answer here carries a Content Security
 //! Policy of `default-src 'self'` with no inline script, `frame-ancestors
 //! 'none'`, and `Referrer-Policy: no-referrer`.
@@ -23,8 +25,11 @@
 //! the browsers' event streams ([`sse`]). The screen is tmux's own
 //! rendering (`capture-pane -e`), turned into HTML rows ([`render`]): the
 //! page needs no terminal emulator and no script from anywhere else. Every
-//! asset is compiled into the binary.
+//! asset is compiled into the binary. The asks waiting for a person come
+//! on a stream of their own, woken by the asks directory's changes
+//! ([`asks`]).
 
+pub mod asks;
 pub mod card;
 pub mod changes;
 pub mod data;
@@ -78,6 +83,8 @@ pub struct Web {
     /// The cookie's name: one per port, as browsers share cookies between
     /// the ports of one host.
     pub cookie_name: String,
+    /// The asks' feed.
+    pub asks: asks::Asks,
 }
 
 impl Web {
@@ -90,17 +97,24 @@ impl Web {
             hub,
             link_base: opts.tcp.map(|port| format!("http://{}:{port}", link_host(opts))),
             cookie_name: format!("dtmcp_web_{}", opts.tcp.unwrap_or(0)),
+            asks: asks::Asks::default(),
         })
     }
 
     /// Whether the request carries a live browser session's cookie.
     fn admits(&self, headers: &HeaderMap) -> bool {
+        self.csrf_of(headers).is_some()
+    }
+
+    /// The CSRF token of the live browser session whose cookie the request
+    /// carries; `None` without one.
+    fn csrf_of(&self, headers: &HeaderMap) -> Option<String> {
         headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .filter_map(|v| login::cookie(v, &self.cookie_name))
-            .any(|id| self.logins.admits(id, Instant::now()))
+            .find_map(|id| self.logins.csrf(id, Instant::now()))
     }
 }
 
@@ -119,10 +133,12 @@ fn link_host(opts: &ServeOptions) -> String {
 
 /// Whether a request is one the login cookie may open instead of the
 /// bearer token: a `GET` (or `HEAD`) of the view's own pages, streams,
-/// reads and assets. Nothing else is.
+/// reads and assets, and the `POST` of an answer to an ask (which checks
+/// its Origin and CSRF token besides, see [`asks`]). Nothing else is.
 pub fn opens_with_cookie(method: &Method, path: &str) -> bool {
     let read = method == Method::GET || method == Method::HEAD;
-    read && (path == "/" || path == "/login" || path.starts_with("/s/") || path.starts_with("/web/"))
+    let view = path == "/" || path == "/login" || path.starts_with("/s/") || path.starts_with("/web/");
+    (read && view) || (method == Method::POST && asks::is_answer_path(path))
 }
 
 /// The view's routes on the TCP port.
@@ -135,6 +151,8 @@ pub fn view_routes(web: Arc<Web>) -> Router {
         .route("/web/style.css", get(|| async { asset(STYLE_CSS, "text/css; charset=utf-8") }))
         .route("/web/palette.css", get(|| async { asset(palette(), "text/css; charset=utf-8") }))
         .route("/web/overview", get(overview_events))
+        .route("/web/asks", get(asks::events))
+        .route("/web/asks/{id}", post(asks::answer))
         .route("/web/s/{name}/events", get(session_events))
         .route("/web/s/{name}/lines", get(lines))
         .route("/web/s/{name}/search", get(search))
@@ -184,14 +202,22 @@ fn signed_out() -> Response {
     (StatusCode::UNAUTHORIZED, "not signed in: run `docent-terminal-mcp web` for a login link\n").into_response()
 }
 
-/// `GET /` and `GET /s/NAME`: the page (its script draws the rest), or
-/// the login page.
+/// `GET /` and `GET /s/NAME`: the page (its script draws the rest), with
+/// the login's CSRF token in it; or the login page.
 async fn page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
-    match web.admits(&headers) {
-        true => html(StatusCode::OK, INDEX_HTML),
-        false => html(StatusCode::UNAUTHORIZED, LOGIN_HTML),
+    match web.csrf_of(&headers) {
+        // The token is hex: nothing in it needs escaping.
+        Some(csrf) => {
+            let mut r = (StatusCode::OK, INDEX_HTML.replace(CSRF_SLOT, &csrf)).into_response();
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+            r
+        }
+        None => html(StatusCode::UNAUTHORIZED, LOGIN_HTML),
     }
 }
+
+/// Where the page's CSRF token goes in `index.html`.
+const CSRF_SLOT: &str = "{{csrf}}";
 
 /// The query of `GET /login`.
 #[derive(Debug, Deserialize)]
@@ -473,6 +499,9 @@ mod tests {
             assert!(!opens_with_cookie(&Method::GET, path), "{path}");
         }
         assert!(!opens_with_cookie(&Method::POST, "/web/overview"));
+        assert!(opens_with_cookie(&Method::POST, "/web/asks/7"), "the one answer");
+        assert!(!opens_with_cookie(&Method::POST, "/web/asks"));
+        assert!(!opens_with_cookie(&Method::DELETE, "/web/asks/7"));
         assert!(!opens_with_cookie(&Method::POST, "/web/login-link"));
         assert!(!opens_with_cookie(&Method::DELETE, "/s/t1"));
     }
@@ -510,9 +539,13 @@ mod tests {
         }
         assert!(!APP_JS.contains("http://") && !APP_JS.contains("https://"));
         assert!(!STYLE_CSS.contains("url("), "the stylesheet loads nothing");
-        // Nothing on the page sends input: no form, no method but GET.
-        for forbidden in ["method: \"POST\"", "method:'POST'", "XMLHttpRequest", "WebSocket", "sendBeacon"] {
+        // Nothing on the page sends input: no form, and one POST only, the
+        // answer to an ask, with its CSRF token.
+        for forbidden in ["XMLHttpRequest", "WebSocket", "sendBeacon", "<form"] {
             assert!(!APP_JS.contains(forbidden), "app.js uses {forbidden}");
         }
+        assert_eq!(APP_JS.matches("POST").count(), 1, "one POST in app.js");
+        assert!(APP_JS.contains("\"/web/asks/\" + "), "the POST answers an ask");
+        assert!(INDEX_HTML.contains(CSRF_SLOT), "the page carries the token");
     }
 }

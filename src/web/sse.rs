@@ -57,13 +57,13 @@ const MAX_CATCH_UP: u64 = 2 << 20;
 /// A stream of events for axum.
 pub type Events = Sse<KeepAliveStream<futures_util::stream::BoxStream<'static, Result<Event, Infallible>>>>;
 
-fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Events {
+pub(super) fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Events {
     Sse::new(Box::pin(stream) as futures_util::stream::BoxStream<'static, _>)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
 /// An event of `kind` with `data` as JSON and id `id`.
-fn event(kind: &str, data: &impl Serialize, id: &str) -> Event {
+pub(super) fn event(kind: &str, data: &impl Serialize, id: &str) -> Event {
     Event::default().event(kind).id(id).json_data(data).unwrap_or_else(|_| Event::default().comment("unencodable"))
 }
 

@@ -1,8 +1,10 @@
 // The web view's script: draws the overview (/) or one session's page
 // (/s/NAME) from the server's event streams and read-only GET requests.
 // It never sends anything to a pane: there is no input, resize or close
-// here. Text from the server goes in through textContent; only the
-// screen rows, which the server renders and escapes, go in as HTML.
+// here. Its one write is a person's answer to what the policy asks
+// (Allow / Deny on an ask), sent with the page's CSRF token. Text from
+// the server goes in through textContent; only the screen rows, which
+// the server renders and escapes, go in as HTML.
 "use strict";
 
 (function () {
@@ -160,6 +162,116 @@
     return el("span", "badge " + c.state, c.state === "input" ? "waiting" : c.state);
   }
 
+  // ---- asks: what the policy asks a person -------------------------------
+
+  // The login's token, which the server put in the page.
+  const csrfMeta = document.querySelector("meta[name='csrf-token']");
+  const csrf = csrfMeta ? csrfMeta.content : "";
+
+  // The open asks (of `only` session, or all) and the latest answered,
+  // live from /web/asks; each ask with its buttons.
+  function asksBox(only) {
+    const box = el("section", "asks");
+    box.id = "asks";
+    box.hidden = true;
+    const list = el("div", "asklist");
+    const done = el("div", "askdone");
+    add(box, el("div", "askhead", "Waiting for you"), list, done);
+    // Answers sent from this page, by ask, until the list says so.
+    const sent = new Map();
+
+    async function send(a, decision, scope, why, node) {
+      for (const b of node.querySelectorAll("button, input")) b.disabled = true;
+      const note = node.querySelector(".asknote");
+      note.textContent = "sending…";
+      let r, body;
+      try {
+        r = await fetch("/web/asks/" + encodeURIComponent(a.id), {
+          method: "POST",
+          credentials: "same-origin",
+          cache: "no-store",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ decision: decision, scope: scope, why: why || null, csrf: csrf }),
+        });
+        body = await r.json().catch(function () { return { error: r.statusText }; });
+      } catch (e) {
+        note.textContent = "not sent: " + e.message;
+        for (const b of node.querySelectorAll("button, input")) b.disabled = false;
+        return;
+      }
+      if (r.ok) {
+        sent.set(a.id, body.by_whom);
+        note.textContent = body.by_whom;
+      } else if (r.status === 401) {
+        location.reload();
+      } else {
+        note.textContent = body.error || r.statusText;
+        if (r.status !== 409 && r.status !== 404) {
+          for (const b of node.querySelectorAll("button, input")) b.disabled = false;
+        }
+      }
+    }
+
+    function askNode(a) {
+      const n = el("article", "ask");
+      n.dataset.ask = String(a.id);
+      const top = el("div", "row1");
+      const where = el("a", "session", a.session);
+      where.href = "/s/" + encodeURIComponent(a.session);
+      add(top, el("span", "asknum", "ask " + a.id), el("span", "agent", a.agent),
+        el("span", "meta", "wants to type in"), where,
+        el("span", "meta", a.to === "shell" ? "(to the shell)" : "(into " + a.to + ")"),
+        clock(el("span", "meta age"), a.since_ms));
+      const line = el("pre", "askline");
+      add(line, el("code", null, a.line)); // textContent: escaped by the page
+      add(n, top, line);
+      if (a.why) add(n, el("p", "askwhy", "the policy asks because: " + a.why));
+      const buttons = el("div", "askbuttons");
+      const choice = function (cls, text, decision, scope) {
+        const b = el("button", cls, text);
+        b.type = "button";
+        b.addEventListener("click", function () {
+          send(a, decision, scope, decision === "deny" ? reason.value.trim() : null, n);
+        });
+        return b;
+      };
+      const reason = el("input", "denywhy");
+      reason.type = "text";
+      reason.maxLength = 500;
+      reason.placeholder = "reason (optional, for Deny)";
+      reason.setAttribute("aria-label", "reason for a denial (optional)");
+      add(buttons,
+        choice("allow-once", "Allow once", "allow", "once"),
+        choice("allow-session", "Allow in this session", "allow", "session"),
+        choice("allow-agent", "Allow this agent", "allow", "agent"),
+        reason,
+        choice("deny", "Deny", "deny", "once"));
+      add(n, buttons, el("p", "asknote meta", sent.get(a.id) || ""));
+      return n;
+    }
+
+    // Redraws the list, keeping the nodes (and a reason being typed) of
+    // asks still open.
+    function draw(d) {
+      const pending = d.pending.filter(function (a) { return !only || a.session === only; });
+      const answered = d.answered.filter(function (x) { return !only || x.session === only; }).slice(0, 5);
+      const kept = new Map();
+      for (const n of list.querySelectorAll("article.ask")) kept.set(n.dataset.ask, n);
+      list.replaceChildren(...pending.map(function (a) { return kept.get(String(a.id)) || askNode(a); }));
+      done.replaceChildren(...answered.map(function (x) {
+        const p = el("p", "answered");
+        p.dataset.ask = String(x.id);
+        add(p, el("span", null, "ask " + x.id + ": " + x.says), el("span", "meta", " · "), el("code", null, x.line));
+        return p;
+      }));
+      box.hidden = !pending.length && !answered.length;
+    }
+
+    const es = new EventSource("/web/asks");
+    es.addEventListener("asks", function (e) { draw(JSON.parse(e.data)); });
+    return box;
+  }
+
   // ---- the overview ------------------------------------------------------
 
   function overviewPage() {
@@ -167,7 +279,7 @@
     const cards = new Map();
     const openBox = el("div", "cards");
     const closedBox = el("div", "cards");
-    add(main, el("h3", null, "Open sessions"), openBox, el("h3", null, "Recently closed"), closedBox);
+    add(main, asksBox(null), el("h3", null, "Open sessions"), openBox, el("h3", null, "Recently closed"), closedBox);
 
     function cardNode(c) {
       const a = el("article", "card state-" + c.state);
@@ -220,7 +332,7 @@
     const left = el("section", "screenbox");
     const right = el("section", "side");
     add(layout, left, right);
-    add(main, head, layout);
+    add(main, asksBox(name), head, layout);
 
     // The live screen.
     const screenInfo = el("div", "screeninfo");

@@ -117,6 +117,7 @@ impl OverviewWatcher {
                                     cards.mark();
                                 }
                                 Change::SessionList | Change::Overflow => list.mark(),
+                                Change::Asks => {}
                             }
                         }
                     }
