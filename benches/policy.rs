@@ -31,7 +31,13 @@ fn main() -> anyhow::Result<()> {
     row(&format!("run `true`, no policy (n={samples})"), &plain, "");
     row(&format!("run `true`, {RULES}-rule policy, audited (n={samples})"), &governed, "");
     println!("{:<58} {:>10} {:>10} {:>10}", "  added by the policy (median)", us(added), "", "≤ 50 µs");
-    println!("{:<58} {:>10} {:>10} {:>10}", "  governed / plain (median)", format!("{:.3}", g.as_secs_f64() / p.as_secs_f64()), "", "");
+    println!(
+        "{:<58} {:>10} {:>10} {:>10}",
+        "  governed / plain (median)",
+        format!("{:.3}", g.as_secs_f64() / p.as_secs_f64()),
+        "",
+        ""
+    );
     row(&format!("the judge alone, {RULES} rules, a compound line (n={})", samples * 100), &judge, "");
     Ok(())
 }

@@ -91,7 +91,64 @@ pub struct Caller {
     /// What the policy decided on the lines this call would type, counted
     /// for `calls.log` (which never holds a line).
     pub decisions: Arc<Decisions>,
+    /// The client's input this call may ask for, or brings back (the
+    /// 2026-07-28 way for a server to ask the client's user).
+    pub input: Arc<InputRound>,
 }
+
+/// A call's round of client input (MCP's input-required results): whether
+/// the client can answer an elicitation embedded in a result, the ask the
+/// call resumes with the client's answer, and the input the call asks for.
+#[derive(Debug, Default)]
+pub struct InputRound {
+    /// The client takes an input-required result with an elicitation in it.
+    pub offered: bool,
+    /// The ask this call comes back to (its `requestState`), with the
+    /// client's answer to it (`inputResponses`), when it brought one.
+    pub resumed: Option<(u64, Option<serde_json::Value>)>,
+    /// What the call asks of the client before it can go on: set by a
+    /// body that ends early for it, turned into the call's result.
+    pub required: Mutex<Option<rmcp::model::InputRequiredResult>>,
+}
+
+impl InputRound {
+    /// The round of a request with `request_state` and `input_responses`,
+    /// from a client that does (`offered`) or does not take input rounds.
+    pub fn of(
+        offered: bool,
+        request_state: Option<&str>,
+        input_responses: Option<&rmcp::model::InputResponses>,
+    ) -> InputRound {
+        let resumed = request_state
+            .and_then(|s| s.strip_prefix(ASK_STATE))
+            .and_then(|id| id.parse::<u64>().ok())
+            .map(|id| (id, input_responses.and_then(|r| r.get(CONSENT_INPUT)).cloned()));
+        InputRound { offered, resumed, required: Mutex::new(None) }
+    }
+
+    /// Asks the client for `input` before the call goes on.
+    pub fn require(&self, input: rmcp::model::InputRequiredResult) {
+        *self.required.lock().unwrap_or_else(|e| e.into_inner()) = Some(input);
+    }
+
+    /// The input the call asks for, if it does.
+    pub fn take_required(&self) -> Option<rmcp::model::InputRequiredResult> {
+        self.required.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Whether the call asks for input.
+    pub fn requires(&self) -> bool {
+        self.required.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+}
+
+/// How a `requestState` names the ask a call comes back to: `dtmcp-ask:7`.
+/// An opaque handle (the ask itself is kept in the state home), so a
+/// client that alters it only names another ask, whose agent, session and
+/// line must then match the call's (see the consent flow).
+pub const ASK_STATE: &str = "dtmcp-ask:";
+/// The key of the consent elicitation in `inputRequests`/`inputResponses`.
+pub const CONSENT_INPUT: &str = "consent";
 
 /// How many lines of one call a policy allowed, asked about and denied.
 #[derive(Debug, Default)]

@@ -191,6 +191,9 @@ pub fn answer(args: AnswerArgs) -> Result<(), Failure> {
         if asks.ask(id).is_none() {
             break "the ask was closed (its call ended)".to_string();
         }
+        if dtmcp_core::now_ms() > ask.until_ms {
+            break "the time to answer is up".to_string();
+        }
         let Some(key) = read_key(Duration::from_millis(200)) else { continue };
         let (decision, scope) = match key {
             b'a' | b'y' => (Decision::Allow, Scope::Once),

@@ -24,6 +24,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// How long past its time an ask is still listed: its server writes the
+/// refusal then, and a moment later at worst.
+const GRACE_MS: u64 = 2_000;
 /// How long answers are kept, in ms.
 const KEEP_ANSWERS_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -271,16 +274,18 @@ impl AskDir {
         let _ = std::fs::remove_file(self.ask_file(id));
     }
 
-    /// The open asks, oldest first: answered ones and those whose server
-    /// is gone are left out (and removed).
+    /// The open asks, oldest first: answered ones, those past their time
+    /// (a 2026-07-28 client that never came back leaves one) and those
+    /// whose server is gone are left out (the last two removed).
     pub fn pending(&self) -> Vec<Ask> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let now = dtmcp_core::now_ms();
         let mut asks: Vec<Ask> = entries
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().to_str()?.strip_suffix(".ask.json")?.parse::<u64>().ok())
             .filter_map(|id| self.ask(id))
             .filter(|ask| {
-                let live = self.answer_of(ask.id).is_none() && alive(ask.pid);
+                let live = self.answer_of(ask.id).is_none() && alive(ask.pid) && now <= ask.until_ms + GRACE_MS;
                 if !live && self.answer_of(ask.id).is_none() {
                     self.close(ask.id);
                 }

@@ -258,7 +258,15 @@ impl Terminal {
                     }
                 }
             });
-        caller::Caller { actor, key, alike, decisions: Arc::default() }
+        // A client of 2026-07-28 that can answer an elicitation takes it
+        // inside an input-required result (a server may not ask it first).
+        // (Only a 2026-07-28 request carries the client's capabilities in
+        // its `_meta`; rmcp makes up a peer for it, so the peer cannot tell.)
+        let capabilities = request.meta.as_ref().and_then(|m| m.client_capabilities());
+        let capabilities = capabilities.or_else(|| context.meta.client_capabilities());
+        let offered = capabilities.is_some_and(|c| c.elicitation.is_some());
+        let round = caller::InputRound::of(offered, request.request_state.as_deref(), request.input_responses.as_ref());
+        caller::Caller { actor, key, alike, decisions: Arc::default(), input: Arc::new(round) }
     }
 
     /// The client's own name: from `initialize`, or from the request's
@@ -329,7 +337,11 @@ impl ServerHandler for Terminal {
         };
         // Boxed: the body's state is moved once, not copied again into the
         // task-local scope, rmcp's request future and the task around it.
-        who.clone().scope_since(arrived, Box::pin(body)).await
+        let response = who.clone().scope_since(arrived, Box::pin(body)).await;
+        match who.input.take_required() {
+            Some(input) => Ok(CallToolResponse::InputRequired(input)),
+            None => response,
+        }
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {

@@ -114,7 +114,8 @@ pub fn regions_before(
     let earlier: Vec<_> = all.iter().filter(|r| r.id.0 < before).collect();
     let skip = earlier.len().saturating_sub(MAX_REGIONS);
     let by = journal.all_starters(name);
-    Ok((earlier[skip..].iter().map(|r| RegionItem::new(r, &by)).collect(), skip > 0))
+    let allowed = journal.all_allowed(name);
+    Ok((earlier[skip..].iter().map(|r| RegionItem::new(r, &by).allowed_by(&allowed)).collect(), skip > 0))
 }
 
 #[cfg(test)]

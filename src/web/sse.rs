@@ -155,6 +155,9 @@ pub struct RegionItem {
     pub last_line: Option<u64>,
     /// The agent that typed it.
     pub by: Option<String>,
+    /// Who allowed it, when the policy asked a person ("allowed by alice (web)").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<String>,
     /// The host its shell runs on.
     pub host: String,
     /// How deep in nested shells.
@@ -162,6 +165,12 @@ pub struct RegionItem {
 }
 
 impl RegionItem {
+    /// The item, with who allowed it from `allowed` (region id → who).
+    pub fn allowed_by(mut self, allowed: &std::collections::HashMap<u64, String>) -> RegionItem {
+        self.allowed = allowed.get(&self.id).cloned();
+        self
+    }
+
     /// The item of `r`, with its typist from `by`.
     pub fn new(r: &Region, by: &std::collections::HashMap<u64, String>) -> RegionItem {
         let last_line = r.end.map(|end| if end.bytes > 0 { end.line.0 } else { end.line.0.saturating_sub(1) });
@@ -175,6 +184,7 @@ impl RegionItem {
             first_line: r.start.line.0,
             last_line,
             by: by.get(&r.id.0).cloned(),
+            allowed: None,
             host: r.host.clone(),
             depth: r.depth,
         }
@@ -255,13 +265,14 @@ impl SessionStream {
         }
         let path = snap.dir.join(files::REGIONS);
         let by = self.journal.all_starters(&self.name);
+        let allowed = self.journal.all_allowed(&self.name);
         let reset = first || at.regions > end || end - at.regions > MAX_CATCH_UP;
         let (list, more) = match reset {
             true => last_regions(&path, end, FIRST_REGIONS),
             false => (records(&path, at.regions, end), false),
         };
         at.regions = end;
-        let mut items: Vec<RegionItem> = list.iter().map(|r| RegionItem::new(r, &by)).collect();
+        let mut items: Vec<RegionItem> = list.iter().map(|r| RegionItem::new(r, &by).allowed_by(&allowed)).collect();
         items.iter_mut().for_each(|i| i.command = self.hide.text(&i.command));
         let data = json!({ "reset": reset, "more_before": more, "regions": items });
         self.queue.push_back(event("regions", &data, &at.id()));

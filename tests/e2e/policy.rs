@@ -272,16 +272,26 @@ async fn the_clients_own_user_answers_through_elicitation() {
     let path = policy_file(&w, ASK_TOUCH);
     let mut env = w.env();
     env.push(("DOCENT_TERMINAL_MCP_POLICY".into(), path.display().to_string()));
-    let target = w.tmp.path().join("by-client");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/policy.py");
-    let args = [script, SERVER, &target.display().to_string()];
-    let out = run_for(&python, &args, &env, Duration::from_secs(60));
-    assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("asked: True"), "{}", out.stdout);
-    assert!(out.stdout.contains("allowed: False True"), "{}", out.stdout);
-    assert!(out.stdout.contains("denied: True"), "{}", out.stdout);
-    assert!(target.exists());
-    assert!(audit(&w).iter().any(|r| r["via"] == "client" && r["decision"] == "allowed"));
+    for (mode, session) in [("legacy", "e1"), ("2026-07-28", "e2")] {
+        let target = w.tmp.path().join(format!("by-client-{session}"));
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/policy.py");
+        let args = [script, SERVER, &target.display().to_string(), mode, session];
+        let out = run_for(&python, &args, &env, Duration::from_secs(60));
+        let what = format!("{mode}: {}\n{}", out.stdout, out.stderr);
+        assert!(out.success(), "{what}");
+        assert!(out.stdout.contains("asked: True"), "{what}");
+        if mode == "legacy" {
+            // The call waits while the client's user decides, and says so.
+            assert!(out.stdout.contains("progress: True"), "{what}");
+        }
+        assert!(out.stdout.contains("allowed: False True"), "{what}");
+        assert!(out.stdout.contains("denied: True"), "{what}");
+        assert!(target.exists(), "{what}");
+    }
+    let records = audit(&w);
+    let by_client = records.iter().filter(|r| r["via"] == "client" && r["decision"] == "allowed").count();
+    assert_eq!(by_client, 2, "{records:?}");
+    assert!(pending(&w).is_empty(), "no ask is left open");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

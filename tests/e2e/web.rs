@@ -735,12 +735,11 @@ async fn a_person_answers_asks_with_the_pages_buttons() {
     let allowed =
         records.iter().find(|r| r["ask"] == json!(1)).unwrap_or_else(|| panic!("no audit of ask 1: {records:?}"));
     assert_eq!((&allowed["via"], &allowed["decision"]), (&json!("web"), &json!("allowed")), "{allowed}");
-    // Who allowed a line is to show in `regions` too (the tools' part, made
-    // apart from the web view's): said here until it does, not failed.
+    // Who allowed a line shows in `regions`, and in the page's command table.
     let regions = s.agent.regions("w1").await;
-    if !regions.contains("allowed by") {
-        eprintln!("note: `regions` does not say who allowed region 1 yet:\n{regions}");
-    }
+    assert_has!(regions, "allowed by");
+    browser.c().goto(&format!("{}/s/w1", s.base())).await.expect("session page");
+    browser.until_text("td.agent", "allowed by").await;
 
     // Deny with a reason, on the session's page: the agent is told who
     // and why, and nothing is typed. The line shows as text, markup and all.

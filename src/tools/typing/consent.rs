@@ -19,12 +19,14 @@
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema, ServerRequest,
+    ElicitRequest, ElicitRequestParams, ElicitationSchema, EnumSchema, InputRequest, InputRequests,
+    InputRequiredResult, ServerRequest,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::caller::{ASK_STATE, CONSENT_INPUT, Caller};
 use crate::policy::asks::{Answer, Ask, Decision, Scope, Via};
 use crate::policy::audit::Record;
 use crate::session::Session;
@@ -115,7 +117,7 @@ impl Terminal {
             why: verdict.rule.as_ref().and_then(|r| r.why.clone()),
             ..Record::default()
         };
-        crate::agents::caller::Caller::current().count_decision(verdict.action);
+        Caller::current().count_decision(verdict.action);
         match verdict.action {
             Action::Allow => {
                 let via = grant.map(|_| "grant".to_string());
@@ -212,16 +214,49 @@ impl Terminal {
         let timeout = governor.policy().limits().ask_timeout;
         ask.until_ms = ask.since_ms + timeout.as_millis() as u64;
         let asks = &governor.asks;
-        let id = asks
-            .open(ask.clone())
-            .map_err(|e| ToolError::Failed(format!("cannot open an ask in {}: {e}", asks.path().display())))?;
-        ask.id = id;
+        let round = Caller::current().input;
         let stop = CancellationToken::new();
-        if let Some(peer) = progress.peer().filter(|p| elicits(p)) {
-            tokio::spawn(elicit(peer.clone(), ask.clone(), asks.clone(), stop.clone()));
-        }
-        let clients = self.popups(s, id).await;
-        let deadline = Instant::now() + timeout;
+        // Back from the client's user with an answer: the ask the call
+        // named, when it is this same line of this same agent.
+        let resumed = round.resumed.as_ref().and_then(|(id, response)| {
+            let open =
+                asks.ask(*id).filter(|a| (&a.agent, &a.session, &a.line) == (&ask.agent, &ask.session, &ask.line));
+            open.map(|open| (open, response.clone()))
+        });
+        let clients = match resumed {
+            Some((open, response)) => {
+                ask = open;
+                if let Some(response) = response {
+                    let _ = asks.answer(ask.id, &client_answer(&response, &ask.agent));
+                }
+                self.attached_clients(s).await
+            }
+            None => {
+                ask.id = asks
+                    .open(ask.clone())
+                    .map_err(|e| ToolError::Failed(format!("cannot open an ask in {}: {e}", asks.path().display())))?;
+                let clients = self.attached_clients(s).await;
+                self.popups(&clients, ask.id);
+                if round.offered
+                    && let Some(params) = elicitation(&ask)
+                {
+                    // 2026-07-28: the question goes back inside the result;
+                    // the client asks its user and calls again with the
+                    // answer (the other channels stay open meanwhile).
+                    let mut requests = InputRequests::new();
+                    requests.insert(CONSENT_INPUT.into(), InputRequest::Elicitation(ElicitRequest::new(params)));
+                    round.require(InputRequiredResult::new(Some(requests), Some(format!("{ASK_STATE}{}", ask.id))));
+                    return Err(ToolError::Failed(format!("ask {}: the client's user is asked", ask.id)));
+                }
+                if let Some(peer) = progress.peer().filter(|p| elicits(p)) {
+                    tokio::spawn(elicit(peer.clone(), ask.clone(), asks.clone(), stop.clone()));
+                }
+                clients
+            }
+        };
+        let id = ask.id;
+        let left = Duration::from_millis(ask.until_ms.saturating_sub(dtmcp_core::now_ms()));
+        let deadline = Instant::now() + left;
         let answer = loop {
             if let Some(answer) = asks.answer_of(id) {
                 break answer;
@@ -265,14 +300,17 @@ impl Terminal {
         Ok((id, answer))
     }
 
-    /// Shows the ask in a popup on every tmux client attached to `s`'s
-    /// session; the clients it was shown on.
-    async fn popups(&self, s: &Session, id: u64) -> Vec<String> {
+    /// The tmux clients attached to `s`'s session.
+    async fn attached_clients(&self, s: &Session) -> Vec<String> {
         let tmux = &self.sessions().tmux;
-        let Ok(listed) = tmux.run(&["list-clients", "-t", &s.pane.tmux_session, "-F", "#{client_name}"]).await else {
-            return Vec::new();
-        };
-        let Ok(exe) = std::env::current_exe() else { return Vec::new() };
+        let listed = tmux.run(&["list-clients", "-t", &s.pane.tmux_session, "-F", "#{client_name}"]).await;
+        listed.map(|l| l.lines().filter(|c| !c.is_empty()).map(str::to_string).collect()).unwrap_or_default()
+    }
+
+    /// Shows ask `id` in a popup on each of the tmux `clients`.
+    fn popups(&self, clients: &[String], id: u64) {
+        let Ok(exe) = std::env::current_exe() else { return };
+        let tmux = &self.sessions().tmux;
         let home = self.sessions().cfg.home.display().to_string();
         let command = format!(
             "{}={} {} answer {id}",
@@ -282,14 +320,12 @@ impl Terminal {
         );
         let title = format!(" docent-terminal-mcp: ask {id} ");
         let within = self.inner.governor.policy().limits().ask_timeout + Duration::from_secs(5);
-        let clients: Vec<String> = listed.lines().filter(|c| !c.is_empty()).map(str::to_string).collect();
-        for client in &clients {
+        for client in clients {
             let args = ["display-popup", "-c", client, "-E", "-w", "76", "-h", "14", "-T", &title, &command];
             if let Err(e) = tmux.start_detached(&args, within) {
                 eprintln!("docent-terminal-mcp: cannot show ask {id} on tmux client {client}: {e}");
             }
         }
-        clients
     }
 
     /// Closes the popups of ask `id` still open and says who answered.
@@ -327,20 +363,25 @@ async fn elicit(peer: Peer<RoleServer>, ask: Ask, asks: crate::policy::asks::Ask
         }
     };
     let Ok(Ok(rmcp::model::ClientResult::ElicitResult(result))) = response else { return };
-    let chosen = result.content.as_ref().and_then(|c| c.get("decision")).and_then(|d| d.as_str()).unwrap_or("deny");
-    let (decision, scope) = match (result.action, chosen) {
-        (ElicitationAction::Accept, "allow") => (Decision::Allow, Scope::Once),
-        (ElicitationAction::Accept, "allow-session") => (Decision::Allow, Scope::Session),
-        (ElicitationAction::Accept, "allow-agent") => (Decision::Allow, Scope::Agent),
-        // Declined, dismissed or "deny": the client's user said no.
+    let Ok(result) = serde_json::to_value(&result) else { return };
+    let by = peer.peer_info().map_or_else(|| ask.agent.clone(), |i| i.client_info.name.clone());
+    let _ = asks.answer(ask.id, &client_answer(&result, &by));
+}
+
+/// The answer an elicitation's result (`ElicitResult` as JSON) gives, from
+/// the user of client `client`: accepted with a choice, or a denial
+/// (declined, dismissed, or "deny").
+fn client_answer(result: &serde_json::Value, client: &str) -> Answer {
+    let accepted = result.get("action").and_then(|a| a.as_str()) == Some("accept");
+    let chosen = result.pointer("/content/decision").and_then(|d| d.as_str()).filter(|_| accepted);
+    let (decision, scope) = match chosen {
+        Some("allow") => (Decision::Allow, Scope::Once),
+        Some("allow-session") => (Decision::Allow, Scope::Session),
+        Some("allow-agent") => (Decision::Allow, Scope::Agent),
         _ => (Decision::Deny, Scope::Once),
     };
-    let by = peer
-        .peer_info()
-        .map(|i| format!("{}'s user", i.client_info.name))
-        .unwrap_or_else(|| "the client's user".into());
-    let answer = Answer { decision, scope, by, via: Via::Client, why: None, ms: dtmcp_core::now_ms() };
-    let _ = asks.answer(ask.id, &answer);
+    let by = format!("{client}'s user");
+    Answer { decision, scope, by, via: Via::Client, why: None, ms: dtmcp_core::now_ms() }
 }
 
 /// The elicitation that asks about `ask`.

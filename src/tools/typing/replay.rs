@@ -133,7 +133,10 @@ impl Terminal {
             self.journal().record_typed(&session, actor, tool.as_str(), mark.regions);
         }
         let answer = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
-        if let (Some(key), Ok(CallToolResponse::Complete(result))) = (key, &answer) {
+        // A call that ends to ask its client for input typed nothing yet:
+        // the same key comes back with the answer, to be served afresh.
+        let asks_input = crate::agents::caller::Caller::current().input.requires();
+        if let (Some(key), Ok(CallToolResponse::Complete(result)), false) = (key, &answer, asks_input) {
             self.inner.replays.remember(key, result);
         }
         answer

@@ -484,7 +484,7 @@
       add(tr,
         el("td", "num", r.id),
         el("td", "cmd", r.command || "(no command)"),
-        el("td", "agent", r.by || "person"),
+        el("td", "agent", (r.by || "person") + (r.allowed ? " · " + r.allowed : "")),
         el("td", "num " + exitClass(r.exit), exitText(r.exit)),
         add(el("td", "num"), typeof took === "string" ? document.createTextNode(took) : took),
         el("td", "num", lines),
