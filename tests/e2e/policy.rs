@@ -375,3 +375,25 @@ async fn a_policy_that_does_not_parse_stops_the_server_at_start() {
     let out = cli(&w, &["tail", "--policy", &arg, "x"]);
     assert_eq!(out.code, 2, "--policy goes with serving only: {}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_allow_and_deny_answer_a_shared_server_too() {
+    let w = World::new();
+    let path = policy_file(&w, ASK_TOUCH);
+    let _serve = Serve::start(&w, &["--policy", &path.display().to_string()]);
+    let agent = Arc::new(bridge(&w, "alice").await);
+    agent.create("v1").await;
+    let target = w.tmp.path().join("by-cli-on-serve");
+    let line = format!("touch {}", target.display());
+    let a = agent.clone();
+    let call = tokio::spawn(async move { a.call("run", json!({ "session": "v1", "command": line })).await });
+    let id = until_pending(&w, 1)[0];
+    let open = pending(&w);
+    assert_eq!(open[0]["agent"], "alice", "{open:?}");
+    let said = cli(&w, &["allow", &id.to_string(), "--json"]).ok();
+    let said: Value = serde_json::from_str(said.trim()).expect("allow --json gives JSON");
+    assert_eq!(said["answered"], true, "{said}");
+    let r = call.await.expect("call");
+    assert!(!r.is_error && r.text.contains("(cli)"), "{}", r.text);
+    assert!(target.exists());
+}
