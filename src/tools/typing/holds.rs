@@ -221,6 +221,28 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// What a `run` notes just before it types its first line, at `mark`:
+/// who typed, and, when the call carries an idempotency key, the key (in
+/// the session's logger, before anything is typed: a server that dies
+/// after typing leaves it for the key sent again to follow). Done by
+/// `run` itself, which has the mark from the status it takes anyway.
+pub fn before_typing(
+    journal: &crate::agents::journal::Journal,
+    session: &str,
+    caller: &crate::agents::caller::Caller,
+    logger: &crate::session::LoggerClient,
+    mark: dtmcp_core::protocol::Mark,
+) {
+    journal.record_typed(session, caller.actor.as_deref(), crate::tools::ToolName::Run.as_str(), mark.regions);
+    if let Some(key) = &caller.key {
+        // Best effort, as the typing record: a logger that cannot take it
+        // costs only the following of this key after a crash. Not waited
+        // for: the note is on the logger's socket before the keys go to
+        // tmux, and the logger reads its socket in order.
+        let _ = logger.send_typing_note(key, mark);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,7 +126,7 @@ impl Terminal {
             return Ok(CallToolResponse::Complete(answer));
         }
         // `run` notes who typed, and its key, itself, from the status it
-        // takes anyway (see [`before_typing`]): one logger round trip less.
+        // takes anyway (see [`holds::before_typing`](crate::tools::typing::holds::before_typing)): one logger round trip less.
         if tool != ToolName::Run
             && let Some(mark) = self.mark_of(&session).await
         {

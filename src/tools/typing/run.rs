@@ -18,7 +18,7 @@ use crate::tools::replies::report::{Waited, describe};
 use crate::tools::replies::shape::{Shape, ShapeParams};
 use crate::tools::typing::args::{command_lines, timeout_ms};
 use crate::tools::typing::consent::{Judged, Line as Judge};
-use crate::tools::typing::holds::{Enter, Hold};
+use crate::tools::typing::holds::{self, Enter, Hold};
 use crate::tools::typing::progress::Progress;
 use crate::tools::typing::target::{self, Target};
 use crate::tools::{Party, Refusal, ToolError};
@@ -262,7 +262,7 @@ impl Terminal {
             let caller = crate::agents::caller::Caller::current();
             if i == 0 {
                 // Who typed, and the call's key, before typing.
-                before_typing(self.journal(), &s.name, &caller, &logger, status.mark);
+                holds::before_typing(self.journal(), &s.name, &caller, &logger, status.mark);
             }
             if let Some(allowed) = approved.take() {
                 self.journal().record_consent(&s.name, &actor, status.mark.regions, &allowed);
@@ -592,26 +592,4 @@ impl Terminal {
 /// [`Terminal::wait_line`]).
 fn slice_ms(left_ms: u64) -> u64 {
     Progress::slice(left_ms).min(RECHECK_MS.max(QUIET_MS * 2))
-}
-
-/// What a `run` notes just before it types its first line, at `mark`:
-/// who typed, and, when the call carries an idempotency key, the key (in
-/// the session's logger, before anything is typed: a server that dies
-/// after typing leaves it for the key sent again to follow). Done by
-/// `run` itself, which has the mark from the status it takes anyway.
-pub fn before_typing(
-    journal: &crate::agents::journal::Journal,
-    session: &str,
-    caller: &crate::agents::caller::Caller,
-    logger: &LoggerClient,
-    mark: Mark,
-) {
-    journal.record_typed(session, caller.actor.as_deref(), crate::tools::ToolName::Run.as_str(), mark.regions);
-    if let Some(key) = &caller.key {
-        // Best effort, as the typing record: a logger that cannot take it
-        // costs only the following of this key after a crash. Not waited
-        // for: the note is on the logger's socket before the keys go to
-        // tmux, and the logger reads its socket in order.
-        let _ = logger.send_typing_note(key, mark);
-    }
 }
