@@ -78,7 +78,7 @@ impl CallLog {
             ms: (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             ok,
             redacted,
-            policy: caller::Caller::current().decisions.counts().map(|[allowed, asked, denied]| Policy {
+            policy: caller::Caller::current_decisions().map(|[allowed, asked, denied]| Policy {
                 allowed,
                 asked,
                 denied,

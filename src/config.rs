@@ -161,6 +161,17 @@ pub fn sibling_binary(name: &str) -> Result<PathBuf, ConfigError> {
     Ok(dir.join(name))
 }
 
+/// The name of the user this process runs as (from the password database,
+/// else `$USER`), looked up once.
+pub fn user_name() -> Option<String> {
+    static NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let from_db = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().map(|u| u.name);
+        from_db.or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+    })
+    .clone()
+}
+
 /// This host's name, for meta.json and the server lock.
 pub fn hostname() -> String {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".to_string())

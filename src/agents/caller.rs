@@ -176,6 +176,12 @@ impl Caller {
         CALLER.try_with(Clone::clone).unwrap_or_default()
     }
 
+    /// The policy's decisions counted in the call being served (see
+    /// [`Decisions::counts`]), read in place.
+    pub fn current_decisions() -> Option<[u32; 3]> {
+        CALLER.try_with(|c| c.decisions.counts()).ok().flatten()
+    }
+
     /// Counts a policy's decision on a line of this call.
     pub fn count_decision(&self, action: dtmcp_core::policy::Action) {
         use dtmcp_core::policy::Action;

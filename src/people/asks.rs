@@ -72,12 +72,7 @@ fn asks() -> Result<AskDir, Failure> {
 
 /// The name of the person at this terminal.
 pub fn me() -> String {
-    nix::unistd::User::from_uid(nix::unistd::geteuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "a person".into())
+    crate::config::user_name().unwrap_or_else(|| "a person".into())
 }
 
 /// How long ago `ms` was, short.

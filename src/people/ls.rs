@@ -212,8 +212,7 @@ pub fn where_text(f: &Facts) -> String {
 
 /// The name of the user running this command.
 fn me() -> Option<String> {
-    static ME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    ME.get_or_init(|| nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().map(|u| u.name)).clone()
+    crate::config::user_name()
 }
 
 fn log_text(f: &Facts) -> String {

@@ -285,8 +285,11 @@ impl AskDir {
             .filter_map(|e| e.file_name().to_str()?.strip_suffix(".ask.json")?.parse::<u64>().ok())
             .filter_map(|id| self.ask(id))
             .filter(|ask| {
-                let live = self.answer_of(ask.id).is_none() && alive(ask.pid) && now <= ask.until_ms + GRACE_MS;
-                if !live && self.answer_of(ask.id).is_none() {
+                if self.answer_file(ask.id).exists() {
+                    return false;
+                }
+                let live = alive(ask.pid) && now <= ask.until_ms + GRACE_MS;
+                if !live {
                     self.close(ask.id);
                 }
                 live

@@ -123,7 +123,9 @@ impl Governor {
 
     fn with(home: &Path, source: Option<PathBuf>, policy: Policy) -> Governor {
         let asks = asks::AskDir::new(home);
-        asks.sweep();
+        if source.is_some() {
+            asks.sweep();
+        }
         Governor {
             source,
             current: RwLock::new(Arc::new(policy)),

@@ -42,12 +42,7 @@ pub const DEFAULT_PORT: u16 = 8766;
 
 /// What `/health` says about this start.
 fn health(socket: &std::path::Path) -> serde_json::Value {
-    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_default();
+    let user = crate::config::user_name().unwrap_or_default();
     json!({
         "service": "docent-terminal-mcp",
         "host": crate::config::hostname(),

@@ -216,7 +216,7 @@ fn marked_place<'a>(home: &str, shell: &'a dtmcp_core::region::ShellState) -> (O
         return (None, None);
     }
     let host = Some(shell.host.as_str()).filter(|h| !h.is_empty() && *h != home);
-    let me = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name);
+    let me = crate::config::user_name();
     let user = Some(shell.user.as_str()).filter(|u| !u.is_empty() && me.as_deref().is_some_and(|me| me != *u));
     (host, user)
 }

@@ -340,10 +340,10 @@ impl Terminal {
     }
 }
 
-/// Whether the client takes form elicitation in this era.
+/// Whether the client declared form elicitation (rmcp itself refuses the
+/// request to a 2026-07-28 client, which is asked inside its result).
 fn elicits(peer: &Peer<RoleServer>) -> bool {
-    let handshake = peer.peer_info().is_some();
-    handshake && peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Form)
+    peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Form)
 }
 
 /// Asks the client's user through elicitation, and writes the answer as
