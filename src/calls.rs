@@ -69,7 +69,7 @@ impl CallLog {
         ok: bool,
         redacted: u32,
     ) {
-        let elapsed = caller::arrived().map_or(elapsed, |t| t.elapsed().max(elapsed));
+        let elapsed = caller::client_time(elapsed);
         let entry = Entry {
             time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             tool,

@@ -22,6 +22,7 @@ pub mod keys;
 pub mod lock;
 pub mod lru;
 pub mod mcp_client;
+pub mod metrics;
 pub mod people;
 pub mod policy;
 pub mod quiet_socket;

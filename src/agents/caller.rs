@@ -78,6 +78,13 @@ pub fn arrived() -> Option<Instant> {
     ARRIVED.try_with(|t| *t).ok()
 }
 
+/// How long the call being served has taken as its client sees it: since
+/// its request arrived, or `elapsed` (the tool's own time) when that is
+/// longer or no call is being served.
+pub fn client_time(elapsed: std::time::Duration) -> std::time::Duration {
+    arrived().map_or(elapsed, |t| t.elapsed().max(elapsed))
+}
+
 /// The caller of one tool call.
 #[derive(Clone, Debug, Default)]
 pub struct Caller {

@@ -194,6 +194,11 @@ impl Governor {
         ))
     }
 
+    /// How many asks wait for a person (none without a policy).
+    pub fn asks_pending(&self) -> usize {
+        if self.source.is_none() { 0 } else { self.asks.pending().len() }
+    }
+
     /// The policy's state, for `/health`.
     pub fn health(&self) -> serde_json::Value {
         let Some(path) = &self.source else { return serde_json::json!({ "file": null }) };

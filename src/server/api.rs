@@ -32,6 +32,44 @@ pub async fn health(State(app): State<App>) -> Json<Value> {
     Json(health)
 }
 
+/// `GET /metrics`: the server's metrics in the Prometheus text format
+/// (see [`crate::metrics`]). What is looked up is looked up now: the
+/// sessions open, each one's `raw.log` size and gaps, the asks pending.
+pub async fn metrics(State(app): State<App>) -> Response {
+    let sessions = app.terminal.sessions();
+    let panes = match sessions.panes().await {
+        Ok(p) => p,
+        Err(e) if matches!(&e, crate::session::SessionError::Tmux(t) if t.is_no_server()) => Vec::new(),
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let mut names: Vec<&str> = panes.iter().map(|p| p.session_name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut now = crate::metrics::Now {
+        sessions: names.len() as i64,
+        asks_pending: app.terminal.governor().asks_pending() as i64,
+        ..Default::default()
+    };
+    for name in names {
+        let dir = sessions.cfg.session_dir(name);
+        let raw = std::fs::metadata(dir.join(dtmcp_core::store::files::RAW)).map_or(0, |m| m.len());
+        now.logged_bytes += i64::try_from(raw).unwrap_or(i64::MAX);
+        let (gaps, lost) = gaps_in(&dir);
+        now.gaps += gaps;
+        now.gap_bytes += lost;
+    }
+    let text = crate::metrics::get().encode(now);
+    ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
+}
+
+/// How many gaps a session's log records, and the bytes they lost.
+fn gaps_in(dir: &std::path::Path) -> (i64, i64) {
+    let Ok(text) = std::fs::read_to_string(dir.join(dtmcp_core::contract::GAPS)) else { return (0, 0) };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<dtmcp_core::contract::Gap>(l).ok())
+        .fold((0, 0), |(n, b), g| (n + 1, b.saturating_add(i64::try_from(g.dropped).unwrap_or(i64::MAX))))
+}
+
 /// `GET /api/sessions`: every live session's state.
 pub async fn sessions(State(app): State<App>) -> Response {
     let sessions = app.terminal.sessions();

@@ -79,6 +79,7 @@ fn router(app: api::App, guard: Guard, ct: &CancellationToken, kept: Arc<store::
     let mcp = Arc::new(direct::Direct::new(mcp, manager, terminal));
     Router::new()
         .route("/health", get(api::health))
+        .route("/metrics", get(api::metrics))
         .route("/api/sessions", get(api::sessions))
         .route("/api/sessions/{name}/close", post(api::close))
         .route("/api/sessions/{name}/logs", post(api::logs))

@@ -670,6 +670,7 @@ impl LoggerClient {
     /// region opened after the wait's mark, as it was when the wait ended.
     pub async fn wait_region(&mut self, spec: WaitSpec) -> Result<(WaitReason, Status, Option<Region>), ClientError> {
         let limit = Duration::from_millis(spec.timeout_ms) + EXCHANGE_TIMEOUT;
+        let _counted = crate::metrics::get().wait();
         match self.exchange(Request::Wait(spec), limit).await? {
             Response::Waited { reason, status, region } => Ok((reason, status, region)),
             _ => Err(ClientError::Unexpected),

@@ -73,6 +73,7 @@ impl Sessions {
         self.tmux.run(&["pipe-pane", "-t", pane]).await?;
         self.tmux.run(&["pipe-pane", "-O", "-t", pane, PIPE_COMMAND]).await?;
         if answers_soon(s).await {
+            crate::metrics::get().logger_restarted();
             let note = match &gone {
                 Some(g) => format!(
                     "log gap in {}: {}; logging started again in fresh files, and the log marks the place.\n",

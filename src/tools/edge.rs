@@ -78,6 +78,11 @@ impl Terminal {
         let warning = self.inner.governor.take_warning();
         let leads: String = [warning, finished, note].into_iter().flatten().collect();
         let ok = outcome.is_ok();
+        let kind = match &outcome {
+            Ok(_) => crate::metrics::Outcome::Ok,
+            Err(ToolError::Refused { .. }) => crate::metrics::Outcome::Refused,
+            Err(_) => crate::metrics::Outcome::Error,
+        };
         let text = match outcome {
             Ok(reply) => leads + &reply.text,
             Err(e) => format!("{leads}{e}"),
@@ -90,6 +95,8 @@ impl Terminal {
         }
         let elapsed = started.elapsed();
         self.inner.calls.record(tool.as_str(), session, who.actor.as_deref(), elapsed, ok, counts.total());
+        let seen = crate::agents::caller::client_time(elapsed);
+        crate::metrics::get().call(tool.as_str(), who.actor.as_deref(), kind, seen, counts.total());
         let content = vec![ContentBlock::text(clean(&text))];
         facts.insert("redactions".into(), counts.total().into());
         // The facts pass the redactor too: a session's name, a command

@@ -13,6 +13,7 @@ mod faults;
 mod hardening;
 mod inspector;
 mod logger;
+mod metrics;
 mod ownership;
 mod panes;
 mod people;
