@@ -97,6 +97,7 @@ fn main() -> anyhow::Result<()> {
     println!("{:<58} {:>12} {:>14}", "lines in session.txt", ours.lines.to_string(), format!("≥ {lines}"));
     println!("{:<58} {:>12} {:>14}", "CPU in that run, tmux server", secs(ours.tmux_cpu), "");
     println!("{:<58} {:>12} {:>14}", "CPU in that run, logger", secs(ours.logger_cpu), "< 25 % of tmux's");
+    println!("{:<58} {:>12} {:>14}", "CPU in that run, router (call to reply)", secs(ours.router_cpu), "≤ 0.05 s");
     println!("{:<58} {:>9} kB {:>14}", "peak RSS, router", ours.router_kb, "");
     println!("{:<58} {:>9} kB {:>14}", "peak RSS, logger", ours.logger_kb, "");
     println!("{:<58} {:>9} kB {:>14}", "peak RSS, router + logger", ours.router_kb + ours.logger_kb, "≤ 16000 kB");
@@ -301,6 +302,7 @@ struct Ours {
     restart_read: Duration,
     tmux_cpu: Duration,
     logger_cpu: Duration,
+    router_cpu: Duration,
     logger_restart: Duration,
     logger_recover: Duration,
 }
@@ -336,10 +338,13 @@ async fn measure(
     let tmux_pid = std::process::Command::new("tmux").args(["-L", socket, "display", "-p", "#{pid}"]).output()?;
     let tmux_pid: u32 = String::from_utf8_lossy(&tmux_pid.stdout).trim().parse()?;
     let tmux_before = cpu(tmux_pid);
+    let router_pid = server.pid().unwrap_or(0);
+    let router_before = cpu(router_pid);
     let started = Instant::now();
     let cmd = format!("cat {}", big.display());
     let r = server.call("run", json!({"session": "big", "command": cmd, "timeout": 600})).await?;
     let ingest = started.elapsed();
+    let router_cpu = cpu(router_pid).saturating_sub(router_before);
     anyhow::ensure!(r.text.contains("exit 0"), "cat did not finish: {}", r.text);
     for (from, to) in [(1, 400), (lines / 2, lines / 2 + 399), (lines - 399, lines)] {
         server.call("read", json!({"session": "big", "from_line": from, "to_line": to})).await?;
@@ -389,6 +394,7 @@ async fn measure(
         restart_read,
         tmux_cpu,
         logger_cpu,
+        router_cpu,
         logger_restart,
         logger_recover,
     })

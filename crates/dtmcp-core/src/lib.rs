@@ -28,6 +28,7 @@ pub mod region;
 pub mod region_index;
 pub mod search;
 pub mod store;
+pub mod summary;
 pub mod types;
 
 /// Milliseconds since the epoch; 0 on a clock set before it.

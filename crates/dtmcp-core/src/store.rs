@@ -299,6 +299,38 @@ impl LineReader {
         Ok(u64::from_le_bytes(buf))
     }
 
+    /// Hands the text of lines `first..=last` (clipped to what exists) to
+    /// `f` in blocks of whole lines, each block with the number of its
+    /// first line; a block is about [`SCAN_BLOCK`] bytes (more when one
+    /// line is longer), so a huge range is never held whole.
+    pub fn scan(&self, first: LineNo, last: LineNo, mut f: impl FnMut(u64, &[u8])) -> Result<(), StoreError> {
+        let first = first.0.max(1);
+        let last = last.0.min(self.count()?);
+        let Some(text) = &self.text else { return Ok(()) };
+        if first > last {
+            return Ok(());
+        }
+        let (mut at, end) = (self.end_of(first - 1)?, self.end_of(last)?);
+        let mut number = first;
+        let mut buf: Vec<u8> = Vec::new();
+        while at < end {
+            let want = (end - at).min(SCAN_BLOCK as u64) as usize;
+            let kept = buf.len();
+            buf.resize(kept + want, 0);
+            text.read_exact_at(&mut buf[kept..], at)
+                .map_err(|e| StoreError::Io { path: files::TEXT.into(), source: e })?;
+            at += want as u64;
+            // Whole lines go now; a line cut by the block waits for the next.
+            let whole = if at >= end { buf.len() } else { memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1) };
+            if whole > 0 {
+                f(number, &buf[..whole]);
+                number += memchr::memchr_iter(b'\n', &buf[..whole]).count() as u64;
+                buf.drain(..whole);
+            }
+        }
+        Ok(())
+    }
+
     /// Lines `from..from+count`, clipped to what exists.
     pub fn read(&self, from: LineNo, count: u64) -> Result<Vec<String>, StoreError> {
         let total = self.count()?;
@@ -316,6 +348,9 @@ impl LineReader {
         Ok(body.split_terminator('\n').map(str::to_string).collect())
     }
 }
+
+/// The bytes [`LineReader::scan`] reads at a time.
+pub const SCAN_BLOCK: usize = 1 << 18;
 
 /// Appends region records to `regions.jsonl`.
 pub struct RegionLog {
@@ -771,6 +806,34 @@ mod tests {
         assert_eq!(r.read(LineNo(1), 2).expect("read"), vec!["line 1", "line 2"]);
         assert_eq!(r.read(LineNo(99), 10).expect("read"), vec!["line 99", "line 100"]);
         assert!(r.read(LineNo(101), 10).expect("read").is_empty());
+    }
+
+    #[test]
+    fn a_scan_hands_out_whole_lines_numbered_in_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = LineWriter::open(dir.path()).expect("open");
+        let long = "x".repeat(SCAN_BLOCK + 10); // longer than a block
+        let lines: Vec<String> =
+            (1..=300_000u64).map(|i| if i == 150_000 { long.clone() } else { format!("line {i}") }).collect();
+        for l in &lines {
+            w.push(l).expect("push");
+        }
+        w.flush().expect("flush");
+        let r = LineReader::open(dir.path()).expect("reader");
+        let (mut blocks, mut seen) = (0, Vec::new());
+        r.scan(LineNo(5), LineNo(299_990), |first, block| {
+            blocks += 1;
+            assert!(block.ends_with(b"\n"));
+            let text = std::str::from_utf8(block).expect("UTF-8");
+            assert_eq!(first, 5 + seen.len() as u64, "each block numbered from its first line");
+            seen.extend(text.lines().map(str::to_string));
+        })
+        .expect("scan");
+        assert!(blocks > 2, "{blocks} blocks");
+        assert_eq!(seen, lines[4..299_990]);
+        let mut none = true;
+        r.scan(LineNo(400_000), LineNo(400_010), |_, _| none = false).expect("scan");
+        assert!(none, "nothing past the end");
     }
 
     #[test]

@@ -180,21 +180,18 @@ impl Shape {
 
 /// The summary lines of `first..=last` (the part a clipped reply leaves
 /// out), rendered to lead the reply; empty when there are none or
-/// `DOCENT_TERMINAL_MCP_SUMMARY=0`. The lines are read in chunks, so a
-/// huge output is never held whole.
+/// `DOCENT_TERMINAL_MCP_SUMMARY=0`. The text is read in blocks and only
+/// the lines holding a word a summary line needs are looked at (see
+/// [`summary::feed_text`]), so a huge output is never held whole and
+/// costs little more than reading it.
 pub fn summary(dir: &Path, first: LineNo, last: LineNo) -> Result<String, ToolError> {
     if !summary::enabled() || last < first {
         return Ok(String::new());
     }
     let mut s = summary::Summarizer::new();
-    let mut from = first;
-    while from <= last {
-        let to = LineNo((from.0 + SAVE_CHUNK - 1).min(last.0));
-        for (i, l) in read(dir, from, to)?.iter().enumerate() {
-            s.feed(from.0 + i as u64, l);
-        }
-        from = to.next();
-    }
+    LineReader::open(dir)?.scan(first, last, |number, block| {
+        summary::feed_text(&mut s, block, number);
+    })?;
     Ok(render_summary(&s.finish(), first, last))
 }
 
