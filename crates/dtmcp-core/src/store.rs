@@ -116,6 +116,10 @@ pub struct Meta {
     /// by `session_split` or adopted; `None` for a session's first pane.
     #[serde(default)]
     pub parent: Option<String>,
+    /// The pane's terminal (`/dev/pts/N`), whose size the logger reads
+    /// for recordings; empty in sessions made before it was recorded.
+    #[serde(default)]
+    pub tty: String,
 }
 
 /// Why the store failed.
