@@ -25,6 +25,7 @@ pub mod mcp_client;
 pub mod people;
 pub mod policy;
 pub mod quiet_socket;
+pub mod recording;
 pub mod remote;
 pub mod retention;
 pub mod server;

@@ -214,11 +214,14 @@ mod tests {
         let mut t = Timing::open(dir.path(), 30, 5_000);
         t.end(5_100);
         let bytes = std::fs::read(dir.path().join(files::TIMING)).expect("read");
-        assert_eq!(decode(&bytes), [
-            Record::Start { ms: 1_000, raw: 0 },
-            Record::Output { at: 20, ms: 1_000 + QUANTUM_MS },
-            Record::Start { ms: 5_000, raw: 30 },
-            Record::End { ms: 5_100 },
-        ]);
+        assert_eq!(
+            decode(&bytes),
+            [
+                Record::Start { ms: 1_000, raw: 0 },
+                Record::Output { at: 20, ms: 1_000 + QUANTUM_MS },
+                Record::Start { ms: 5_000, raw: 30 },
+                Record::End { ms: 5_100 },
+            ]
+        );
     }
 }

@@ -305,6 +305,15 @@ fn within(path: &Path, root: &Path) -> bool {
 /// regular file with one name only, on a file system of files, outside
 /// the state home. Only then is an existing file emptied, so a refusal
 /// loses nothing.
+/// Opens `path` for writing as `save_to` does (checked the same way: an
+/// absolute path outside the state home, on a disk, no symlink, replaced
+/// only with `overwrite`), for another tool's copy of something.
+pub(crate) fn open_save_to(path: &str, overwrite: bool) -> Result<(PathBuf, std::fs::File), String> {
+    let target = SaveTo { path: check_save_path(path, overwrite)?, overwrite };
+    let file = open_target(&target)?;
+    Ok((target.path, file))
+}
+
 fn open_target(target: &SaveTo) -> Result<std::fs::File, String> {
     use std::os::unix::fs::MetadataExt;
     let path = &target.path;

@@ -58,7 +58,7 @@ pub struct Span {
 pub fn span(t: &Timeline, regions: &[Region], raw_len: u64, select: Select) -> Result<Span, String> {
     if t.is_empty() {
         return Err(
-            "this session's log has no timing index (it was started by an older version); nothing to record".into(),
+            "this session's log has no timing index (it was started by an older version); nothing to record".into()
         );
     }
     let (first, last) = match select {
@@ -208,7 +208,11 @@ pub fn build(input: Input<'_>) -> Cast {
     }
     points.extend(t.gaps.iter().enumerate().filter(|(_, g)| inside(g.0)).map(|(i, g)| (g.0, Point::Gap(i))));
     points.extend(
-        t.sizes.iter().enumerate().filter(|(_, s)| s.0 > span.from && s.0 < span.to).map(|(i, s)| (s.0, Point::Size(i))),
+        t.sizes
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.0 > span.from && s.0 < span.to)
+            .map(|(i, s)| (s.0, Point::Size(i))),
     );
     points.extend(t.cuts(span.from, span.to).map(|p| (p, Point::Cut)));
     points.sort_unstable();

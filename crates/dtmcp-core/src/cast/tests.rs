@@ -88,9 +88,10 @@ fn the_output_events_join_into_the_logs_bytes() {
 fn markers_name_commands_and_their_statuses_with_secrets_hidden() {
     let (cast, _) = cast_of(Select::All);
     assert_eq!(markers(&cast), ["echo é", "exit 0", "sleep 9; secret=‹secret›", "exit 3"]);
-    assert_eq!(cast.events.iter().filter(|e| e.code == Code::Resize).map(|e| &e.data[..]).collect::<Vec<_>>(), [
-        "100x30"
-    ]);
+    assert_eq!(
+        cast.events.iter().filter(|e| e.code == Code::Resize).map(|e| &e.data[..]).collect::<Vec<_>>(),
+        ["100x30"]
+    );
     assert_eq!(cast.events.last().map(|e| (e.code, e.data.as_str())), Some((Code::Exit, "3")));
     assert!(cast.events.windows(2).all(|w| w[0].ms <= w[1].ms), "times never go back");
     assert_eq!((cast.cols, cast.rows, cast.start_ms), (80, 24, 10_000));
