@@ -25,7 +25,8 @@
 //! the browsers' event streams ([`sse`]). The screen is tmux's own
 //! rendering (`capture-pane -e`), turned into HTML rows ([`render`]): the
 //! page needs no terminal emulator and no script from anywhere else. Every
-//! asset is compiled into the binary. The asks waiting for a person come
+//! asset is compiled into the binary. Replays of a recording are played
+//! into frames of such rows on the server ([`replay`]). The asks waiting for a person come
 //! on a stream of their own, woken by the asks directory's changes
 //! ([`asks`]).
 

@@ -224,3 +224,31 @@ async fn an_agent_gets_a_path_and_the_shells_exit_ends_the_recording() {
     let cast = record(&w, &["a1"]);
     assert_eq!(cast.events.last().map(|e| (e.1.as_str(), e.2.as_str())), Some(("x", "3")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordinary_session_keeps_its_timing_index_under_one_percent_of_its_log() {
+    crate::needs!("tmux");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("o1").await;
+    for command in [
+        "ls -la /usr/bin | head -40",
+        "seq 1 300",
+        "cat /etc/services",
+        "uname -a",
+        "ps -o pid,comm",
+        "printf '\\e[32mok\\e[0m %s\\n' build test lint",
+        "grep -c . /etc/services",
+        "for i in 1 2 3; do echo step $i; sleep 0.1; done",
+        "env | sort | head -30",
+        "echo done",
+    ] {
+        s.run("o1", command).await;
+    }
+    let dir = w.session_dir("o1");
+    let raw = std::fs::metadata(dir.join("raw.log")).expect("raw.log").len();
+    let index = std::fs::metadata(dir.join("timing.idx")).expect("timing.idx").len();
+    let share = index as f64 / raw as f64 * 100.0;
+    eprintln!("timing.idx: {index} bytes for {raw} bytes of raw.log ({share:.2} %)");
+    assert!(share <= 1.0, "timing.idx is {share:.2} % of raw.log");
+}

@@ -10,8 +10,10 @@
 //! | first varint `h` | then | meaning |
 //! |---|---|---|
 //! | `h & 1 == 0` | `d` | output: the bytes from position `pos + d` on arrived `h >> 1` ms after the time of the last output or start record |
-//! | `h & 0xf == 0x1` | `z(id - last id)` | region opened at `pos + z(h >> 4)` |
-//! | `h & 0xf == 0x3` | `z(id - last id)` | region closed at `pos + z(h >> 4)` |
+//! | `h & 0xf == 0xd` | | region `last id + 1` opened at `pos + (h >> 4)` |
+//! | `h & 0xf == 0xf` | | region `last id` closed at `pos + (h >> 4)` |
+//! | `h & 0xf == 0x1` | `z(id - last id)` | region opened at `pos + z(h >> 4)` (any other) |
+//! | `h & 0xf == 0x3` | `z(id - last id)` | region closed at `pos + z(h >> 4)` (any other) |
 //! | `h & 0xf == 0x5` | `rows` | the pane is `h >> 4` columns by `rows` rows from `pos` on |
 //! | `h & 0xf == 0x7` | `ms`, `raw` | a logger started at `ms` (since the epoch) with `raw.log` `raw` bytes long |
 //! | `h & 0xf == 0x9` | `ms` | the pane's output ended at `ms` |
@@ -19,9 +21,13 @@
 //!
 //! `z` is the zigzag code of a signed number, so a small step either way
 //! is one byte; "last id" is the id of the last region record (0 after a
-//! start record). Output records carry no id and no absolute number: an
-//! ordinary command costs an output record or two (3 to 5 bytes) and a
-//! region opened and closed (2 to 3 bytes each).
+//! start record). The usual records are the short ones: the next region
+//! opens, the one opened last closes, both after the position before; the
+//! long forms are for nested regions and for a logger that replays the
+//! log (it records again, at earlier positions, what its predecessor had).
+//! Output records carry no id and no absolute number: an ordinary command
+//! costs an output record or two (2 to 5 bytes) and its region's opening
+//! and closing (2 to 3 bytes each).
 //!
 //! # Coalescing
 //! A byte's time is the time of the last output record at or before it.
@@ -42,7 +48,7 @@
 use std::collections::HashMap;
 
 /// The first bytes of every timing index.
-pub const MAGIC: &[u8] = b"dtmcp timing 1\n";
+pub const MAGIC: &[u8] = b"dtmcpT1\n";
 /// The longest a byte's recorded time may lag its arrival.
 pub const QUANTUM_MS: u64 = 4;
 
@@ -52,6 +58,8 @@ const SIZE: u64 = 0x5;
 const START: u64 = 0x7;
 const END: u64 = 0x9;
 const LOST: u64 = 0xb;
+const OPEN_NEXT: u64 = 0xd;
+const CLOSE_LAST: u64 = 0xf;
 
 /// One record, as the logger hands it to [`Encoder`] (positions and times
 /// absolute; the encoder makes them relative).
@@ -136,9 +144,14 @@ impl Encoder {
                 self.pos = self.pos.max(at);
             }
             Record::Open { id, at } | Record::Close { id, at } => {
-                let tag = if matches!(record, Record::Open { .. }) { OPEN } else { CLOSE };
-                put(out, zigzag(at as i64 - self.pos as i64) << 4 | tag);
-                put(out, zigzag(id as i64 - self.id as i64));
+                let open = matches!(record, Record::Open { .. });
+                let usual = at >= self.pos && if open { id == self.id + 1 } else { id == self.id };
+                if usual {
+                    put(out, (at - self.pos) << 4 | if open { OPEN_NEXT } else { CLOSE_LAST });
+                } else {
+                    put(out, zigzag(at as i64 - self.pos as i64) << 4 | if open { OPEN } else { CLOSE });
+                    put(out, zigzag(id as i64 - self.id as i64));
+                }
                 (self.pos, self.id) = (at, id);
             }
             Record::Size { cols, rows, .. } => {
@@ -195,6 +208,13 @@ fn next(rest: &mut &[u8], pos: &mut u64, ms: &mut u64, id: &mut u64) -> Option<R
         return Some(Record::Output { at: *pos, ms: *ms });
     }
     match h & 0xf {
+        OPEN_NEXT | CLOSE_LAST => {
+            let open = h & 0xf == OPEN_NEXT;
+            let at = pos.saturating_add(h >> 4);
+            let this = if open { id.saturating_add(1) } else { *id };
+            (*pos, *id) = (at, this);
+            Some(if open { Record::Open { id: this, at } } else { Record::Close { id: this, at } })
+        }
         OPEN | CLOSE => {
             let at = pos.saturating_add_signed(unzigzag(h >> 4));
             let this = id.saturating_add_signed(unzigzag(get(rest)?));
