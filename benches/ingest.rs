@@ -95,6 +95,8 @@ fn main() -> anyhow::Result<()> {
     println!("{:<58} {:>12} {:>14}", "run of the cat over MCP (type, wait for its end)", secs(ours.ingest), "");
     println!("{:<58} {:>12} {:>14}", "bytes in raw.log = bytes cat printed", ours.lossless.to_string(), "true");
     println!("{:<58} {:>12} {:>14}", "lines in session.txt", ours.lines.to_string(), format!("≥ {lines}"));
+    let index = ours.timing_bytes as f64 / (ours.raw_bytes as f64).max(1.0) * 100.0;
+    println!("{:<58} {:>10.3} % {:>14}", "timing.idx / raw.log (recordings)", index, "≤ 1 %");
     println!("{:<58} {:>12} {:>14}", "CPU in that run, tmux server", secs(ours.tmux_cpu), "");
     println!("{:<58} {:>12} {:>14}", "CPU in that run, logger", secs(ours.logger_cpu), "< 25 % of tmux's");
     println!("{:<58} {:>12} {:>14}", "CPU in that run, router (call to reply)", secs(ours.router_cpu), "≤ 0.05 s");
@@ -305,6 +307,9 @@ struct Ours {
     router_cpu: Duration,
     logger_restart: Duration,
     logger_recover: Duration,
+    /// `timing.idx` beside `raw.log`, in bytes.
+    timing_bytes: u64,
+    raw_bytes: u64,
 }
 
 async fn through_server(tmp: &Path, big: &Path, lines: u64, bytes: u64, rounds: usize) -> anyhow::Result<Ours> {
@@ -358,6 +363,8 @@ async fn measure(
         .position(|w| w == &crlf[..64])
         .is_some_and(|at| raw.get(at..at + crlf.len() - 2).is_some_and(|got| got == &crlf[..crlf.len() - 2]));
     let text_lines = std::fs::metadata(dir.join("lines.idx"))?.len() / 8;
+    let timing_bytes = std::fs::metadata(dir.join("timing.idx")).map_or(0, |m| m.len());
+    let raw_bytes = raw.len() as u64;
     let router_kb = peak_kb(server.pid().unwrap_or(0));
     let logger = logger_pid(&dir);
     let logger_kb = logger.map_or(0, peak_kb);
@@ -384,6 +391,8 @@ async fn measure(
     let tmp = home.parent().unwrap_or(home);
     let rounds = rounds(home, tmp, socket, big, bytes, round_count)?;
     Ok(Ours {
+        timing_bytes,
+        raw_bytes,
         rounds,
         ingest,
         lossless,

@@ -201,6 +201,10 @@ pub enum Command {
     Watch(people::watch::WatchArgs),
     /// Attach to a session's tmux session, to watch or type.
     Attach(people::attach::AttachArgs),
+    /// Write a session (or some of its commands) as an asciicast recording.
+    Record(people::record::RecordArgs),
+    /// Play a session's recording in this terminal; q quits.
+    Play(people::play::PlayArgs),
     /// Print a shell completion script; it completes session names too
     /// (bash: `source <(dtmcp completions bash)` in ~/.bashrc).
     Completions {
@@ -351,6 +355,8 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Search(a)) => Ok(people::block_on(|h| people::search::run(h, a))?),
         Some(Command::Watch(a)) => Ok(people::block_on(|h| people::watch::run(h, a))?),
         Some(Command::Attach(a)) => Ok(people::block_on(|h| people::attach::run(h, a))?),
+        Some(Command::Record(a)) => Ok(people::block_on(|h| people::record::run(h, a))?),
+        Some(Command::Play(a)) => Ok(people::block_on(|h| people::play::run(h, a))?),
         Some(Command::Completions { shell }) => Ok(people::complete::print_script(shell, invoked_name())?),
         Some(Command::Man { dir }) => Ok(man(dir.as_deref())?),
         Some(Command::Web(args)) => crate::web::cli(args),

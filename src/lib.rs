@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod people;
 pub mod policy;
 pub mod quiet_socket;
+pub mod recording;
 pub mod remote;
 pub mod retention;
 pub mod server;

@@ -17,7 +17,7 @@ const VAR: &str = "COMPLETE";
 
 /// The subcommands whose `name` argument is a session, and the `logs`
 /// subcommands that take one.
-const TAKES_A_SESSION: [&str; 7] = ["tail", "show", "regions", "search", "attach", "close", "logs"];
+const TAKES_A_SESSION: [&str; 9] = ["tail", "show", "regions", "search", "attach", "record", "play", "close", "logs"];
 
 /// Answers a completion request and exits, when the shell's script asked
 /// for one (`COMPLETE` set); returns at once otherwise.

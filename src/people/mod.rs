@@ -1,5 +1,5 @@
 //! The command line for people: `ls`, `tail`, `show`, `regions`, `search`,
-//! `watch` and `attach`, the answers the tools give the model in the shape
+//! `watch`, `attach`, `record` and `play`, the answers the tools give the model in the shape
 //! a shell user expects.
 //!
 //! # Where the answers come from
@@ -25,6 +25,8 @@ pub mod attach;
 pub mod complete;
 pub mod look;
 pub mod ls;
+pub mod play;
+pub mod record;
 pub mod regions;
 pub mod search;
 pub mod show;

@@ -509,6 +509,7 @@ impl Sessions {
             prompt_pattern: opts.prompt_pattern.clone(),
             adopted: false,
             parent,
+            tty: pane.info.pane_tty.clone(),
         };
         if let Err(e) = store::write_meta(&dir, &meta) {
             // Undone whole (a full disk, say): no pane without its record.

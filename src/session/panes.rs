@@ -238,6 +238,7 @@ impl Sessions {
             prompt_pattern: None,
             adopted: true,
             parent: Some(pane.tmux_session.clone()),
+            tty: pane.pane_tty.clone(),
         };
         store::write_meta(&dir, &meta)?;
         self.tmux.run(&["set-option", "-p", "-t", pane.pane_id.as_str(), OPT_NAME, &name]).await?;

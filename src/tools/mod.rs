@@ -210,6 +210,11 @@ impl Terminal {
         self.inner.secrets.redact(dir.as_deref(), text).0
     }
 
+    /// Whether the replies of session `name` hide its secrets.
+    pub fn redacts(&self, name: &str) -> bool {
+        self.inner.secrets.applies(&self.sessions().cfg.session_dir(name))
+    }
+
     /// The rows of session `name`'s screen, `cols` wide, with its secrets
     /// hidden even where one wraps from a row into the next; inside a
     /// call, what was hidden counts toward its reply's note.

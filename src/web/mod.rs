@@ -25,7 +25,8 @@
 //! the browsers' event streams ([`sse`]). The screen is tmux's own
 //! rendering (`capture-pane -e`), turned into HTML rows ([`render`]): the
 //! page needs no terminal emulator and no script from anywhere else. Every
-//! asset is compiled into the binary. The asks waiting for a person come
+//! asset is compiled into the binary. Replays of a recording are played
+//! into frames of such rows on the server ([`replay`]). The asks waiting for a person come
 //! on a stream of their own, woken by the asks directory's changes
 //! ([`asks`]).
 
@@ -37,6 +38,7 @@ pub mod feeds;
 pub mod hide;
 pub mod login;
 pub mod render;
+pub mod replay;
 pub mod screen;
 pub mod sse;
 pub mod tmux_events;
@@ -64,6 +66,7 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
 const SIGNED_IN_HTML: &str = include_str!("assets/signed-in.html");
 const APP_JS: &str = include_str!("assets/app.js");
+const REPLAY_JS: &str = include_str!("assets/replay.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// The policy every answer of the view carries.
@@ -148,6 +151,9 @@ pub fn view_routes(web: Arc<Web>) -> Router {
         .route("/s/{name}", get(page))
         .route("/login", get(sign_in))
         .route("/web/app.js", get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }))
+        .route("/web/replay.js", get(|| async { asset(REPLAY_JS, "text/javascript; charset=utf-8") }))
+        .route("/web/s/{name}/replay", get(replay::replay_frames))
+        .route("/web/s/{name}/cast", get(replay::cast_file))
         .route("/web/style.css", get(|| async { asset(STYLE_CSS, "text/css; charset=utf-8") }))
         .route("/web/palette.css", get(|| async { asset(palette(), "text/css; charset=utf-8") }))
         .route("/web/overview", get(overview_events))

@@ -21,6 +21,7 @@ mod policy;
 mod procs;
 mod programs;
 mod progress;
+mod record;
 mod remote;
 mod retention;
 mod run;

@@ -828,3 +828,51 @@ async fn an_answer_needs_the_cookie_the_pages_token_and_its_origin() {
     assert_has!(reply.text, "checked by hand");
     assert!(!target.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_replays_in_the_page_with_its_markers() {
+    needs!("tmux");
+    let s = Served::start().await;
+    s.agent.ok("session_create", json!({ "name": "v1" })).await;
+    s.agent.ok("run", json!({ "session": "v1", "command": "echo first" })).await;
+    s.agent.ok("run", json!({ "session": "v1", "command": "sleep 0.3; printf 'replayed-%s\\n' text" })).await;
+    s.agent.ok("run", json!({ "session": "v1", "command": "false" })).await;
+    // The frames come behind the login; the recording itself only for a
+    // session whose secrets the view shows.
+    let cookie = s.cookie().await;
+    let (status, _, body) = http(s.port, "GET", "/web/s/v1/replay?region=2", &[("Cookie", &cookie)]).await;
+    assert_eq!(status, 200, "{body}");
+    let frames: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(frames["markers"].as_array().map(Vec::len), Some(2), "{body}");
+    assert_eq!(http(s.port, "GET", "/web/s/v1/replay?region=2", &[]).await.0, 401);
+    let (status, _, body) = http(s.port, "GET", "/web/s/v1/cast", &[("Cookie", &cookie)]).await;
+    assert_eq!(status, 403, "{body}");
+    let browser = browser!();
+    browser.c().goto(&s.link()).await.expect("log in");
+    browser.c().goto(&format!("{}/s/v1", s.base())).await.expect("session page");
+    browser.until_text("table.timeline tr[data-region='2']", "replayed").await;
+    let play = "table.timeline tr[data-region='2'] button.replay";
+    browser.c().find(Locator::Css(play)).await.expect("replay button").click().await.expect("click");
+    browser.until_text("#replay .replayscreen", "replayed-text").await;
+    assert_eq!(browser.eval("return document.querySelectorAll('#replay .mark').length").await, json!(2));
+    let marks = browser.text("#replay .marklist").await;
+    assert_has!(marks, "sleep 0.3; printf");
+    assert_has!(marks, "exit 0");
+    poll::until_async("the replay to end", PATIENCE, async || {
+        browser.eval("return document.querySelector('#replay').dataset.state").await == json!("ended")
+    })
+    .await;
+    // The whole session: a mark at each command's start and end.
+    browser
+        .c()
+        .find(Locator::Css("button.replay:not(td button)"))
+        .await
+        .expect("session")
+        .click()
+        .await
+        .expect("click");
+    browser.until_text("#replay .marklist", "exit 1").await;
+    assert_eq!(browser.eval("return document.querySelectorAll('#replay .mark').length").await, json!(6));
+    browser.shot("web-replay.png").await;
+    browser.close().await;
+}

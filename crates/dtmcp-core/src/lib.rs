@@ -7,6 +7,7 @@
 //! lines and regions ([`cook`], [`region`], [`answers`], [`marker`], fed as
 //! one by [`pipeline`]), keeps
 //! and reads the on-disk record ([`store`], [`search`], [`agent_state`]),
+//! turns it into recordings ([`cast`]),
 //! defines the logger's wire ([`protocol`]) and start contract
 //! ([`contract`]), reads `/proc` ([`procs`]), and judges what agents may
 //! type ([`policy`]).
@@ -16,6 +17,7 @@
 
 pub mod agent_state;
 pub mod answers;
+pub mod cast;
 pub mod contract;
 pub mod cook;
 pub mod marker;

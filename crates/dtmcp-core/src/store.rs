@@ -20,6 +20,9 @@
 //!   raw offset, the next line's number and the region tracker's state.
 //! - `gaps.jsonl`: one JSON line per stretch of output that was not logged
 //!   (a dead logger, a full disk).
+//! - `timing.idx`: when each stretch of `raw.log` arrived, where regions
+//!   start and end in it, and the pane's size over time (see
+//!   [`crate::cast::timing`]).
 //! - `regions/NNNN.txt`: the output of a region (id zero-padded to four
 //!   digits), for the [`KEEP_REGION_FILES`] regions used most recently.
 //!
@@ -68,6 +71,9 @@ pub mod files {
     pub const GONE: &str = "logger.gone";
     /// How the session ended, when not by its program exiting.
     pub const ENDED: &str = "ended";
+    /// When the bytes of `raw.log` came, and the pane's sizes (see
+    /// `cast::timing`).
+    pub const TIMING: &str = "timing.idx";
 }
 
 /// How many region files a session directory keeps.
@@ -110,6 +116,10 @@ pub struct Meta {
     /// by `session_split` or adopted; `None` for a session's first pane.
     #[serde(default)]
     pub parent: Option<String>,
+    /// The pane's terminal (`/dev/pts/N`), whose size the logger reads
+    /// for recordings; empty in sessions made before it was recorded.
+    #[serde(default)]
+    pub tty: String,
 }
 
 /// Why the store failed.

@@ -20,6 +20,7 @@ mod main_loop;
 mod pump;
 mod server;
 mod state;
+mod timing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -61,6 +61,7 @@ use super::LoggerError;
 use super::checkpoint::{self, Checkpoint};
 use super::input::{Mailbox, ToPump};
 use super::state::Shared;
+use super::timing::Timing;
 use dtmcp_core::contract::Gap;
 use dtmcp_core::cook::Cooker;
 use dtmcp_core::now_ms;
@@ -87,6 +88,8 @@ pub const RETRY_MS: u64 = 500;
 /// How often, at most, output coming makes the pump check that `raw.log`
 /// was not deleted (one `fstat`).
 const DELETED_CHECK_MS: u64 = 1000;
+/// How every shell marker starts (OSC 133).
+const MARKER_START: &[u8] = b"\x1b]133;";
 
 /// How the loop goes on after the pump's part of a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +135,13 @@ pub struct Pump {
     /// `raw.log` was found deleted (alone or with the whole directory):
     /// the pump stops, so that no descriptor keeps filling unlinked space.
     pub deleted: Option<u64>,
+    /// The timing index: when output came, where regions start and end.
+    timing: Timing,
+    /// Finds the shell markers in a chunk, so that each region's place
+    /// in `raw.log` is known to the byte (see [`Pump::cook_part`]).
+    markers: memchr::memmem::Finder<'static>,
+    /// The last chunk ended inside a shell marker.
+    in_marker: bool,
 }
 
 /// A stretch of output the pump could not store.
@@ -189,6 +199,9 @@ impl Pump {
             checked_ms: now_ms(),
             unchecked: false,
             deleted: None,
+            timing: Timing::open(dir, raw_len, now_ms()),
+            markers: memchr::memmem::Finder::new(MARKER_START),
+            in_marker: false,
         };
         p.replay(start, shared)?;
         Ok(p)
@@ -261,6 +274,7 @@ impl Pump {
     /// Output ended cleanly: a checkpoint spares the next logger (if the
     /// pane is ever piped again) any replay.
     pub fn ended(&mut self) {
+        self.timing.end(now_ms());
         if self.dropping.is_none() && self.pipe.cooker.at_rest() {
             let _ = self.lines.flush().and_then(|()| self.checkpoint(now_ms()));
         }
@@ -296,6 +310,10 @@ impl Pump {
     /// (no output came, so the output's time stays).
     fn record_regions(&mut self, shared: &Shared) -> Result<(), StoreError> {
         for change in &self.changes {
+            self.timing.region(change, self.raw_len);
+        }
+        self.timing.flush();
+        for change in &self.changes {
             let (RegionChange::Opened(r) | RegionChange::Closed(r)) = change;
             self.regions.append(r)?;
         }
@@ -326,7 +344,7 @@ impl Pump {
             if n == 0 {
                 break;
             }
-            self.cook_part(&buf[..n], now, shared)?;
+            self.cook_part(&buf[..n], at, now, shared)?;
             at += n as u64;
         }
         self.lines.flush()?;
@@ -345,8 +363,13 @@ impl Pump {
         self.pipe.tracker.raise_seq_floors(&store::read_marker_floors(&shared.dir));
         self.floors_saved = floor_sum(&self.pipe.tracker);
         let cursor = self.pipe.cooker.cursor();
+        let replayed = self.changes.len();
         self.pipe.tracker.close_orphans(shell_alive, cursor, now, &mut self.changes);
         self.pipe.tracker.close_ended_unseen(shell_at_prompt, cursor, now, &mut self.changes);
+        for change in &self.changes[replayed..] {
+            self.timing.region(change, self.raw_len);
+        }
+        self.timing.flush();
         self.store_changes(shared)?;
         if self.pipe.cooker.at_rest() {
             self.checkpoint(now)?;
@@ -375,6 +398,7 @@ impl Pump {
         } else {
             self.unchecked = true;
         }
+        self.timing.output(self.raw_len, now);
         // The raw log comes first and unbuffered: whatever happens next,
         // these bytes are on disk.
         let written = write_counted(&mut self.raw, bytes);
@@ -394,6 +418,7 @@ impl Pump {
         if let Err(e) = stored {
             self.drop_output(0, &e.to_string(), now);
         }
+        self.timing.flush();
         self.publish(now, shared);
     }
 
@@ -438,6 +463,7 @@ impl Pump {
             return Err(e);
         }
         self.pipe.cooker = Cooker::new(LineNo(self.lines.lines() + 1));
+        self.timing.lost(d.bytes, d.since_ms, now);
         self.checkpoint(now)
     }
 
@@ -447,31 +473,60 @@ impl Pump {
         let due = self.raw_len - self.checkpoint_raw >= checkpoint::EVERY_BYTES
             || (now.saturating_sub(self.checkpoint_ms) >= checkpoint::EVERY_MS && self.raw_len > self.checkpoint_raw);
         let split = if due { memchr::memrchr(b'\n', bytes).map(|i| i + 1) } else { None };
+        let base = self.raw_len - bytes.len() as u64;
         let Some(at) = split else {
-            self.cook_part(bytes, now, shared)?;
+            self.cook_part(bytes, base, now, shared)?;
             return self.lines.flush();
         };
-        self.cook_part(&bytes[..at], now, shared)?;
+        self.cook_part(&bytes[..at], base, now, shared)?;
         self.lines.flush()?;
         if self.pipe.cooker.at_rest() {
             let raw_at = self.raw_len - (bytes.len() - at) as u64;
             self.checkpoint_at(raw_at, now)?;
         }
-        self.cook_part(&bytes[at..], now, shared)?;
+        self.cook_part(&bytes[at..], base + at as u64, now, shared)?;
         self.lines.flush()
     }
 
-    /// Cooks and tracks `bytes` through the core's one loop, storing the
-    /// lines and region records not stored yet (a replay meets lines the
-    /// old logger already wrote).
-    fn cook_part(&mut self, bytes: &[u8], now: u64, shared: &Shared) -> Result<(), StoreError> {
-        let lines = &mut self.lines;
-        self.pipe.try_feed(bytes, now, &mut self.changes, |event| match event {
-            CookEvent::Line { line, text } if line.0 > lines.lines() => lines.push(text),
-            _ => Ok(()),
-        })?;
+    /// Cooks and tracks `bytes`, which start at byte `base` of `raw.log`,
+    /// through the core's one loop, storing the lines and region records
+    /// not stored yet (a replay meets lines the old logger already wrote).
+    ///
+    /// The bytes go in pieces that end right after each shell marker, so
+    /// that a region opened or closed by a piece is timed at the byte
+    /// after its marker. Finding them costs one `memmem` pass; pieces that
+    /// hold no marker are fed whole.
+    fn cook_part(&mut self, bytes: &[u8], base: u64, now: u64, shared: &Shared) -> Result<(), StoreError> {
+        let mut from = 0;
+        while from < bytes.len() {
+            let end = self.marker_end(&bytes[from..]).map_or(bytes.len(), |n| from + n);
+            let before = self.changes.len();
+            let lines = &mut self.lines;
+            self.pipe.try_feed(&bytes[from..end], now, &mut self.changes, |event| match event {
+                CookEvent::Line { line, text } if line.0 > lines.lines() => lines.push(text),
+                _ => Ok(()),
+            })?;
+            for change in &self.changes[before..] {
+                self.timing.region(change, base + end as u64);
+            }
+            from = end;
+        }
         self.save_floors()?;
         self.store_changes(shared)
+    }
+
+    /// How many bytes of `bytes` reach the end of the first shell marker
+    /// in them (or of the one the last chunk ended in); `None` when no
+    /// marker ends in them.
+    fn marker_end(&mut self, bytes: &[u8]) -> Option<usize> {
+        let start = if self.in_marker { 0 } else { self.markers.find(bytes)? + MARKER_START.len() };
+        let Some(t) = memchr::memchr2(0x07, 0x1b, &bytes[start..]).map(|t| start + t) else {
+            self.in_marker = true;
+            return None;
+        };
+        self.in_marker = false;
+        // BEL ends it, or ESC \ (whose backslash may come in the next chunk).
+        Some(if bytes[t] == 0x07 { t + 1 } else { (t + 2).min(bytes.len()) })
     }
 
     /// Appends the region changes not yet in `regions.jsonl`.

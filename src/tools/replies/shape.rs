@@ -297,6 +297,15 @@ fn within(path: &Path, root: &Path) -> bool {
     parent.starts_with(&root)
 }
 
+/// Opens `path` for writing as `save_to` does (checked the same way: an
+/// absolute path outside the state home, on a disk, no symlink, replaced
+/// only with `overwrite`), for another tool's copy of something.
+pub(crate) fn open_save_to(path: &str, overwrite: bool) -> Result<(PathBuf, std::fs::File), String> {
+    let target = SaveTo { path: check_save_path(path, overwrite)?, overwrite };
+    let file = open_target(&target)?;
+    Ok((target.path, file))
+}
+
 /// Opens the target and checks the file it got, as it is now (whatever
 /// changed since [`check_save_path`]): no symlink followed, nothing but a
 /// regular file with one name only, on a file system of files, outside

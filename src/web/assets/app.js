@@ -461,7 +461,7 @@
     const table = el("table", "timeline");
     const thead = el("thead");
     const hr = el("tr");
-    for (const h of ["#", "command", "agent", "exit", "took", "lines", "when"]) {
+    for (const h of ["#", "command", "agent", "exit", "took", "lines", "when", ""]) {
       add(hr, el("th", h === "agent" ? "agent" : h === "when" ? "when" : null, h));
     }
     add(thead, hr);
@@ -488,7 +488,8 @@
         el("td", "num " + exitClass(r.exit), exitText(r.exit)),
         add(el("td", "num"), typeof took === "string" ? document.createTextNode(took) : took),
         el("td", "num", lines),
-        add(el("td", "when"), clock(el("span", "meta"), r.started_ms)));
+        add(el("td", "when"), clock(el("span", "meta"), r.started_ms)),
+        add(el("td"), replayButton(r.id, "region " + r.id + " · " + (r.command || ""))));
       tr.addEventListener("click", function () {
         chosen = r.id;
         drawRegions();
@@ -497,13 +498,29 @@
       return tr;
     }
 
+    // Replays (assets/replay.js): one command, or the whole session.
+    const player = el("section", "player");
+    player.id = "replay";
+    player.hidden = true;
+    add(left, player);
+    function replayButton(region, title) {
+      const b = el("button", "replay", region === null ? "replay the session" : "replay");
+      b.type = "button";
+      b.addEventListener("click", function (e) {
+        e.stopPropagation();
+        window.dtmcpReplay(player, base + "/replay" + (region === null ? "" : "?region=" + region), title);
+      });
+      return b;
+    }
+    add(right, replayButton(null, name));
+
     function drawRegions() {
       const list = Array.from(regions.values()).sort(function (a, b) { return b.id - a.id; });
       tbody.replaceChildren(...list.map(regionRow));
       if (!list.length) {
         const tr = el("tr");
         const td = el("td", "empty", "No command yet.");
-        td.colSpan = 7;
+        td.colSpan = 8;
         add(tbody, add(tr, td));
       }
     }
