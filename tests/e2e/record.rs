@@ -153,7 +153,10 @@ async fn a_recording_replays_the_log_with_a_marker_per_command() {
     let v2 = Cast::parse(&std::fs::read_to_string(&file).expect("file"));
     assert_eq!((v2.header["version"].as_u64(), v2.header["width"].as_u64().is_some()), (Some(2), true));
     assert!(v2.events.windows(2).all(|e| e[0].0 <= e[1].0));
-    asciinema_accepts(&file);
+    asciinema_accepts(&file, &v2.output());
+    let whole = w.home().join("whole.cast");
+    assert!(cli(&w, &["record", "r1", "-o", whole.to_str().expect("utf-8")]).success());
+    asciinema_accepts(&whole, &Cast::parse(&std::fs::read_to_string(&whole).expect("file")).output());
 
     // Bad requests say what to do.
     let bad = cli(&w, &["record", "r1", "--region", "99"]);
@@ -162,14 +165,28 @@ async fn a_recording_replays_the_log_with_a_marker_per_command() {
     assert!(bad.code == 2 && bad.stderr.contains("--idle-max"), "{}", bad.stderr);
 }
 
-/// The real asciinema (3.x) reads the file, when it is installed.
-fn asciinema_accepts(file: &Path) {
+/// The real asciinema (3.x) reads the file, when it is installed: its raw
+/// export (the output without timing) is exactly `output`, the file's `o`
+/// events joined.
+fn asciinema_accepts(file: &Path, output: &str) {
     if !crate::support::installed("asciinema") {
-        eprintln!("skipped: asciinema is not installed; the recording was not checked with it");
+        eprintln!(
+            "skipped: asciinema is not installed (`cargo install asciinema`); the recording was not checked with it"
+        );
         return;
     }
-    let out = std::process::Command::new("asciinema").arg("cat").arg(file).output().expect("asciinema");
-    assert!(out.status.success(), "asciinema cat: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("asciinema")
+        .args(["convert", "--quiet", "-f", "raw"])
+        .arg(file)
+        .arg("-")
+        .output()
+        .expect("asciinema");
+    assert!(out.status.success(), "asciinema convert: {}", String::from_utf8_lossy(&out.stderr));
+    // The export sizes the terminal first and at each resize (`ESC [ 8 ;
+    // rows ; cols t`), from the header and the `r` events.
+    let sizes = regex::Regex::new("\x1b\\[8;\\d+;\\d+t").expect("regex");
+    let exported = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(sizes.replace_all(&exported, ""), output, "asciinema's raw export of {}", file.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
