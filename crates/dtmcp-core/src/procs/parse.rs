@@ -70,6 +70,16 @@ pub fn children(text: &str) -> Vec<i32> {
     text.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect()
 }
 
+/// A `pid_max` at or below which pids may wrap around within a session's
+/// life (the old default, 32768, and its double).
+pub const SMALL_PID_MAX: i32 = 65_536;
+
+/// The last pid handed out, the last field of `/proc/loadavg`
+/// (`0.20 0.18 0.12 1/80 11206`).
+pub fn last_pid(loadavg: &str) -> Option<i32> {
+    loadavg.split_ascii_whitespace().nth(4)?.parse().ok()
+}
+
 /// A command line cut short for a listing: the program's name without its
 /// directory, and the arguments after it with any path to a script or
 /// binary cut to its last part (`node /app/node_modules/.bin/vite` is
@@ -546,6 +556,12 @@ mod tests {
     #[case::multibyte_before_the_name("ü(x) S 1 2")]
     fn misshapen_stat_lines_are_refused_not_panicked_on(#[case] text: &str) {
         assert_eq!(stat(text), None);
+    }
+
+    #[test]
+    fn the_last_pid_ends_loadavg() {
+        assert_eq!(last_pid("0.20 0.18 0.12 1/80 11206\n"), Some(11206));
+        assert_eq!(last_pid("0.20 0.18"), None);
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! jobs: one [`look`] at the tree under its first process.
 //!
 //! Each process's descriptors are read as links (`/proc/PID/fd/N` →
-//! `socket:[INODE]`, parsed by procfs-core) relative to its `fd`
+//! `socket:[INODE]`, parsed by procfs-core) relative to its open `fd`
 //! directory, so a link costs one `readlinkat` and no walk of the path.
 //! Only when some process holds a socket are the socket tables read, from
 //! `/proc/ROOT/net/` (the tables of the pane's network namespace), one
 //! after another until every inode is placed: `tcp`, `tcp6`, `unix`,
-//! `udp`, `udp6`. An inode in none of them (a process of the tree in
+//! `udp`, `udp6`; in the router's own namespace the kernel is asked for
+//! the TCP listeners over sock_diag instead of `tcp` and `tcp6`, which
+//! cost milliseconds on a big host ([`super::diag`]). An inode in none of them (a process of the tree in
 //! another namespace: `unshare -n`, a container's) sends the look to the
 //! tables of that process's own namespace, for a few namespaces at most.
 //! Sockets of other kinds (netlink, packet) are in no table and are left
@@ -22,10 +24,12 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use std::fs;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use nix::dir::Dir;
-use nix::fcntl::readlinkat;
+use nix::fcntl::{OFlag, readlinkat};
+use nix::sys::stat::Mode;
 use procfs_core::process::FDTarget;
 
 use super::net::{self, Socket};
@@ -181,28 +185,33 @@ pub struct Look {
 
 /// Looks at the tree under `root` (see the module doc).
 pub fn look(root: u32) -> Result<Look, String> {
-    let tree = tree::walk(root)?;
-    Ok(look_at(&tree))
+    looks(&[root]).pop().unwrap_or_else(|| Err("no look".into()))
 }
 
-/// Looks at the sockets and jobs of a tree already walked.
-pub fn look_at(tree: &Tree) -> Look {
-    let mut look = Look { processes: tree.procs.len(), ..Look::default() };
+/// Looks at the trees under each of `roots` at once (a listing of every
+/// session): one walk of `/proc` and one read of each socket table serve
+/// them all.
+pub fn looks(roots: &[u32]) -> Vec<Result<Look, String>> {
+    let trees = tree::walk_all(roots);
+    let walked: Vec<&Tree> = trees.iter().flatten().collect();
+    let mut looks: Vec<Look> = walked.iter().map(|t| Look { processes: t.procs.len(), ..Look::default() }).collect();
     // Each socket inode and the first process (in tree order) holding it.
-    let mut held: HashMap<u64, usize> = HashMap::new();
-    for (i, p) in tree.procs.iter().enumerate() {
-        match socket_inodes(p.pid) {
-            Ok(inodes) => inodes.into_iter().for_each(|ino| {
-                held.entry(ino).or_insert(i);
-            }),
-            Err(_) => look.unreadable += 1,
+    let mut held: HashMap<u64, (usize, usize)> = HashMap::new();
+    for (t, tree) in walked.iter().enumerate() {
+        for (i, p) in tree.procs.iter().enumerate() {
+            match socket_inodes(p.pid) {
+                Ok(inodes) => inodes.into_iter().for_each(|ino| {
+                    held.entry(ino).or_insert((t, i));
+                }),
+                Err(_) => looks[t].unreadable += 1,
+            }
         }
     }
     let mut commands: HashMap<i32, Vec<String>> = HashMap::new();
     let mut argv = |pid: i32| commands.entry(pid).or_insert_with(|| read_argv(pid)).clone();
-    for (ino, socket) in place(tree, &held) {
-        let Some(&i) = held.get(&ino) else { continue };
-        let p = &tree.procs[i];
+    for (ino, socket) in place(&walked, &held) {
+        let Some(&(t, i)) = held.get(&ino) else { continue };
+        let p = &walked[t].procs[i];
         let (kind, address, port, path) = match socket {
             Socket::TcpListen(a) => (Kind::Tcp, Some(a.ip()), Some(a.port()), None),
             Socket::UdpBound(a) => (Kind::Udp, Some(a.ip()), Some(a.port()), None),
@@ -210,13 +219,16 @@ pub fn look_at(tree: &Tree) -> Look {
             Socket::Other => continue,
         };
         let command = parse::short_command(&argv(p.pid), COMMAND_CHARS);
-        look.listeners.push(Listener { kind, address, port, path, pid: p.pid, program: p.comm.clone(), command });
+        looks[t].listeners.push(Listener { kind, address, port, path, pid: p.pid, program: p.comm.clone(), command });
     }
-    let order: HashMap<i32, usize> = tree.procs.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
-    look.listeners.sort_by_key(|l| (order.get(&l.pid).copied(), l.kind, l.port, l.address, l.path.clone()));
-    look.jobs = tree::background(tree).into_iter().map(|b| job(b, &look.listeners, &mut argv)).collect();
-    look.far = far(tree, &mut argv);
-    look
+    for (look, tree) in looks.iter_mut().zip(&walked) {
+        let order: HashMap<i32, usize> = tree.procs.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
+        look.listeners.sort_by_key(|l| (order.get(&l.pid).copied(), l.kind, l.port, l.address, l.path.clone()));
+        look.jobs = tree::background(tree).into_iter().map(|b| job(b, &look.listeners, &mut argv)).collect();
+        look.far = far(tree, &mut argv);
+    }
+    let mut looks = looks.into_iter();
+    trees.into_iter().map(|t| t.map(|_| looks.next().unwrap_or_default())).collect()
 }
 
 fn job(b: Background, listeners: &[Listener], argv: &mut impl FnMut(i32) -> Vec<String>) -> Job {
@@ -243,22 +255,24 @@ fn far(tree: &Tree, argv: &mut impl FnMut(i32) -> Vec<String>) -> Vec<String> {
     out
 }
 
-/// The sockets of `held`, each placed by the table of its namespace that
-/// lists it; inodes no table lists are left out.
-fn place(tree: &Tree, held: &HashMap<u64, usize>) -> Vec<(u64, Socket)> {
-    let Some(root) = tree.root() else { return Vec::new() };
+/// The sockets of `held` (by tree and process), each placed by the table
+/// of its namespace that lists it; inodes no table lists are left out.
+fn place(trees: &[&Tree], held: &HashMap<u64, (usize, usize)>) -> Vec<(u64, Socket)> {
+    let Some(root) = trees.first().and_then(|t| t.root()) else { return Vec::new() };
     if held.is_empty() {
         return Vec::new();
     }
     let mut left: HashSet<u64> = held.keys().copied().collect();
-    let mut out = tables(root.pid, &mut left);
+    let own = namespace(std::process::id() as i32);
+    let mine = namespace(root.pid);
+    let mut out = tables(root.pid, &mut left, mine.is_some() && mine == own);
     if left.is_empty() {
         return out;
     }
     // Held in another network namespace: that namespace's own tables.
-    let mine = namespace(root.pid);
     let mut done: HashSet<String> = mine.into_iter().collect();
-    let mut holders: Vec<i32> = left.iter().filter_map(|ino| held.get(ino)).map(|&i| tree.procs[i].pid).collect();
+    let mut holders: Vec<i32> =
+        left.iter().filter_map(|ino| held.get(ino)).map(|&(t, i)| trees[t].procs[i].pid).collect();
     holders.sort_unstable();
     holders.dedup();
     for pid in holders {
@@ -266,9 +280,9 @@ fn place(tree: &Tree, held: &HashMap<u64, usize>) -> Vec<(u64, Socket)> {
             break;
         }
         if let Some(ns) = namespace(pid)
-            && done.insert(ns)
+            && done.insert(ns.clone())
         {
-            out.extend(tables(pid, &mut left));
+            out.extend(tables(pid, &mut left, Some(ns) == own));
         }
     }
     out
@@ -276,12 +290,33 @@ fn place(tree: &Tree, held: &HashMap<u64, usize>) -> Vec<(u64, Socket)> {
 
 /// The sockets of `left` in the tables of `pid`'s namespace, taken out
 /// of `left` as they are found; a table is read only while some are left.
-fn tables(pid: i32, left: &mut HashSet<u64>) -> Vec<(u64, Socket)> {
+/// `ours`: that namespace is this process's, so the kernel is asked for
+/// its TCP listeners over sock_diag rather than read `tcp` and `tcp6`
+/// (see [`super::diag`]); then the TCP sockets not listed are no
+/// listeners, though they may be connections the other tables do not
+/// hold either.
+fn tables(pid: i32, left: &mut HashSet<u64>, ours: bool) -> Vec<(u64, Socket)> {
     let little = cfg!(target_endian = "little");
     let mut out = Vec::new();
+    let mut tcp_by_proc = !ours;
+    if ours {
+        match super::diag::tcp_listeners() {
+            Ok(listening) => {
+                for (ino, address) in listening {
+                    if left.remove(&ino) {
+                        out.push((ino, Socket::TcpListen(address)));
+                    }
+                }
+            }
+            Err(_) => tcp_by_proc = true,
+        }
+    }
     for name in ["tcp", "tcp6", "unix", "udp", "udp6"] {
         if left.is_empty() {
             break;
+        }
+        if name.starts_with("tcp") && !tcp_by_proc {
+            continue;
         }
         let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{name}")) else { continue };
         let found = match name {
@@ -304,11 +339,14 @@ fn namespace(pid: i32) -> Option<String> {
 }
 
 /// The inodes of the sockets `pid` holds, from its descriptors' links.
-fn socket_inodes(pid: i32) -> Result<Vec<u64>, String> {
+pub fn socket_inodes(pid: i32) -> Result<Vec<u64>, String> {
     let path = format!("/proc/{pid}/fd");
-    let file = fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
-    let copy = file.try_clone().map_err(|e| format!("{path}: {e}"))?;
-    let mut dir = Dir::from_fd(copy.into()).map_err(|e| format!("{path}: {e}"))?;
+    let mut dir = Dir::open(path.as_str(), OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| format!("{path}: {e}"))?;
+    let raw = dir.as_raw_fd();
+    // SAFETY: `dir` owns the descriptor and outlives every use of this
+    // borrow, which ends with the loop below.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
     let mut out = Vec::new();
     for entry in dir.iter().filter_map(Result::ok) {
         let name = entry.file_name();
@@ -316,7 +354,7 @@ fn socket_inodes(pid: i32) -> Result<Vec<u64>, String> {
             continue;
         }
         // A descriptor closed since the listing is skipped.
-        let Ok(link) = readlinkat(&file, name) else { continue };
+        let Ok(link) = readlinkat(fd, name) else { continue };
         let Ok(text) = std::str::from_utf8(link.as_bytes()) else { continue };
         if let Ok(FDTarget::Socket(inode)) = text.parse::<FDTarget>() {
             out.push(inode);

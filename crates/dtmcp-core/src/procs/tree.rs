@@ -49,11 +49,33 @@ impl Tree {
 
 /// Walks the tree under `root` (see the module doc).
 pub fn walk(root: u32) -> Result<Tree, String> {
-    let first = read_stat(root as i32)?;
-    match children_of(&first) {
-        Some(kids) => Ok(by_children(first, kids)),
-        None => Ok(by_scan(first)),
+    walk_all(&[root]).pop().unwrap_or_else(|| Err("no tree".into()))
+}
+
+/// Walks the trees under each of `roots` (several panes at once): through
+/// the `children` files, or by one scan of `/proc` shared by all of them.
+pub fn walk_all(roots: &[u32]) -> Vec<Result<Tree, String>> {
+    let firsts: Vec<Result<Stat, String>> = roots.iter().map(|&r| read_stat(r as i32)).collect();
+    let Some(probe) = firsts.iter().flatten().next() else { return firsts.into_iter().map(|f| f.map(one)).collect() };
+    if children_of(probe).is_some() {
+        return firsts
+            .into_iter()
+            .map(|f| {
+                f.map(|first| match children_of(&first) {
+                    Some(kids) => by_children(first, kids),
+                    None => one(first),
+                })
+            })
+            .collect();
     }
+    let lowest = firsts.iter().flatten().map(|f| f.pid).min().unwrap_or(0);
+    let mut by_parent = scan(lowest);
+    firsts.into_iter().map(|f| f.map(|first| from_parents(first, &mut by_parent))).collect()
+}
+
+/// A tree of `first` alone.
+fn one(first: Stat) -> Tree {
+    Tree { procs: vec![first] }
 }
 
 /// Breadth first through the `children` files.
@@ -100,20 +122,35 @@ fn children_of(p: &Stat) -> Option<Vec<i32>> {
     any.then_some(out)
 }
 
-/// Every process's `stat` once, the tree put together from their parents.
-fn by_scan(first: Stat) -> Tree {
-    let Ok(dir) = fs::read_dir("/proc") else { return Tree { procs: vec![first] } };
+/// Every process's `stat` once, by parent. Pids are handed out in
+/// increasing order, wrapping at `pid_max`: while the last one handed out
+/// (`/proc/loadavg`) is above `lowest` (the oldest pane's first process)
+/// and `pid_max` is large, no process under a pane can have a lower pid
+/// than it, and the older processes (the host's daemons, tmux, this
+/// router) are not read.
+fn scan(lowest: i32) -> HashMap<i32, Vec<Stat>> {
     let mut by_parent: HashMap<i32, Vec<Stat>> = HashMap::new();
+    let Ok(dir) = fs::read_dir("/proc") else { return by_parent };
+    let skip_below = match no_wrap_since(lowest) {
+        true => lowest,
+        false => 0,
+    };
     for entry in dir.filter_map(Result::ok) {
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if pid == first.pid {
+        if pid <= skip_below {
             continue;
         }
         if let Ok(stat) = read_stat(pid) {
             by_parent.entry(stat.ppid).or_default().push(stat);
         }
     }
+    by_parent
+}
+
+/// The tree under `first`, breadth first through `by_parent` (whose
+/// entries it takes: trees do not overlap).
+fn from_parents(first: Stat, by_parent: &mut HashMap<i32, Vec<Stat>>) -> Tree {
     let mut procs = vec![first];
     let mut at = 0;
     while at < procs.len() && procs.len() < MAX_PROCS {
@@ -124,6 +161,16 @@ fn by_scan(first: Stat) -> Tree {
         at += 1;
     }
     Tree { procs }
+}
+
+/// Whether pids have surely not wrapped around since `pid` was handed
+/// out: the last one is above it and `pid_max` is over [`parse::SMALL_PID_MAX`]
+/// (a host handing out millions of pids in a session's life is not
+/// expected; one with a small `pid_max` may wrap in hours).
+fn no_wrap_since(pid: i32) -> bool {
+    let last = fs::read_to_string("/proc/loadavg").ok().and_then(|t| parse::last_pid(&t));
+    let max = fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|t| t.trim().parse::<i32>().ok());
+    matches!((last, max), (Some(last), Some(max)) if last >= pid && max > parse::SMALL_PID_MAX)
 }
 
 fn read_stat(pid: i32) -> Result<Stat, String> {
