@@ -17,6 +17,7 @@ mod ownership;
 mod panes;
 mod people;
 mod policy;
+mod ports;
 mod procs;
 mod programs;
 mod progress;

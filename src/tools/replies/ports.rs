@@ -170,6 +170,26 @@ pub fn listing(look: &Look) -> String {
 }
 
 impl Terminal {
+    /// What the processes of each of `panes` listen on and run in the
+    /// background, as data (`listening`, `jobs`, `ports_not_seen`), their
+    /// secrets hidden as a reply hides them; `None` for a dead pane.
+    pub async fn ports_of(&self, panes: &[crate::tmux::PaneInfo]) -> Vec<Option<serde_json::Map<String, Value>>> {
+        let pids = panes.iter().map(|p| if p.pane_dead { 0 } else { p.pane_pid }).collect();
+        let found = looks(pids).await;
+        panes
+            .iter()
+            .zip(found)
+            .map(|(pane, look)| {
+                let data = Value::Object(details(&look?, None));
+                let hidden = self.redacted(Some(&pane.session_name), &data.to_string());
+                match serde_json::from_str(&hidden) {
+                    Ok(Value::Object(map)) => Some(map),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
     /// Adds to `reply` what changed in session `name`'s listeners and jobs
     /// since this agent's last reply there, and the whole look as data.
     pub(crate) async fn tell_ports(&self, name: &str, reply: &mut Reply) {
