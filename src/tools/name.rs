@@ -188,9 +188,7 @@ impl ToolName {
                 "listening": {"type": "array", "items": {"type": "string"}, "description": "Where its processes listen."}
             }}})
         };
-        let not_seen = || {
-            json!({"type": "array", "items": {"type": "string"}, "description": "Hosts or containers the session reaches (e.g. box via ssh) whose listening ports cannot be seen from here."})
-        };
+        let not_seen = || json!({"type": "array", "items": {"type": "string"}, "description": "Hosts or containers the session reaches (e.g. box via ssh) whose listening ports cannot be seen from here."});
         let mut props = json!({
             "tool": {"type": "string", "description": "The tool called."},
             "ok": {"type": "boolean", "description": "Whether the call did what it was asked (false: isError, see error)."},

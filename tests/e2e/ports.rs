@@ -106,7 +106,8 @@ async fn listening_true_finds_the_port_the_kernel_chose() {
     let s = w.server().await;
     s.create("t1").await;
     let command = "python3 -m http.server 0 --bind 127.0.0.1";
-    let (r, data) = call(&s, "run", json!({"session": "t1", "command": command, "listening": true, "timeout": 20})).await;
+    let (r, data) =
+        call(&s, "run", json!({"session": "t1", "command": command, "listening": true, "timeout": 20})).await;
     assert_has!(r, "now listening: 127.0.0.1:");
     let port = data["now_listening"][0]["port"].as_u64().expect("a port") as u16;
     assert!(port > 0 && answers(port), "{data}");
@@ -121,9 +122,12 @@ async fn nc_and_node_listeners_are_named() {
     let s = w.server().await;
     s.create("t1").await;
     let port = free_port();
-    let (r, _) =
-        call(&s, "run", json!({"session": "t1", "command": format!("nc -l 127.0.0.1 {port}"), "port": port, "timeout": 20}))
-            .await;
+    let (r, _) = call(
+        &s,
+        "run",
+        json!({"session": "t1", "command": format!("nc -l 127.0.0.1 {port}"), "port": port, "timeout": 20}),
+    )
+    .await;
     assert_has!(r, &format!("port {port} is listening: 127.0.0.1:{port} (nc -l 127.0.0.1 {port}, pid "));
     s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
     if !installed("node") {
@@ -153,7 +157,7 @@ async fn a_server_in_the_background_is_waited_for_and_listed_as_a_job() {
     let (r, _) = call(&s, "run", json!({"session": "t1", "command": command, "port": port, "timeout": 20})).await;
     assert_has!(r, &format!("port {port} is listening: 127.0.0.1:{port}"));
     let (listed, data) = call(&s, "session_list", json!({})).await;
-    assert_has!(listed, &format!("background jobs: pid "));
+    assert_has!(listed, "background jobs: pid ");
     assert_has!(listed, &format!("`python3 -m http.server {port} --bind 127.0.0.1` listening on 127.0.0.1:{port}"));
     let job = &data["sessions"][0]["jobs"][0];
     assert_eq!(job["listening"][0], format!("127.0.0.1:{port}"), "{data}");
@@ -213,7 +217,7 @@ async fn a_command_that_fails_before_listening_comes_back_at_once() {
     // At the prompt with nothing behind it, a wait for a port says so at once.
     let (r, _) = call(&s, "wait", json!({"session": "t1", "port": port, "timeout": 30})).await;
     assert_has!(r, "nothing runs there that could");
-    let (bad, _) = (s.err("run", json!({"session": "t1", "command": "true", "port": 70000})).await, ());
+    let bad = s.err("run", json!({"session": "t1", "command": "true", "port": 70000})).await;
     assert_has!(bad, "port must be between 1 and 65535");
 }
 

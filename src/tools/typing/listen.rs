@@ -106,6 +106,25 @@ impl Want {
         look.jobs.iter().map(|j| j.pid).filter(|p| !self.jobs.contains(p)).collect()
     }
 
+    /// What `ask` waits for, against the session under `pid` now (see
+    /// [`Want::before`]); `None` without an ask.
+    pub async fn of(ask: Option<Ask>, pid: u32, anything_counts: bool) -> Option<Want> {
+        match ask {
+            Some(ask) => Some(Want::before(ask, pid, anything_counts).await),
+            None => None,
+        }
+    }
+
+    /// `reply`, ended with the line for an ask of `want` left unmet when
+    /// the wait stopped for `reason`.
+    pub fn unmet_in(want: Option<&Want>, reason: &WaitReason, mut reply: Reply) -> Reply {
+        if let Some(line) = want.and_then(|w| w.unmet(reason)) {
+            reply.push_str(&line);
+            reply.push_str("\n");
+        }
+        reply
+    }
+
     /// The line a reply ends with when the wait ended otherwise.
     pub fn unmet(&self, reason: &WaitReason) -> Option<String> {
         let what = self.ask.said();
@@ -120,10 +139,10 @@ impl Want {
 
 /// How a wait with a [`Want`] ended.
 pub enum Heard {
-    /// As the logger's wait ended, the ask unmet.
-    Logger((WaitReason, Status, Option<Region>)),
-    /// Met: the look that met it.
-    Listening(Look),
+    /// As the logger's wait ended, the ask unmet (boxed: a status is large).
+    Logger(Box<(WaitReason, Status, Option<Region>)>),
+    /// Met: the look that met it, and what was asked.
+    Listening(Look, Want),
 }
 
 /// Looks at the tree under `pid` every [`POLL_MS`] until `want` is met
@@ -160,29 +179,29 @@ impl Terminal {
         left_ms: u64,
         wait: impl Future<Output = Result<(WaitReason, Status, Option<Region>), ToolError>>,
     ) -> Result<Heard, ToolError> {
-        let Some(want) = want else { return wait.await.map(Heard::Logger) };
+        let Some(want) = want else { return wait.await.map(|w| Heard::Logger(Box::new(w))) };
         let deadline = Instant::now() + Duration::from_millis(left_ms);
         let pid = s.pane.pane_pid;
         let heard = tokio::select! {
             waited = wait => waited?,
-            Some(look) = until_met(pid, want, None, progress) => return Ok(Heard::Listening(look)),
+            Some(look) = until_met(pid, want, None, progress) => return Ok(Heard::Listening(look, want.clone())),
         };
         if !matches!(heard.0, WaitReason::RegionEnded(_) | WaitReason::Prompt) {
-            return Ok(Heard::Logger(heard));
+            return Ok(Heard::Logger(Box::new(heard)));
         }
         // Ended: it may have bound on its way out, or left a server behind.
-        let Some(now) = look(pid).await else { return Ok(Heard::Logger(heard)) };
+        let Some(now) = look(pid).await else { return Ok(Heard::Logger(Box::new(heard))) };
         if !want.met(&now).is_empty() {
-            return Ok(Heard::Listening(now));
+            return Ok(Heard::Listening(now, want.clone()));
         }
         let jobs = want.new_jobs(&now);
         if jobs.is_empty() {
-            return Ok(Heard::Logger(heard));
+            return Ok(Heard::Logger(Box::new(heard)));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, until_met(pid, want, Some(&jobs), progress)).await {
-            Ok(Some(look)) => Ok(Heard::Listening(look)),
-            _ => Ok(Heard::Logger(heard)),
+            Ok(Some(look)) => Ok(Heard::Listening(look, want.clone())),
+            _ => Ok(Heard::Logger(Box::new(heard))),
         }
     }
 
@@ -219,7 +238,13 @@ impl Terminal {
 
     /// `wait` with a `want` in a session where no command runs: met at
     /// once, or followed while a background job lives, else told so.
-    pub(crate) async fn listen_at_prompt(&self, s: &Session, want: &Want, timeout_ms: u64, progress: &Progress) -> Reply {
+    pub(crate) async fn listen_at_prompt(
+        &self,
+        s: &Session,
+        want: &Want,
+        timeout_ms: u64,
+        progress: &Progress,
+    ) -> Reply {
         let pid = s.pane.pane_pid;
         let now = look(pid).await.unwrap_or_default();
         let what = want.ask.said();
@@ -237,15 +262,20 @@ impl Terminal {
                 s.name
             ));
         }
-        let waited = tokio::time::timeout(Duration::from_millis(timeout_ms), until_met(pid, want, Some(&jobs), progress));
+        let waited =
+            tokio::time::timeout(Duration::from_millis(timeout_ms), until_met(pid, want, Some(&jobs), progress));
         match waited.await {
             Ok(Some(look)) => {
                 let met = want.met(&look);
                 self.told_ports(&s.name, &look);
                 with_met(format!("{}: {}\n", head(want.ask), said(&met)), &met)
             }
-            Ok(None) if progress.cancelled() => Reply::text(format!("(the call was cancelled; nothing listens on {what} yet)\n")),
-            Ok(None) => Reply::text(format!("the background jobs of {} ended before anything listened on {what}\n", s.name)),
+            Ok(None) if progress.cancelled() => {
+                Reply::text(format!("(the call was cancelled; nothing listens on {what} yet)\n"))
+            }
+            Ok(None) => {
+                Reply::text(format!("the background jobs of {} ended before anything listened on {what}\n", s.name))
+            }
             Err(_) => Reply::text(format!(
                 "nothing listens on {what} yet; the background job(s) still run: call wait session={} again to keep waiting\n",
                 s.name

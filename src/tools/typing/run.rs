@@ -129,12 +129,12 @@ impl Options {
         until: Option<String>,
         shape: &ShapeParams,
         port: Option<u64>,
-        listening: Option<bool>,
+        on: Option<bool>,
     ) -> Result<Options, ToolError> {
         if let Some(u) = &until {
             regex::Regex::new(u).map_err(|e| ToolError::BadInput(format!("until: invalid pattern: {e}")))?;
         }
-        let listen = Ask::parse(port, listening).map_err(ToolError::BadInput)?;
+        let listen = Ask::parse(port, on).map_err(ToolError::BadInput)?;
         Ok(Options { until, shape: Shape::parse(shape)?, listen })
     }
 
@@ -200,10 +200,7 @@ impl Terminal {
         let mut out = Reply::default();
         let deadline = Instant::now() + Duration::from_millis(timeout);
         // What listened before the line, when the call waits for a listener.
-        let want = match opts.listen {
-            Some(ask) => Some(Want::before(ask, s.pane.pane_pid, false).await),
-            None => None,
-        };
+        let want = Want::of(opts.listen, s.pane.pane_pid, false).await;
         let call = Call { opts: &opts, deadline, typing, progress, want };
         let actor = self.actor();
         // Who allowed the line being typed, when the policy asked a person.
@@ -345,7 +342,8 @@ impl Terminal {
                 Ok(())
             };
             let wait = self.wait_line(s, logger, spec, follow, held);
-            let wait = async { self.wait_or_listen(s, call.want.as_ref(), call.progress, left, wait).await.map_err(typed) };
+            let wait =
+                async { self.wait_or_listen(s, call.want.as_ref(), call.progress, left, wait).await.map_err(typed) };
             tokio::try_join!(send, wait)?.1
         } else {
             target::type_text(tmux, pane, line, call.typing).await?;
@@ -363,12 +361,11 @@ impl Terminal {
             let wait = self.wait_line(s, logger, spec, follow, held);
             self.wait_or_listen(s, call.want.as_ref(), call.progress, left, wait).await.map_err(typed)?
         };
-        let (mut reason, mut status, mut region) = match (waited, call.want.as_ref()) {
-            (Heard::Listening(look), Some(want)) => {
-                return self.listening_reply(s, logger, before.mark, want, &look, &call.opts.shape).await;
+        let (mut reason, mut status, mut region) = match waited {
+            Heard::Listening(look, want) => {
+                return self.listening_reply(s, logger, before.mark, &want, &look, &call.opts.shape).await;
             }
-            (Heard::Listening(_), None) => return Err(ToolError::Failed("a listener was met unasked".into())),
-            (Heard::Logger(waited), _) => waited,
+            Heard::Logger(waited) => *waited,
         };
         if reason == WaitReason::FullScreen {
             let spec = WaitSpec {
@@ -397,11 +394,8 @@ impl Terminal {
             };
         }
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: before.mark.line };
-        let mut reply = describe(s, logger, &waited, &call.opts.shape, None).await?;
-        if let Some(line) = call.want.as_ref().and_then(|w| w.unmet(&reason)) {
-            reply.push_str(&format!("{line}\n"));
-        }
-        Ok(reply)
+        let reply = describe(s, logger, &waited, &call.opts.shape, None).await?;
+        Ok(Want::unmet_in(call.want.as_ref(), &reason, reply))
     }
 
     /// The reply when a full-screen program took the screen: what it shows.
@@ -420,10 +414,7 @@ impl Terminal {
         let s = self.sessions().resolve(&p.session).await?;
         let mut logger = self.sessions().logger(&s).await?;
         let status = logger.status().await?;
-        let want = match opts.listen {
-            Some(ask) => Some(Want::before(ask, s.pane.pane_pid, true).await),
-            None => None,
-        };
+        let want = Want::of(opts.listen, s.pane.pane_pid, true).await;
         // A line typed into a program is what runs, when one is still open.
         let Some(open) = status.shell.input.or_else(|| status.shell.open.first().copied()) else {
             if let Some(want) = &want {
@@ -439,18 +430,14 @@ impl Terminal {
         // The wait's answer carries region `after.regions + 1`: `open`.
         let wait = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow, None);
         let (reason, status, region) = match self.wait_or_listen(&s, want.as_ref(), progress, timeout, wait).await? {
-            Heard::Logger(waited) => waited,
-            Heard::Listening(look) => {
-                let want = want.as_ref().ok_or_else(|| ToolError::Failed("a listener was met unasked".into()))?;
-                return self.listening_reply(&s, &mut logger, after, want, &look, &opts.shape).await;
+            Heard::Logger(waited) => *waited,
+            Heard::Listening(look, want) => {
+                return self.listening_reply(&s, &mut logger, after, &want, &look, &opts.shape).await;
             }
         };
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line };
-        let mut reply = describe(&s, &mut logger, &waited, &opts.shape, None).await?;
-        if let Some(line) = want.as_ref().and_then(|w| w.unmet(&reason)) {
-            reply.push_str(&format!("{line}\n"));
-        }
-        Ok(reply)
+        let reply = describe(&s, &mut logger, &waited, &opts.shape, None).await?;
+        Ok(Want::unmet_in(want.as_ref(), &reason, reply))
     }
 }
 

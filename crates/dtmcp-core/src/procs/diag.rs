@@ -116,7 +116,11 @@ pub fn tcp_listeners() -> Result<Vec<(u64, SocketAddr)>, String> {
     // SAFETY: socket(2) takes no pointers; the descriptor it returns is
     // checked and owned at once by an `OwnedFd`, which closes it.
     let fd = unsafe {
-        libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, libc::NETLINK_SOCK_DIAG)
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            libc::NETLINK_SOCK_DIAG,
+        )
     };
     if fd < 0 {
         return Err(format!("a sock_diag socket: {}", std::io::Error::last_os_error()));

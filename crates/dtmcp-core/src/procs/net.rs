@@ -149,7 +149,12 @@ fn unix_line(line: &str, inodes: &HashSet<u64>) -> Option<(u64, Socket)> {
 
 /// What procfs-core needs to read a table: only the byte order counts.
 fn system(little_endian: bool) -> procfs_core::ExplicitSystemInfo {
-    procfs_core::ExplicitSystemInfo { boot_time_secs: 0, ticks_per_second: 100, page_size: 4096, is_little_endian: little_endian }
+    procfs_core::ExplicitSystemInfo {
+        boot_time_secs: 0,
+        ticks_per_second: 100,
+        page_size: 4096,
+        is_little_endian: little_endian,
+    }
 }
 
 #[cfg(test)]

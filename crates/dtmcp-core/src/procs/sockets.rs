@@ -393,7 +393,8 @@ mod tests {
         assert_eq!(tcp("0.0.0.0:8000", 1).reach(), Some("127.0.0.1:8000".parse().expect("a")));
         assert_eq!(tcp("[::]:8000", 1).reach(), Some("[::1]:8000".parse().expect("a")));
         assert_eq!(tcp("192.168.1.4:80", 1).reach(), Some("192.168.1.4:80".parse().expect("a")));
-        let unix = Listener { kind: Kind::Unix, address: None, port: None, path: Some("/tmp/s".into()), ..tcp("[::]:1", 1) };
+        let unix =
+            Listener { kind: Kind::Unix, address: None, port: None, path: Some("/tmp/s".into()), ..tcp("[::]:1", 1) };
         assert_eq!((unix.endpoint().as_str(), unix.reach()), ("unix /tmp/s", None));
     }
 

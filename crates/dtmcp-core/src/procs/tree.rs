@@ -264,11 +264,7 @@ mod tests {
     fn the_foreground_and_the_shells_on_its_way_are_not_background() {
         // A nested bash 500 runs `cat` 600 in the foreground and `node` 700
         // in the background; then a `make` with its compiler in front.
-        let t = tree(600, &[
-            p(500, 100, 500, "bash"),
-            p(600, 500, 600, "cat"),
-            p(700, 500, 700, "node"),
-        ]);
+        let t = tree(600, &[p(500, 100, 500, "bash"), p(600, 500, 600, "cat"), p(700, 500, 700, "node")]);
         let jobs = background(&t);
         assert_eq!(jobs.iter().map(|j| j.pid).collect::<Vec<_>>(), vec![700], "{jobs:?}");
         let t = tree(200, &[p(200, 100, 200, "make"), p(201, 200, 200, "cc")]);
