@@ -16,8 +16,8 @@ pub const SKILL_NAME: &str = "terminal-sessions";
 /// When a client should load the skill (its front matter's description).
 const WHEN: &str = "Persistent, logged terminal sessions (the terminal MCP server: session_create, run, wait, \
 send, expect, read, search, regions). Use for builds, test suites, servers, debuggers, REPLs and ssh instead \
-of one-shot shell calls; covers answering prompts, reading clipped output, full-screen programs and sharing a \
-terminal with a person.";
+of one-shot shell calls; covers answering prompts, waiting for a server to listen (no sleep-and-curl loops), \
+reading clipped output, full-screen programs and sharing a terminal with a person.";
 
 /// Writes the skill (or, with `plugin`, a plugin holding it) under `dir`,
 /// creating directories as needed and replacing earlier generated files.

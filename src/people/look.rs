@@ -20,7 +20,7 @@ use crate::session::{ClientError, LoggerClient, Loggers};
 use crate::tmux::clients::{CLIENT_FORMAT, Client, parse_clients};
 use crate::tmux::{BARE_FORMAT, PANE_FORMAT, PaneId, PaneInfo};
 use dtmcp_core::contract::GAPS;
-use dtmcp_core::procs::{self, Activity, Job};
+use dtmcp_core::procs::{self, Activity, Job, sockets};
 use dtmcp_core::protocol::Status;
 use dtmcp_core::region::Region;
 use dtmcp_core::store::{self, Meta, files};
@@ -134,6 +134,12 @@ pub struct Facts {
     pub dir: PathBuf,
     /// When it was made, ms since the epoch.
     pub created_ms: u64,
+    /// What its processes listen on.
+    pub listening: Vec<sockets::Listener>,
+    /// The jobs its shell runs in the background.
+    pub jobs: Vec<sockets::Job>,
+    /// Where its ports are out of sight (`box via ssh`).
+    pub ports_not_seen: Vec<String>,
 }
 
 /// What tmux says: the live sessions and the people attached.
@@ -321,6 +327,9 @@ pub async fn all(home: &Home, closed: bool) -> Result<Vec<Facts>, Failure> {
         let (dir, pane, loggers) = (home.dir(name), pane.clone(), home.loggers.clone());
         tasks.spawn(async move { (i, observe(loggers, dir, pane).await) });
     }
+    // What every session's processes listen on: one look for them all.
+    let pids: Vec<u32> = scene.panes.values().filter(|p| !p.pane_dead).map(|p| p.pane_pid).collect();
+    let mut ports = tokio::task::spawn_blocking(move || sockets::looks(&pids)).await.unwrap_or_default().into_iter();
     let mut seen: Vec<Option<Observed>> = (0..scene.panes.len()).map(|_| None).collect();
     while let Some(done) = tasks.join_next().await {
         let (i, observed) = done.map_err(|e| Failure::Trouble(format!("looking at a session: {e}")))?;
@@ -328,7 +337,15 @@ pub async fn all(home: &Home, closed: bool) -> Result<Vec<Facts>, Failure> {
     }
     let mut out = Vec::with_capacity(scene.panes.len());
     for ((name, pane), observed) in scene.panes.iter().zip(seen) {
-        out.push(live(home, &scene, name, pane, observed.unwrap_or_default()));
+        let mut facts = live(home, &scene, name, pane, observed.unwrap_or_default());
+        if !pane.pane_dead
+            && let Some(Ok(look)) = ports.next()
+        {
+            facts.listening = look.listeners;
+            facts.jobs = look.jobs;
+            facts.ports_not_seen = look.far;
+        }
+        out.push(facts);
     }
     if closed {
         for name in logged_names(home).into_iter().filter(|n| !scene.panes.contains_key(n)) {
@@ -374,6 +391,9 @@ fn base(home: &Home, name: &str) -> (Facts, Meta) {
         ended,
         dir,
         created_ms: meta.created_ms,
+        listening: Vec::new(),
+        jobs: Vec::new(),
+        ports_not_seen: Vec::new(),
     };
     (facts, meta)
 }

@@ -18,7 +18,7 @@ pub struct LsArgs {
     pub all: bool,
     /// Print a JSON array of objects (fields: name, state, since_ms, program,
     /// command, last_command, last_exit, agents, people, host, cwd,
-    /// log_bytes, …; see the README).
+    /// log_bytes, listening, jobs, …; see the README).
     #[arg(long)]
     pub json: bool,
     /// Only sessions in these states (repeat it, or separate with commas).
@@ -53,15 +53,15 @@ pub async fn run(home: Home, args: LsArgs) -> Outcome {
 }
 
 /// The column headings.
-const HEADINGS: [&str; 7] = ["NAME", "STATE", "LAST", "AGENTS", "PEOPLE", "WHERE", "LOG"];
+const HEADINGS: [&str; 8] = ["NAME", "STATE", "LAST", "LISTENING", "AGENTS", "PEOPLE", "WHERE", "LOG"];
 /// The widest each column gets, in cells.
-const CAPS: [usize; 7] = [64, 44, 36, 30, 16, 32, 16];
+const CAPS: [usize; 8] = [64, 44, 36, 40, 30, 16, 32, 16];
 
 /// The table's lines: a heading when `heading`, then one line per session,
 /// cut to `width` cells when given.
 pub fn table(facts: &[Facts], now: u64, style: Style, heading: bool, width: Option<usize>) -> Vec<String> {
-    let rows: Vec<[(String, Option<Paint>); 7]> = facts.iter().map(|f| cells_of(f, now)).collect();
-    let mut widths = [0usize; 7];
+    let rows: Vec<[(String, Option<Paint>); 8]> = facts.iter().map(|f| cells_of(f, now)).collect();
+    let mut widths = [0usize; 8];
     for (i, w) in widths.iter_mut().enumerate() {
         let longest = rows.iter().map(|r| cells(&r[i].0)).max().unwrap_or(0);
         *w = longest.max(if heading { HEADINGS[i].len() } else { 0 });
@@ -78,7 +78,7 @@ pub fn table(facts: &[Facts], now: u64, style: Style, heading: bool, width: Opti
 }
 
 /// One line of padded cells, painted, cut at `width` cells.
-fn join(row: &[(String, Option<Paint>); 7], widths: &[usize; 7], style: Style, width: Option<usize>) -> String {
+fn join(row: &[(String, Option<Paint>); 8], widths: &[usize; 8], style: Style, width: Option<usize>) -> String {
     let mut line = String::new();
     let mut used = 0;
     let last = row.len() - 1;
@@ -105,16 +105,17 @@ fn join(row: &[(String, Option<Paint>); 7], widths: &[usize; 7], style: Style, w
     line.trim_end().to_string()
 }
 
-fn cells_of(f: &Facts, now: u64) -> [(String, Option<Paint>); 7] {
+fn cells_of(f: &Facts, now: u64) -> [(String, Option<Paint>); 8] {
     let fitted = |s: String, i: usize| fit(&s, CAPS[i]);
     [
         (fitted(f.name.clone(), 0), Some(Paint::Cyan)),
         (fitted(state_text(f, now), 1), Some(state_paint(f))),
         (fitted(last_text(f), 2), last_paint(f)),
-        (fitted(agents_text(f, now), 3), None),
-        (fitted(people_text(f, now), 4), None),
-        (fit_tail(&where_text(f), CAPS[5]), None),
-        (fitted(log_text(f), 6), (f.gaps > 0).then_some(Paint::Yellow)),
+        (fitted(listening_text(f), 3), (!f.listening.is_empty()).then_some(Paint::Green)),
+        (fitted(agents_text(f, now), 4), None),
+        (fitted(people_text(f, now), 5), None),
+        (fit_tail(&where_text(f), CAPS[6]), None),
+        (fitted(log_text(f), 7), (f.gaps > 0).then_some(Paint::Yellow)),
     ]
 }
 
@@ -164,6 +165,21 @@ fn last_paint(f: &Facts) -> Option<Paint> {
         Some(_) => Some(Paint::Red),
         None => Some(Paint::Dim),
     }
+}
+
+/// Where its processes listen, and how many background jobs it has;
+/// `?` for ports out of sight (inside an ssh).
+pub fn listening_text(f: &Facts) -> String {
+    let mut parts: Vec<String> = f.listening.iter().map(|l| l.endpoint()).collect();
+    if !f.ports_not_seen.is_empty() {
+        parts.push(format!("? on {}", f.ports_not_seen.join(", ")));
+    }
+    match f.jobs.len() {
+        0 => {}
+        1 => parts.push("1 job".to_string()),
+        n => parts.push(format!("{n} jobs")),
+    }
+    if parts.is_empty() { "-".to_string() } else { parts.join(", ") }
 }
 
 /// The agents that typed, the latest two with how long ago.
@@ -254,6 +270,9 @@ mod tests {
             ended: None,
             dir: "/tmp/x".into(),
             created_ms: 1,
+            listening: Vec::new(),
+            jobs: Vec::new(),
+            ports_not_seen: Vec::new(),
         }
     }
 
@@ -294,5 +313,24 @@ mod tests {
         f.last_exit = None;
         assert_eq!(last_text(&f), "ls -la (exit ?)");
         assert_eq!(where_text(&f), "box:/srv");
+    }
+
+    #[test]
+    fn what_listens_is_one_cell() {
+        let mut f = facts("t1", State::Running);
+        assert_eq!(listening_text(&f), "-");
+        f.listening = vec![dtmcp_core::procs::sockets::Listener {
+            kind: dtmcp_core::procs::sockets::Kind::Tcp,
+            address: Some("127.0.0.1".parse().expect("ip")),
+            port: Some(8123),
+            path: None,
+            pid: 7,
+            program: "python3".into(),
+            command: "python3 -m http.server 8123".into(),
+        }];
+        f.ports_not_seen = vec!["box via ssh".into()];
+        assert_eq!(listening_text(&f), "127.0.0.1:8123, ? on box via ssh");
+        let lines = table(&[f], 60_000, Style::plain(), true, None);
+        assert!(lines[0].contains("LISTENING") && lines[1].contains("127.0.0.1:8123"), "{lines:#?}");
     }
 }

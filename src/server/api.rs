@@ -80,9 +80,15 @@ pub async fn sessions(State(app): State<App>) -> Response {
     };
     let live: std::collections::HashSet<String> = panes.iter().map(|p| p.session_name.clone()).collect();
     let sweeper = sessions.sweeper();
+    // What every session's processes listen on: one look for them all.
+    let ports = app.terminal.ports_of(&panes).await;
     let mut out = Vec::new();
-    for pane in panes {
-        out.push(one_session(&app.terminal, &pane, &sweeper, &live).await);
+    for (pane, ports) in panes.iter().zip(ports) {
+        let mut v = one_session(&app.terminal, pane, &sweeper, &live).await;
+        if let (Value::Object(map), Some(ports)) = (&mut v, ports) {
+            map.extend(ports);
+        }
+        out.push(v);
     }
     Json(json!({ "sessions": out })).into_response()
 }

@@ -77,6 +77,9 @@ pub struct Inner {
     pub http: caller::HttpSessions,
     /// The user's policy: what agents may type, the asks, the audit.
     pub governor: Arc<crate::policy::Governor>,
+    /// What each agent was last told of each session's listening ports
+    /// and background jobs.
+    pub ports: replies::ports::PortMemory,
 }
 
 impl Terminal {
@@ -103,6 +106,7 @@ impl Terminal {
                 secrets: secrets::Secrets::from_env(),
                 http: caller::HttpSessions::default(),
                 governor: Arc::new(governor),
+                ports: Default::default(),
             }),
             conn: Arc::default(),
             tool_router: Arc::new(Self::router()),

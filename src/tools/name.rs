@@ -165,6 +165,30 @@ impl ToolName {
                 "last": {"type": "integer", "description": "The last line."}
             }})
         };
+        let listener = || {
+            json!({"type": "object", "properties": {
+                "kind": {"type": "string", "enum": ["tcp", "udp", "unix"], "description": "The socket's kind."},
+                "address": {"type": "string", "description": "The address it is bound to (tcp, udp)."},
+                "port": {"type": "integer", "description": "Its port (tcp, udp)."},
+                "path": {"type": "string", "description": "Its path (unix)."},
+                "connect": {"type": "string", "description": "Where a client on this host reaches it, e.g. 127.0.0.1:8123."},
+                "pid": {"type": "integer", "description": "The process holding it."},
+                "program": {"type": "string", "description": "That process's command name."},
+                "command": {"type": "string", "description": "Its command line, shortened."}
+            }})
+        };
+        let listeners = |what: &str| json!({"type": "array", "items": listener(), "description": what});
+        let jobs = || {
+            json!({"type": "array", "description": "The jobs its shell runs in the background (by pid: job numbers are the shell's own).", "items": {"type": "object", "properties": {
+                "pid": {"type": "integer", "description": "The job's leader."},
+                "pgid": {"type": "integer", "description": "Its process group."},
+                "command": {"type": "string", "description": "Its command line, shortened."},
+                "stopped": {"type": "boolean", "description": "Whether it is stopped."},
+                "processes": {"type": "integer", "description": "How many processes it has."},
+                "listening": {"type": "array", "items": {"type": "string"}, "description": "Where its processes listen."}
+            }}})
+        };
+        let not_seen = || json!({"type": "array", "items": {"type": "string"}, "description": "Hosts or containers the session reaches (e.g. box via ssh) whose listening ports cannot be seen from here."});
         let mut props = json!({
             "tool": {"type": "string", "description": "The tool called."},
             "ok": {"type": "boolean", "description": "Whether the call did what it was asked (false: isError, see error)."},
@@ -180,7 +204,12 @@ impl ToolName {
             "redactions": {"type": "integer", "description": "How many secrets the reply shows as placeholders."},
             "error": {"type": "string", "enum": ["bad_input", "refused", "session", "logger", "tmux", "store", "failed"],
                 "description": "What kind of failure, when ok is false."},
-            "refusal": {"type": "object", "description": "Why the session did not take the call, as data: the kind (refusal), the session, and whom it names (by: {kind: you|agent|person|someone, name})."}
+            "refusal": {"type": "object", "description": "Why the session did not take the call, as data: the kind (refusal), the session, and whom it names (by: {kind: you|agent|person|someone, name})."},
+            "listening": listeners("What the session's processes listen on now."),
+            "now_listening": listeners("What met the call's port or listening wait."),
+            "stopped_listening": listeners("What stopped listening since the last reply to this agent in this session."),
+            "jobs": jobs(),
+            "ports_not_seen": not_seen()
         });
         if let Some(p) = props.as_object_mut() {
             if let Some(lines) = p.get_mut("lines").and_then(|v| v.as_object_mut()) {
@@ -198,7 +227,10 @@ impl ToolName {
                         "cwd": {"type": "string", "description": "Its directory."},
                         "last_command": {"type": "string", "description": "The last command, finished or not."},
                         "last_exit": {"type": "integer", "description": "Its exit status, once it finished."},
-                        "attach": {"type": "string", "description": "The command a person runs to watch it."}
+                        "attach": {"type": "string", "description": "The command a person runs to watch it."},
+                        "listening": listeners("What its processes listen on."),
+                        "jobs": jobs(),
+                        "ports_not_seen": not_seen()
                     }}}),
                 );
             }

@@ -1,7 +1,7 @@
 //! One session at a glance: the card the overview shows for it, and the
 //! head of its own page. What it is running and in what state, its last
-//! command, who typed and who watches, where it runs, and the last rows of
-//! its screen. Made from tmux, the session's logger, `/proc` and the
+//! command, who typed and who watches, where it runs, what its processes
+//! listen on and run in the background, and the last rows of its screen. Made from tmux, the session's logger, `/proc` and the
 //! agents' typing records; for a closed session, from its files.
 
 use std::path::Path;
@@ -14,7 +14,7 @@ use crate::agents::journal::Journal;
 use crate::session::Session;
 use crate::tmux::PaneInfo;
 use crate::tools::Terminal;
-use dtmcp_core::procs::{self, Activity, Job};
+use dtmcp_core::procs::{self, Activity, Job, sockets};
 use dtmcp_core::protocol::Status;
 use dtmcp_core::region::Region;
 use dtmcp_core::store::{self, LineReader, files};
@@ -84,6 +84,30 @@ pub struct Person {
     pub last_input: Option<u64>,
 }
 
+/// A socket a session's processes listen on, as the page shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Port {
+    /// Where: `127.0.0.1:8123`, `udp 0.0.0.0:5353`, `unix /tmp/app.sock`.
+    pub at: String,
+    /// Who holds it: `python3 -m http.server 8123, pid 4242`.
+    pub by: String,
+    /// A link to open it, for a TCP port on loopback (or on every
+    /// address, reached on loopback): the page cannot know it speaks
+    /// HTTP, a person can try.
+    pub link: Option<String>,
+}
+
+impl Port {
+    /// The page's form of `l`, its command line's secrets hidden.
+    pub fn of(l: &sockets::Listener, hide: &Hide) -> Port {
+        let link = match (l.kind, l.reach()) {
+            (sockets::Kind::Tcp, Some(at)) if at.ip().is_loopback() => Some(format!("http://{at}/")),
+            _ => None,
+        };
+        Port { at: l.endpoint(), by: hide.text(&l.holder()), link }
+    }
+}
+
 /// One session's card.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Card {
@@ -121,6 +145,12 @@ pub struct Card {
     pub created_ms: u64,
     /// When output last came, ms since the epoch.
     pub last_output_ms: u64,
+    /// What its processes listen on.
+    pub listening: Vec<Port>,
+    /// Its background jobs, one line each.
+    pub jobs: Vec<String>,
+    /// Where its ports are out of sight (`box via ssh`).
+    pub unseen: Vec<String>,
 }
 
 impl Card {
@@ -137,13 +167,15 @@ impl Card {
             Err(_) => None,
         };
         let (pid, tty) = (pane.pane_pid, pane.pane_tty.clone());
-        let job = match pane.pane_dead {
-            true => None,
-            false => tokio::task::spawn_blocking(move || procs::job(procs::Pane { pid, tty: &tty }).ok())
-                .await
-                .ok()
-                .flatten(),
+        let (job, look) = match pane.pane_dead {
+            true => (None, None),
+            false => tokio::task::spawn_blocking(move || {
+                (procs::job(procs::Pane { pid, tty: &tty }).ok(), sockets::look(pid).ok())
+            })
+            .await
+            .unwrap_or_default(),
         };
+        let look = look.unwrap_or_default();
         let seen = terminal.seen(pane).await;
         let capture = sessions.tmux.run(&["capture-pane", "-e", "-p", "-t", pane.pane_id.as_str()]).await;
         // The session's secrets stay hidden in every text the card shows.
@@ -173,6 +205,9 @@ impl Card {
             size: Some((pane.pane_width, pane.pane_height)),
             created_ms: meta.created_ms,
             last_output_ms: status.as_ref().map_or(0, |s| s.last_output_ms),
+            listening: look.listeners.iter().map(|l| Port::of(l, &hide)).collect(),
+            jobs: look.jobs.iter().map(|j| hide.text(&j.line())).collect(),
+            unseen: look.far.iter().map(|f| hide.text(f)).collect(),
             open: true,
             name,
         }
@@ -204,6 +239,9 @@ impl Card {
             size: None,
             created_ms: meta.created_ms,
             last_output_ms: ended,
+            listening: Vec::new(),
+            jobs: Vec::new(),
+            unseen: Vec::new(),
         }
     }
 }

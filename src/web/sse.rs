@@ -341,6 +341,9 @@ mod tests {
             size: None,
             created_ms: 0,
             last_output_ms: 0,
+            listening: vec![],
+            jobs: vec![],
+            unseen: vec![],
         })
     }
 

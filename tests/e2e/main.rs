@@ -18,6 +18,7 @@ mod ownership;
 mod panes;
 mod people;
 mod policy;
+mod ports;
 mod procs;
 mod programs;
 mod progress;

@@ -14,7 +14,7 @@ use crate::assert_has;
 use crate::support::{SERVER, World, installed, poll};
 
 /// A private sshd for one test, killed (by its pid) when dropped.
-struct Sshd {
+pub(crate) struct Sshd {
     dir: tempfile::TempDir,
     child: Child,
     port: u16,
@@ -22,7 +22,7 @@ struct Sshd {
 
 impl Sshd {
     /// Starts one, or says why it cannot run here.
-    fn start() -> Result<Sshd, String> {
+    pub(crate) fn start() -> Result<Sshd, String> {
         Sshd::start_with("")
     }
 
@@ -115,7 +115,7 @@ impl Sshd {
     }
 
     /// The options as one line for a shell.
-    fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         self.options().join(" ")
     }
 

@@ -605,6 +605,39 @@ async fn the_overview_says_what_each_session_is_doing() {
     overview.until(PATIENCE, idle).await;
 }
 
+/// A session's card says what its processes listen on, a loopback TCP
+/// port with a link to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_names_what_listens_and_links_a_loopback_port() {
+    needs!("tmux");
+    needs!("python3");
+    let s = Served::start().await;
+    s.agent.ok("session_create", json!({ "name": "srv" })).await;
+    let port = free_port();
+    let command = format!("python3 -m http.server {port} --bind 127.0.0.1");
+    let r = s.agent.ok("run", json!({"session": "srv", "command": command, "port": port, "timeout": 20})).await;
+    assert_has!(r, &format!("port {port} is listening"));
+    let cookie = s.cookie().await;
+    let mut overview = Stream::open(s.port, "/web/overview", &cookie, None).await;
+    let at = format!("127.0.0.1:{port}");
+    let mut card = Value::Null;
+    overview
+        .until(PATIENCE, |e| {
+            let cards = e.data["cards"].as_array().cloned().unwrap_or_default();
+            match cards.into_iter().find(|c| c["name"] == "srv" && c["listening"][0]["at"] == json!(at)) {
+                Some(c) => {
+                    card = c;
+                    true
+                }
+                None => false,
+            }
+        })
+        .await;
+    assert_eq!(card["listening"][0]["link"], json!(format!("http://{at}/")), "{card}");
+    assert_has!(card["listening"][0]["by"].as_str().unwrap_or_default(), "python3 -m http.server");
+    s.agent.ok("send", json!({"session": "srv", "keys": ["ctrl+c"]})).await;
+}
+
 /// At a desktop's 1280 px the session page's two columns stay apart: the
 /// screen of a wide pane (here 160 columns of text) fits its own column,
 /// shown whole rather than scrolled or spilling under the commands.

@@ -36,6 +36,11 @@ impl Terminal {
             let started = Instant::now();
             let finished = self.finished_before(tool, Some(session)).await;
             let (mut outcome, early) = crate::tools::replies::secrets::counting_early(body).await;
+            if let Ok(reply) = &mut outcome
+                && matches!(tool, ToolName::Run | ToolName::Wait | ToolName::Expect)
+            {
+                self.tell_ports(session, reply).await;
+            }
             if let Ok(reply) = &mut outcome {
                 for note in self.notes_for(tool.as_str(), session, command, reply).await {
                     reply.push_str(&note);

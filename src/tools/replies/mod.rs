@@ -1,10 +1,12 @@
 //! The replies: the value a tool body returns ([`reply::Reply`]), the
 //! report of a command that was waited for, shaping and clipping its
 //! output, the docent's notes and the facts they read, the redaction at
-//! the edge, and messages sent unasked when a watched command ends.
+//! the edge, messages sent unasked when a watched command ends, and what
+//! listens in a session.
 
 pub mod docent;
 pub mod output;
+pub mod ports;
 pub mod reply;
 pub mod report;
 pub mod secrets;

@@ -285,9 +285,15 @@ impl Terminal {
             reply.push_str(&format!("no sessions are open; session_create makes one\n{closed}"));
         }
         let pinned = self.sessions().pinned_windows().await;
+        // What every session's processes listen on: one look for them all.
+        let pids: Vec<u32> = panes.iter().map(|p| if p.pane_dead { 0 } else { p.pane_pid }).collect();
+        let looks = crate::tools::replies::ports::looks(pids).await;
         let mut rows = Vec::new();
-        for some in panes.chunks(LIST_AT_ONCE) {
-            let entries = some.iter().map(|pane| self.list_entry(pane, pinned.contains(&pane.window_id)));
+        for (some, looks) in panes.chunks(LIST_AT_ONCE).zip(looks.chunks(LIST_AT_ONCE)) {
+            let entries = some
+                .iter()
+                .zip(looks)
+                .map(|(pane, look)| self.list_entry(pane, pinned.contains(&pane.window_id), look.as_ref()));
             for (pane, (entry, row)) in some.iter().zip(futures_util::future::join_all(entries).await) {
                 // Each session's lines with its own placeholders.
                 reply.push_str(&self.redacted(Some(&pane.session_name), &entry));
@@ -303,7 +309,12 @@ impl Terminal {
 
     /// The lines of `session_list` about one listed pane, and its row as
     /// data.
-    async fn list_entry(&self, pane: &crate::tmux::PaneInfo, pinned: bool) -> (String, serde_json::Value) {
+    async fn list_entry(
+        &self,
+        pane: &crate::tmux::PaneInfo,
+        pinned: bool,
+        look: Option<&dtmcp_core::procs::sockets::Look>,
+    ) -> (String, serde_json::Value) {
         let mut out = String::new();
         let name = &pane.session_name;
         let mut row = serde_json::json!({
@@ -329,6 +340,12 @@ impl Terminal {
         let _ = writeln!(out, "\n  {}", crate::tools::sessions::presence::pane_line(pane));
         if let Some(who) = self.presence_line(pane, pinned).await {
             let _ = writeln!(out, "  {who}");
+        }
+        if let Some(look) = look {
+            out.push_str(&crate::tools::replies::ports::listing(look));
+            if let serde_json::Value::Object(map) = &mut row {
+                map.extend(crate::tools::replies::ports::details(look, None));
+            }
         }
         let _ = writeln!(out, "  attach: {}", row["attach"].as_str().unwrap_or_default());
         (out, row)

@@ -7,6 +7,7 @@ pub mod args;
 pub mod consent;
 pub mod expect;
 pub mod holds;
+pub mod listen;
 pub mod progress;
 pub mod replay;
 pub mod run;

@@ -244,6 +244,8 @@ impl Terminal {
                     last_lines: p.last_lines,
                     save_to: p.save_to,
                     overwrite: p.overwrite,
+                    port: p.port,
+                    listening: p.listening,
                 };
                 let body = async move { self.wait_body(wait, &progress).await.map(|r| r.lead(&lead)) };
                 self.call_noted(ToolName::Wait, &session, None, body).await

@@ -19,6 +19,7 @@ use crate::tools::replies::shape::{Shape, ShapeParams};
 use crate::tools::typing::args::{command_lines, timeout_ms};
 use crate::tools::typing::consent::{Judged, Line as Judge};
 use crate::tools::typing::holds::{self, Enter, Hold};
+use crate::tools::typing::listen::{Ask, Heard, Want};
 use crate::tools::typing::progress::Progress;
 use crate::tools::typing::target::{self, Target};
 use crate::tools::{Party, Refusal, ToolError};
@@ -65,6 +66,12 @@ macro_rules! with_wait_options {
             /// With save_to: replace an existing regular file.
             #[serde(default)]
             pub overwrite: Option<bool>,
+            /// A TCP or UDP port: return as soon as a process of the session listens on it (the command keeps running); a command that ends first is reported at once. No sleep-and-curl loop is needed.
+            #[serde(default)]
+            pub port: Option<u64>,
+            /// true: return as soon as a process of the session listens on any new port or socket path.
+            #[serde(default)]
+            pub listening: Option<bool>,
         }
     };
 }
@@ -100,6 +107,8 @@ with_wait_options! {
 struct Options {
     until: Option<String>,
     shape: Shape,
+    /// A listener to wait for (`port`, `listening`).
+    listen: Option<Ask>,
 }
 
 macro_rules! options_of {
@@ -111,16 +120,22 @@ macro_rules! options_of {
             save_to: $p.save_to.clone(),
             overwrite: $p.overwrite,
         };
-        Options::parse($p.until.clone(), &shape)
+        Options::parse($p.until.clone(), &shape, $p.port, $p.listening)
     }};
 }
 
 impl Options {
-    fn parse(until: Option<String>, shape: &ShapeParams) -> Result<Options, ToolError> {
+    fn parse(
+        until: Option<String>,
+        shape: &ShapeParams,
+        port: Option<u64>,
+        on: Option<bool>,
+    ) -> Result<Options, ToolError> {
         if let Some(u) = &until {
             regex::Regex::new(u).map_err(|e| ToolError::BadInput(format!("until: invalid pattern: {e}")))?;
         }
-        Ok(Options { until, shape: Shape::parse(shape)? })
+        let listen = Ask::parse(port, on).map_err(ToolError::BadInput)?;
+        Ok(Options { until, shape: Shape::parse(shape)?, listen })
     }
 
     fn spec(&self, after: Mark, timeout_ms: u64) -> WaitSpec {
@@ -184,7 +199,9 @@ impl Terminal {
         let mut logger = self.sessions().logger(&s).await?;
         let mut out = Reply::default();
         let deadline = Instant::now() + Duration::from_millis(timeout);
-        let call = Call { opts: &opts, deadline, typing, progress };
+        // What listened before the line, when the call waits for a listener.
+        let want = Want::of(opts.listen, s.pane.pane_pid, false).await;
+        let call = Call { opts: &opts, deadline, typing, progress, want };
         let actor = self.actor();
         // Who allowed the line being typed, when the policy asked a person.
         let mut approved: Option<String> = None;
@@ -324,7 +341,9 @@ impl Terminal {
                 pressed(hold);
                 Ok(())
             };
-            let wait = async { self.wait_line(s, logger, spec, follow, held).await.map_err(typed) };
+            let wait = self.wait_line(s, logger, spec, follow, held);
+            let wait =
+                async { self.wait_or_listen(s, call.want.as_ref(), call.progress, left, wait).await.map_err(typed) };
             tokio::try_join!(send, wait)?.1
         } else {
             target::type_text(tmux, pane, line, call.typing).await?;
@@ -339,9 +358,15 @@ impl Terminal {
             }
             tmux.send_enter(pane).await?;
             pressed(hold);
-            self.wait_line(s, logger, spec, follow, held).await.map_err(typed)?
+            let wait = self.wait_line(s, logger, spec, follow, held);
+            self.wait_or_listen(s, call.want.as_ref(), call.progress, left, wait).await.map_err(typed)?
         };
-        let (mut reason, mut status, mut region) = waited;
+        let (mut reason, mut status, mut region) = match waited {
+            Heard::Listening(look, want) => {
+                return self.listening_reply(s, logger, before.mark, &want, &look, &call.opts.shape).await;
+            }
+            Heard::Logger(waited) => *waited,
+        };
         if reason == WaitReason::FullScreen {
             let spec = WaitSpec {
                 after: before.mark,
@@ -369,7 +394,8 @@ impl Terminal {
             };
         }
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: before.mark.line };
-        describe(s, logger, &waited, &call.opts.shape, None).await
+        let reply = describe(s, logger, &waited, &call.opts.shape, None).await?;
+        Ok(Want::unmet_in(call.want.as_ref(), &reason, reply))
     }
 
     /// The reply when a full-screen program took the screen: what it shows.
@@ -388,8 +414,12 @@ impl Terminal {
         let s = self.sessions().resolve(&p.session).await?;
         let mut logger = self.sessions().logger(&s).await?;
         let status = logger.status().await?;
+        let want = Want::of(opts.listen, s.pane.pane_pid, true).await;
         // A line typed into a program is what runs, when one is still open.
         let Some(open) = status.shell.input.or_else(|| status.shell.open.first().copied()) else {
+            if let Some(want) = &want {
+                return Ok(self.listen_at_prompt(&s, want, timeout, progress).await);
+            }
             return Ok(Reply::text(format!("nothing is running in {}; it is at its prompt", s.name)));
         };
         // Wait as if the command had just been typed: its region is the
@@ -398,9 +428,16 @@ impl Terminal {
         after.regions = open.0 - 1;
         let follow = Follow { progress, from: after.line };
         // The wait's answer carries region `after.regions + 1`: `open`.
-        let (reason, status, region) = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow, None).await?;
+        let wait = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow, None);
+        let (reason, status, region) = match self.wait_or_listen(&s, want.as_ref(), progress, timeout, wait).await? {
+            Heard::Logger(waited) => *waited,
+            Heard::Listening(look, want) => {
+                return self.listening_reply(&s, &mut logger, after, &want, &look, &opts.shape).await;
+            }
+        };
         let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line };
-        describe(&s, &mut logger, &waited, &opts.shape, None).await
+        let reply = describe(&s, &mut logger, &waited, &opts.shape, None).await?;
+        Ok(Want::unmet_in(want.as_ref(), &reason, reply))
     }
 }
 
@@ -429,6 +466,8 @@ struct Call<'a> {
     typing: Option<Typing>,
     /// The client's progress and cancellation.
     progress: &'a Progress,
+    /// A listener to wait for, and what listened before the call.
+    want: Option<Want>,
 }
 
 /// A wait the client follows: where its progress goes, and the first line

@@ -158,6 +158,31 @@
     return p;
   }
 
+  // What the session's processes listen on; a TCP port on loopback links
+  // to itself (the page cannot know it speaks HTTP; a person may try).
+  function portsLine(c) {
+    const listening = c.listening || [], jobs = c.jobs || [], unseen = c.unseen || [];
+    if (!listening.length && !jobs.length && !unseen.length) return null;
+    const p = el("p", "ports");
+    if (listening.length) add(p, el("span", "meta", "listening: "));
+    listening.forEach(function (l, i) {
+      if (i) p.appendChild(document.createTextNode(" · "));
+      let at = el("code", null, l.at);
+      if (l.link) {
+        const a = el("a", null);
+        a.href = l.link;
+        a.target = "_blank";
+        a.rel = "noopener noreferrer";
+        add(a, at);
+        at = a;
+      }
+      add(p, at, el("span", "meta", " (" + l.by + ")"));
+    });
+    for (const j of jobs) add(p, el("span", "job", (p.childNodes.length ? " · " : "") + "background: " + j));
+    for (const u of unseen) add(p, el("span", "meta", (p.childNodes.length ? " · " : "") + "ports on " + u + " are not seen"));
+    return p;
+  }
+
   function badge(c) {
     return el("span", "badge " + c.state, c.state === "input" ? "waiting" : c.state);
   }
@@ -291,7 +316,7 @@
       add(h, link);
       add(head, h, badge(c), el("span", "meta", c.program + (place(c) ? " · " + place(c) : "")));
       add(a, head, el("p", "says", c.says));
-      add(a, lastLine(c), whoLine(c));
+      add(a, lastLine(c), portsLine(c), whoLine(c));
       if (!c.open && c.last_output_ms) add(a, clock(el("p", "meta"), c.last_output_ms, "closed "));
       if (c.tail.length) {
         const pre = el("pre", "tail term");
@@ -419,7 +444,7 @@
       if (place(c)) facts.push(place(c));
       if (c.size) facts.push(c.size[0] + "×" + c.size[1]);
       if (c.prompt) facts.push("prompt: " + c.prompt);
-      add(head, el("p", "facts", facts.join(" · ")), lastLine(c), whoLine(c));
+      add(head, el("p", "facts", facts.join(" · ")), lastLine(c), portsLine(c), whoLine(c));
       if (c.attach) {
         const box = el("div", "attach");
         const code = el("code", "attach-command", c.attach);

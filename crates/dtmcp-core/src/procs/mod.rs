@@ -18,7 +18,11 @@
 //! poll is taken to wait for input when its standard input is the
 //! terminal, and the reason says that is a guess.
 
+pub mod diag;
+pub mod net;
 pub mod parse;
+pub mod sockets;
+pub mod tree;
 
 use std::fs;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

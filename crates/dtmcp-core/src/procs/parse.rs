@@ -37,6 +37,8 @@ pub struct Stat {
     pub pgrp: i32,
     /// The foreground process group of its controlling terminal (-1: none).
     pub tpgid: i32,
+    /// How many threads it has (each may have started children).
+    pub threads: i64,
 }
 
 /// Reads `pid (comm) state ppid pgrp session tty_nr tpgid …`. The command
@@ -52,7 +54,49 @@ pub fn stat(text: &str) -> Option<Stat> {
         return None;
     }
     let s = procfs_core::process::Stat::from_read(line.as_bytes()).ok()?;
-    Some(Stat { pid: s.pid, comm: s.comm, state: s.state, ppid: s.ppid, pgrp: s.pgrp, tpgid: s.tpgid })
+    Some(Stat {
+        pid: s.pid,
+        comm: s.comm,
+        state: s.state,
+        ppid: s.ppid,
+        pgrp: s.pgrp,
+        tpgid: s.tpgid,
+        threads: s.num_threads,
+    })
+}
+
+/// The pids of `/proc/PID/task/TID/children` (`"41 42 "`).
+pub fn children(text: &str) -> Vec<i32> {
+    text.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect()
+}
+
+/// A `pid_max` at or below which pids may wrap around within a session's
+/// life (the old default, 32768, and its double).
+pub const SMALL_PID_MAX: i32 = 65_536;
+
+/// The last pid handed out, the last field of `/proc/loadavg`
+/// (`0.20 0.18 0.12 1/80 11206`).
+pub fn last_pid(loadavg: &str) -> Option<i32> {
+    loadavg.split_ascii_whitespace().nth(4)?.parse().ok()
+}
+
+/// A command line cut short for a listing: the program's name without its
+/// directory, and the arguments after it with any path to a script or
+/// binary cut to its last part (`node /app/node_modules/.bin/vite` is
+/// `node vite`), at most `max` characters, an ellipsis marking a cut.
+pub fn short_command(argv: &[String], max: usize) -> String {
+    let base = |a: &str| -> String {
+        match a.starts_with('-') || !a.contains('/') || a.ends_with('/') {
+            true => a.to_string(),
+            false => a.rsplit('/').next().unwrap_or(a).to_string(),
+        }
+    };
+    let words: Vec<String> = argv.iter().map(|a| base(a)).collect();
+    let line = words.join(" ");
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
 }
 
 /// The real uid from `/proc/PID/status` (`Uid:\treal\teffective\tsaved\tfs`).
@@ -512,6 +556,29 @@ mod tests {
     #[case::multibyte_before_the_name("ü(x) S 1 2")]
     fn misshapen_stat_lines_are_refused_not_panicked_on(#[case] text: &str) {
         assert_eq!(stat(text), None);
+    }
+
+    #[test]
+    fn the_last_pid_ends_loadavg() {
+        assert_eq!(last_pid("0.20 0.18 0.12 1/80 11206\n"), Some(11206));
+        assert_eq!(last_pid("0.20 0.18"), None);
+    }
+
+    #[test]
+    fn children_files_are_pids_apart() {
+        assert_eq!(children("41 42 "), [41, 42]);
+        assert!(children("").is_empty());
+    }
+
+    #[rstest]
+    #[case::vite(&["node", "/home/u/app/node_modules/.bin/vite"], "node vite")]
+    #[case::python(&["/usr/bin/python3", "-m", "http.server", "8123"], "python3 -m http.server 8123")]
+    #[case::option_with_path(&["nc", "-U", "/tmp/x.sock"], "nc -U x.sock")]
+    #[case::flag_holding_a_path(&["app", "--config=/etc/app.toml"], "app --config=/etc/app.toml")]
+    #[case::cut(&["x", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"], "x aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…")]
+    fn command_lines_shortened(#[case] argv: &[&str], #[case] want: &str) {
+        let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+        assert_eq!(short_command(&argv, 40), want);
     }
 
     #[test]
