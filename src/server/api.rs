@@ -32,15 +32,24 @@ pub async fn health(State(app): State<App>) -> Json<Value> {
     Json(health)
 }
 
+/// The panes of the server's sessions (none when its tmux server is not
+/// running), or the answer that says why they cannot be listed.
+async fn live_panes(app: &App) -> Result<Vec<crate::tmux::PaneInfo>, Response> {
+    match app.terminal.sessions().panes().await {
+        Ok(p) => Ok(p),
+        Err(e) if matches!(&e, crate::session::SessionError::Tmux(t) if t.is_no_server()) => Ok(Vec::new()),
+        Err(e) => Err((StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response()),
+    }
+}
+
 /// `GET /metrics`: the server's metrics in the Prometheus text format
 /// (see [`crate::metrics`]). What is looked up is looked up now: the
 /// sessions open, each one's `raw.log` size and gaps, the asks pending.
 pub async fn metrics(State(app): State<App>) -> Response {
     let sessions = app.terminal.sessions();
-    let panes = match sessions.panes().await {
+    let panes = match live_panes(&app).await {
         Ok(p) => p,
-        Err(e) if matches!(&e, crate::session::SessionError::Tmux(t) if t.is_no_server()) => Vec::new(),
-        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+        Err(r) => return r,
     };
     let mut names: Vec<&str> = panes.iter().map(|p| p.session_name.as_str()).collect();
     names.sort_unstable();
@@ -73,10 +82,9 @@ fn gaps_in(dir: &std::path::Path) -> (i64, i64) {
 /// `GET /api/sessions`: every live session's state.
 pub async fn sessions(State(app): State<App>) -> Response {
     let sessions = app.terminal.sessions();
-    let panes = match sessions.panes().await {
+    let panes = match live_panes(&app).await {
         Ok(p) => p,
-        Err(e) if matches!(&e, crate::session::SessionError::Tmux(t) if t.is_no_server()) => Vec::new(),
-        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+        Err(r) => return r,
     };
     let live: std::collections::HashSet<String> = panes.iter().map(|p| p.session_name.clone()).collect();
     let sweeper = sessions.sweeper();

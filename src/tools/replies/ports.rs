@@ -197,6 +197,11 @@ impl Terminal {
         if s.pane.pane_dead {
             return;
         }
+        // A shell alone at its prompt, where this agent was told of nothing:
+        // nothing to say, and no look to pay for (most replies).
+        if dtmcp_core::procs::tree::lone_shell(s.pane.pane_pid) && self.told_nothing(name) {
+            return;
+        }
         let Some(now) = look(s.pane.pane_pid).await else { return };
         let change = self.told_ports(name, &now);
         let lines = change.lines();
@@ -210,6 +215,14 @@ impl Terminal {
         if !quiet || !change.closed.is_empty() {
             reply.facts.details.extend(details(&now, Some(&change)));
         }
+    }
+
+    /// Whether this agent was told of nothing listening or running in the
+    /// background in session `name` (or never told of it).
+    fn told_nothing(&self, name: &str) -> bool {
+        let told = self.inner.ports.0.get(&(self.actor(), name.to_string()), Told::default);
+        let told = told.lock().unwrap_or_else(|e| e.into_inner());
+        told.listeners.is_empty() && told.jobs.is_empty() && told.far.is_empty()
     }
 
     /// Records `now` as what this agent was told of session `name`, and

@@ -277,7 +277,7 @@ impl Emitter<'_> {
     /// their end, which waits for the next output.
     fn output(&mut self, bytes: &[u8], ms: u64) {
         self.carry.extend_from_slice(bytes);
-        let whole = self.carry.len() - cut_char_len(&self.carry);
+        let whole = self.carry.len() - crate::cook::cut_char_len(&self.carry);
         if whole == 0 {
             return;
         }
@@ -295,22 +295,6 @@ impl Emitter<'_> {
             self.push(ms, Code::Output, text);
         }
     }
-}
-
-/// How many bytes at the end of `bytes` start a UTF-8 character that is
-/// not whole yet (0 to 3).
-fn cut_char_len(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(3) {
-        let needs = match bytes[bytes.len() - back] {
-            0x80..=0xbf => continue,
-            0xc2..=0xdf => 2,
-            0xe0..=0xef => 3,
-            0xf0..=0xf4 => 4,
-            _ => return 0,
-        };
-        return if back < needs { back } else { 0 };
-    }
-    0
 }
 
 /// Which asciicast version to write.

@@ -74,7 +74,7 @@ const JOINED_KEEP: usize = 1 << 17;
 /// How many bytes at the end of `bytes` are the start of a UTF-8
 /// character whose remaining bytes have not arrived: a lead byte followed
 /// by fewer continuation bytes than it announces. 0 if none.
-fn cut_char_len(bytes: &[u8]) -> usize {
+pub(crate) fn cut_char_len(bytes: &[u8]) -> usize {
     for back in 1..=bytes.len().min(3) {
         let byte = bytes[bytes.len() - back];
         let needs = match byte {

@@ -73,6 +73,16 @@ pub fn walk_all(roots: &[u32]) -> Vec<Result<Tree, String>> {
     firsts.into_iter().map(|f| f.map(|first| from_parents(first, &mut by_parent))).collect()
 }
 
+/// Whether `root` is a shell with no child process: nothing under it can
+/// listen or run in the background, and a shell listens on nothing of its
+/// own. Two small reads (its `stat` and its `children` file), so a reply
+/// at a quiet prompt skips the whole look; `false` whenever it cannot
+/// tell (no `children` files on this kernel, a process gone).
+pub fn lone_shell(root: u32) -> bool {
+    let Ok(stat) = read_stat(root as i32) else { return false };
+    super::is_shell_name(&stat.comm) && children_of(&stat).is_some_and(|kids| kids.is_empty())
+}
+
 /// A tree of `first` alone.
 fn one(first: Stat) -> Tree {
     Tree { procs: vec![first] }
@@ -236,6 +246,38 @@ pub fn background(tree: &Tree) -> Vec<Background> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shell_alone_is_told_from_one_with_children() {
+        use std::process::{Command, Stdio};
+        if children_of(&read_stat(std::process::id() as i32).expect("own stat")).is_none() {
+            return eprintln!("skipped: this kernel has no children files");
+        }
+        let spawn =
+            |script: &str| Command::new("bash").args(["-c", script]).stdin(Stdio::piped()).spawn().expect("bash");
+        let mut alone = spawn("read -r x");
+        let mut parent = spawn("sleep 30 & read -r x; kill %1");
+        let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
+        // Until each is what it will be: bash has forked its sleep.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while children_of(&read_stat(parent.id() as i32).expect("stat")).is_none_or(|k| k.is_empty())
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(lone_shell(alone.id()), "a shell reading its input alone");
+        assert!(!lone_shell(parent.id()), "a shell with a job");
+        assert!(!lone_shell(sleeper.id()), "not a shell");
+        // The job of the killed bash would outlive it.
+        for job in children_of(&read_stat(parent.id() as i32).expect("stat")).unwrap_or_default() {
+            let _ = Command::new("kill").arg(job.to_string()).status();
+        }
+        for child in [&mut alone, &mut parent, &mut sleeper] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert!(!lone_shell(alone.id()), "gone");
+    }
 
     fn p(pid: i32, ppid: i32, pgrp: i32, comm: &str) -> Stat {
         Stat { pid, comm: comm.into(), state: 'S', ppid, pgrp, tpgid: -1, threads: 1 }
