@@ -325,7 +325,8 @@ impl Terminal {
         });
         let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
         // The listing found it: no need to ask tmux again per session.
-        if let Ok(s) = self.sessions().session_of(pane)
+        let session = self.sessions().session_of(pane).ok();
+        if let Some(s) = &session
             && let Ok(mut logger) = s.logger().await
             && let Ok(status) = logger.status().await
             && let Some(r) = status.last_region
@@ -338,7 +339,7 @@ impl Terminal {
             }
         }
         let _ = writeln!(out, "\n  {}", crate::tools::sessions::presence::pane_line(pane));
-        if let Some(who) = self.presence_line(pane, pinned).await {
+        if let Some(who) = self.presence_line(pane, pinned, session.as_ref().map(|s| &s.meta)).await {
             let _ = writeln!(out, "  {who}");
         }
         if let Some(look) = look {

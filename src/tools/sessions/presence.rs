@@ -190,9 +190,22 @@ impl Terminal {
     }
 
     /// The presence and pane-kind line of `session_list` for `pane`.
-    pub(crate) async fn presence_line(&self, pane: &PaneInfo, pinned: bool) -> Option<String> {
+    pub(crate) async fn presence_line(
+        &self,
+        pane: &PaneInfo,
+        pinned: bool,
+        meta: Option<&dtmcp_core::store::Meta>,
+    ) -> Option<String> {
         let mut parts = Vec::new();
-        if let Ok(meta) = dtmcp_core::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)) {
+        let read;
+        let meta = match meta {
+            Some(m) => Some(m),
+            None => {
+                read = dtmcp_core::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)).ok();
+                read.as_ref()
+            }
+        };
+        if let Some(meta) = meta {
             if let Some(parent) = &meta.parent {
                 parts.push(format!("split from {parent}"));
             }

@@ -198,6 +198,11 @@ pub fn looks(roots: &[u32]) -> Vec<Result<Look, String>> {
     // Each socket inode and the first process (in tree order) holding it.
     let mut held: HashMap<u64, (usize, usize)> = HashMap::new();
     for (t, tree) in walked.iter().enumerate() {
+        // A shell alone listens on nothing of its own (see
+        // [`tree::lone_shell`]): its descriptors are not read.
+        if tree.procs.len() == 1 && tree.root().is_some_and(|r| super::is_shell_name(&r.comm)) {
+            continue;
+        }
         for (i, p) in tree.procs.iter().enumerate() {
             match socket_inodes(p.pid) {
                 Ok(inodes) => inodes.into_iter().for_each(|ino| {

@@ -75,7 +75,7 @@ pub fn walk_all(roots: &[u32]) -> Vec<Result<Tree, String>> {
 
 /// Whether `root` is a shell with no child process: nothing under it can
 /// listen or run in the background, and a shell listens on nothing of its
-/// own. Two small reads (its `stat` and its `children` file), so a reply
+/// own (zsh's `ztcp -l` aside, which this does not see). Two small reads (its `stat` and its `children` file), so a reply
 /// at a quiet prompt skips the whole look; `false` whenever it cannot
 /// tell (no `children` files on this kernel, a process gone).
 pub fn lone_shell(root: u32) -> bool {
