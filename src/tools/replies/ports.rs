@@ -139,17 +139,41 @@ pub async fn look(pid: u32) -> Option<Look> {
     tokio::task::spawn_blocking(move || sockets::look(pid).ok()).await.ok().flatten()
 }
 
-/// Looks at the processes under each of `pids` at once (0: a pane not
-/// looked at), on the blocking pool.
-pub async fn looks(pids: Vec<u32>) -> Vec<Option<Look>> {
-    let n = pids.len();
-    let asked: Vec<u32> = pids.iter().copied().filter(|&p| p != 0).collect();
-    let got = tokio::task::spawn_blocking(move || sockets::looks(&asked)).await.unwrap_or_default();
-    let mut got = got.into_iter();
-    let out: Vec<Option<Look>> =
-        pids.iter().map(|&p| if p == 0 { None } else { got.next().and_then(Result::ok) }).collect();
-    debug_assert_eq!(out.len(), n);
-    out
+/// Looks at the processes under each of `panes` at once (a dead pane:
+/// `None`), on the blocking pool. A pane whose shell tmux names as its
+/// current command and that has no child (one read of its `children`
+/// file) has nothing to show, and no more is read of it: most of a
+/// listing's sessions sit at their prompts.
+pub async fn looks(panes: &[crate::tmux::PaneInfo]) -> Vec<Option<Look>> {
+    let asked: Vec<(u32, String)> =
+        panes.iter().map(|p| (if p.pane_dead { 0 } else { p.pane_pid }, p.pane_current_command.clone())).collect();
+    let n = asked.len();
+    let out = tokio::task::spawn_blocking(move || {
+        let quiet: Vec<bool> = asked.iter().map(|(pid, comm)| *pid != 0 && lone_by_name(*pid, comm)).collect();
+        let rest: Vec<u32> =
+            asked.iter().zip(&quiet).filter(|((pid, _), q)| *pid != 0 && !**q).map(|((pid, _), _)| *pid).collect();
+        let mut got = sockets::looks(&rest).into_iter();
+        asked
+            .iter()
+            .zip(&quiet)
+            .map(|((pid, _), q)| match (*pid, *q) {
+                (0, _) => None,
+                (_, true) => Some(Look { processes: 1, ..Look::default() }),
+                _ => got.next().and_then(Result::ok),
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    // A look that failed to run leaves every pane unlooked at, none missing.
+    out.unwrap_or_else(|_| (0..n).map(|_| None).collect())
+}
+
+/// Whether the pane process `pid`, which tmux calls `comm`, is one of the
+/// single-threaded shells with no child: its `children` file then says
+/// all (see [`dtmcp_core::procs::tree::childless`]).
+fn lone_by_name(pid: u32, comm: &str) -> bool {
+    matches!(comm.trim_start_matches('-'), "bash" | "zsh" | "sh" | "dash")
+        && dtmcp_core::procs::tree::childless(pid) == Some(true)
 }
 
 /// A session's lines in `session_list`: what listens, its background
@@ -174,8 +198,7 @@ impl Terminal {
     /// background, as data (`listening`, `jobs`, `ports_not_seen`), their
     /// secrets hidden as a reply hides them; `None` for a dead pane.
     pub async fn ports_of(&self, panes: &[crate::tmux::PaneInfo]) -> Vec<Option<serde_json::Map<String, Value>>> {
-        let pids = panes.iter().map(|p| if p.pane_dead { 0 } else { p.pane_pid }).collect();
-        let found = looks(pids).await;
+        let found = looks(panes).await;
         panes
             .iter()
             .zip(found)

@@ -286,8 +286,7 @@ impl Terminal {
         }
         let pinned = self.sessions().pinned_windows().await;
         // What every session's processes listen on: one look for them all.
-        let pids: Vec<u32> = panes.iter().map(|p| if p.pane_dead { 0 } else { p.pane_pid }).collect();
-        let looks = crate::tools::replies::ports::looks(pids).await;
+        let looks = crate::tools::replies::ports::looks(&panes).await;
         let mut rows = Vec::new();
         for (some, looks) in panes.chunks(LIST_AT_ONCE).zip(looks.chunks(LIST_AT_ONCE)) {
             let entries = some

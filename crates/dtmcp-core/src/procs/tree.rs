@@ -83,6 +83,14 @@ pub fn lone_shell(root: u32) -> bool {
     super::is_shell_name(&stat.comm) && children_of(&stat).is_some_and(|kids| kids.is_empty())
 }
 
+/// Whether process `pid`'s main thread has no child, from its `children`
+/// file alone (one read); `None` when the kernel has no such files or the
+/// process is gone. Complete only for a process of one thread: another
+/// thread's children are in that thread's file.
+pub fn childless(pid: u32) -> Option<bool> {
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok().map(|t| parse::children(&t).is_empty())
+}
+
 /// A tree of `first` alone.
 fn one(first: Stat) -> Tree {
     Tree { procs: vec![first] }
@@ -266,6 +274,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(lone_shell(alone.id()), "a shell reading its input alone");
+        assert_eq!((childless(alone.id()), childless(parent.id())), (Some(true), Some(false)));
         assert!(!lone_shell(parent.id()), "a shell with a job");
         assert!(!lone_shell(sleeper.id()), "not a shell");
         // The job of the killed bash would outlive it.
