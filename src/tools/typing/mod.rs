@@ -12,4 +12,5 @@ pub mod progress;
 pub mod replay;
 pub mod run;
 pub mod send;
+pub mod stray;
 pub mod target;

@@ -1,0 +1,79 @@
+//! Terminal answers nobody read, cleared from a prompt before typing: a
+//! program asked the terminal a question (a cursor position, colours) and
+//! ended before reading the answer, which the shell's line editor then
+//! took as typed text. It is nobody's text, so it must neither make a
+//! `run` refused as someone's unsubmitted line nor be typed in front of
+//! the command (see [`dtmcp_core::answers`]).
+
+use std::time::{Duration, Instant};
+
+use crate::session::{LoggerClient, Session};
+use crate::tools::{Terminal, ToolError};
+use dtmcp_core::protocol::{Status, WaitSpec};
+
+/// How long a terminal's answer may take to reach a fresh prompt, and the
+/// quiet after which it has (see [`Terminal::clear_stray_answers`]).
+const ANSWER_WAIT_MS: u64 = 300;
+const ANSWER_QUIET_MS: u64 = 60;
+/// How long clearing such an answer may take to show.
+const CLEAR_MS: u64 = 1_000;
+
+/// The prompt after [`Terminal::clear_stray_answers`].
+pub(crate) struct Cleared {
+    /// The status to go on from.
+    pub status: Status,
+    /// A note for the reply, when something was cleared.
+    pub note: Option<String>,
+}
+
+impl Terminal {
+    /// Clears what the shell's line editor left at its prompt of terminal
+    /// answers nobody read (see [`dtmcp_core::answers`]): it is nobody's text,
+    /// so it neither makes the run refused as someone's unsubmitted line
+    /// nor gets typed in front of the command.
+    pub(crate) async fn clear_stray_answers(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        mut status: Status,
+    ) -> Result<Cleared, ToolError> {
+        if !status.shell.answers.due(status.shell.prompts) || !status.shell.at_prompt {
+            return Ok(Cleared { status, note: None });
+        }
+        if status.typed.is_empty() {
+            // The output asked just before this prompt: the answer may
+            // still be on its way to it.
+            let spec = WaitSpec {
+                after: status.mark,
+                settle_ms: Some(ANSWER_QUIET_MS),
+                timeout_ms: ANSWER_WAIT_MS,
+                ..WaitSpec::default()
+            };
+            status = logger.wait(spec).await?.1;
+        }
+        let last = self.last_typed(s);
+        let Some(text) = crate::tools::typing::holds::stray_answer(&status, last.as_ref()) else {
+            return Ok(Cleared { status, note: None });
+        };
+        let tmux = &self.sessions().tmux;
+        let pane = s.pane.pane_id.as_str();
+        for key in ["C-e", "C-u"] {
+            tmux.send_key(pane, key).await?;
+        }
+        let deadline = Instant::now() + Duration::from_millis(CLEAR_MS);
+        loop {
+            let now = logger.status().await?;
+            if now.typed.is_empty() || Instant::now() >= deadline {
+                // Not cleared in time: the refusal that follows says what is there.
+                let note = now.typed.is_empty().then(|| {
+                    format!(
+                        "(`{text}` at the prompt was the terminal's answer to a question in the last command's \
+                         output, which nothing read; it was cleared before typing)"
+                    )
+                });
+                return Ok(Cleared { status: now, note });
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
