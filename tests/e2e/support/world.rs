@@ -85,9 +85,10 @@ impl World {
     }
 
     /// Every live process (not a zombie, not this test) whose environment
-    /// names this world's tmux socket, with its command line. The name
-    /// holds the test process's pid and a counter, so nothing of another
-    /// test or user matches.
+    /// names this world's tmux socket, or that is a tmux server on it (`-L
+    /// SOCKET` in its command line), with its command line. The name holds
+    /// the test process's pid and a counter, so nothing of another test or
+    /// user matches.
     pub fn processes(&self) -> Vec<(i32, String)> {
         let needle = format!("DOCENT_TERMINAL_MCP_SOCKET={}\0", self.socket);
         let me = std::process::id();
@@ -98,8 +99,12 @@ impl World {
             let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
             let named =
                 memchr::memmem::find(&environ, needle.as_bytes()).is_some_and(|at| at == 0 || environ[at - 1] == 0);
-            if named && !has_exited(pid) && pid as u32 != me {
-                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            // A tmux server has none of our settings in its environment (a
+            // pane would inherit them): it is known by its `-L SOCKET`.
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let tmux_of_ours = args.windows(2).any(|w| w[0] == b"-L" && w[1] == self.socket.as_bytes());
+            if (named || tmux_of_ours) && !has_exited(pid) && pid as u32 != me {
                 found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
             }
         }
