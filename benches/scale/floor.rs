@@ -125,6 +125,11 @@ impl RawServer {
         }
     }
 
+    /// The tmux socket's name.
+    pub(crate) fn socket(&self) -> &str {
+        &self.socket
+    }
+
     pub(crate) fn stop(&self) {
         dtmcp::tmux::kill_server_now(&self.socket);
     }

@@ -22,7 +22,9 @@
 //! (`perf record -p PID`) or a look at its CPU time; `agents20` runs 20
 //! agents at once, `list` session_list, `raw` one raw pane among N and
 //! `raw20` 20 raw panes at once (the floors), `bridge` `run true` through
-//! the `connect` bridge (the bridge's pid printed after the server's).
+//! the `connect` bridge (the bridge's pid printed after the server's), and
+//! `split` prints where one call's CPU goes, process by process, beside
+//! the raw floor's (see `split.rs`).
 //!
 //! Nothing is timed until the machine is quiet (under a tenth of it busy
 //! for half a second) after a world, server or set of raw panes starts;
@@ -35,6 +37,7 @@
 mod clients;
 mod floor;
 mod machine;
+mod split;
 
 use clients::*;
 use floor::*;
@@ -192,6 +195,10 @@ async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Resu
             bridge.stop().await;
             serve.stop();
             n
+        }
+        "split" => {
+            stdio.stop().await;
+            split::split(world, 2000).await?
         }
         "list" => {
             // session_list over HTTP among `--sessions N`.
