@@ -196,8 +196,28 @@ pub fn job(pane: Pane<'_>) -> Result<Job, String> {
     Ok(Job { pgid, comm: leader.comm.clone(), own_shell: pgid == shell.pgrp, activity, reason, password, place })
 }
 
+/// A small `/proc` file, read whole. `fs::read_to_string` asks the size
+/// first (a `/proc` file says 0) and then reads 32 bytes, 32, 64… until the
+/// end: eight calls for a `stat`. Reads of 1 KiB take it in two (the second
+/// finds the end), a longer file in a few more.
+pub(crate) fn read_proc(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let mut buf = [0u8; 1024];
+    let mut out = Vec::new();
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 fn read_stat(path: &str) -> Result<Stat, String> {
-    let text = fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    let text = read_proc(path).map_err(|e| format!("reading {path}: {e}"))?;
     parse::stat(&text).ok_or_else(|| format!("unreadable {path}: {text:?}"))
 }
 
@@ -419,6 +439,18 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
+
+    #[test]
+    fn a_proc_file_is_read_whole_and_a_long_file_to_its_end() {
+        let stat = read_proc(&format!("/proc/{}/stat", std::process::id())).expect("own stat");
+        assert!(parse::stat(&stat).is_some_and(|s| s.pid == std::process::id() as i32), "{stat}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("long");
+        let text: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        fs::write(&path, &text).expect("write");
+        assert_eq!(read_proc(path.to_str().expect("utf-8 path")).expect("read"), text);
+        assert!(read_proc("/proc/0/stat").is_err(), "no such process");
+    }
 
     fn job(activity: Activity, password: bool, place: Place) -> Job {
         let reason = "why".to_string();

@@ -88,7 +88,7 @@ pub fn lone_shell(root: u32) -> bool {
 /// process is gone. Complete only for a process of one thread: another
 /// thread's children are in that thread's file.
 pub fn childless(pid: u32) -> Option<bool> {
-    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok().map(|t| parse::children(&t).is_empty())
+    super::read_proc(&format!("/proc/{pid}/task/{pid}/children")).ok().map(|t| parse::children(&t).is_empty())
 }
 
 /// A tree of `first` alone.
@@ -121,7 +121,7 @@ fn by_children(first: Stat, kids: Vec<i32>) -> Tree {
 fn children_of(p: &Stat) -> Option<Vec<i32>> {
     let single = format!("/proc/{0}/task/{0}/children", p.pid);
     if p.threads <= 1 {
-        return match fs::read_to_string(&single) {
+        return match super::read_proc(&single) {
             Ok(text) => Some(parse::children(&text)),
             Err(e) if e.kind() == ErrorKind::NotFound && fs::metadata(format!("/proc/{}", p.pid)).is_ok() => None,
             Err(_) => Some(Vec::new()),
@@ -193,7 +193,7 @@ fn no_wrap_since(pid: i32) -> bool {
 
 fn read_stat(pid: i32) -> Result<Stat, String> {
     let path = format!("/proc/{pid}/stat");
-    let text = fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
+    let text = super::read_proc(&path).map_err(|e| format!("reading {path}: {e}"))?;
     parse::stat(&text).ok_or_else(|| format!("unreadable {path}"))
 }
 
