@@ -72,7 +72,7 @@ async fn measure(tmp: &Path, socket: &str, samples: usize) -> anyhow::Result<Vec
         rows.push(("floor: tmux list-sessions, 100 sessions".to_string(), tmux(&["list-sessions"])?));
         rows.push((
             "floor: tmux list-panes -a -F (the format ls asks for)".to_string(),
-            tmux(&["list-panes", "-a", "-F", dtmcp::tmux::PANE_FORMAT])?,
+            tmux(&["list-panes", "-a", "-F", dtmcp::tmux::pane_format()])?,
         ));
         rows.push((
             "floor: docent-terminal-mcp --version (process start)".to_string(),

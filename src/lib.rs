@@ -32,6 +32,7 @@ pub mod retention;
 pub mod server;
 pub mod session;
 pub mod shell;
+pub mod stamped;
 pub mod stdio;
 pub mod tmux;
 pub mod tools;

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::{Failure, Home};
 use crate::session::{ClientError, LoggerClient, Loggers};
 use crate::tmux::clients::{CLIENT_FORMAT, Client, parse_clients};
-use crate::tmux::{BARE_FORMAT, PANE_FORMAT, PaneId, PaneInfo};
+use crate::tmux::{PaneId, PaneInfo, bare_format, pane_format};
 use dtmcp_core::contract::GAPS;
 use dtmcp_core::procs::{self, Activity, Job, sockets};
 use dtmcp_core::protocol::Status;
@@ -154,7 +154,7 @@ pub struct Scene {
 impl Scene {
     /// Asks tmux (spawned, so a server that does not run stays so).
     pub async fn look(home: &Home) -> Result<Scene, Failure> {
-        let Some(text) = ask_tmux(home, &["list-panes", "-a", "-F", PANE_FORMAT]).await? else {
+        let Some(text) = ask_tmux(home, &["list-panes", "-a", "-F", pane_format()]).await? else {
             return Ok(Scene::default());
         };
         let panes = crate::tmux::parse_panes(&text).map_err(Failure::of)?;
@@ -205,7 +205,7 @@ fn name_panes(panes: Vec<PaneInfo>, original: impl Fn(&str) -> Option<String>) -
 async fn pane_of(home: &Home, name: &str) -> Result<Option<PaneInfo>, Failure> {
     let Ok(meta) = store::read_meta(&home.dir(name)) else { return Ok(None) };
     let Ok(id) = PaneId::parse(&meta.pane_id) else { return Ok(None) };
-    let Some(text) = ask_tmux(home, &["display", "-p", "-t", id.as_str(), BARE_FORMAT]).await? else {
+    let Some(text) = ask_tmux(home, &["display", "-p", "-t", id.as_str(), bare_format()]).await? else {
         return Ok(None);
     };
     let pane = crate::tmux::parse_pane(&text, &id).map_err(Failure::of)?;
@@ -645,9 +645,9 @@ mod tests {
     use dtmcp_core::procs::Place;
 
     fn pane(id: &str, tmux_session: &str, named: &str) -> PaneInfo {
+        let end = crate::tmux::field_end();
         let line = format!(
-            "{id}\x1f{tmux_session}\x1f0\x1f0\x1f100\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@0\x1f0\x1f{}\x1f4\x1f4\x1f{named}\x1fbash\x1f/tmp\n",
-            named.len()
+            "{id}\x1f{tmux_session}\x1f0\x1f0\x1f100\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@0\x1f0\x1f{named}{end}bash{end}/tmp{end}\n"
         );
         crate::tmux::parse_panes(&line).expect("pane").remove(0)
     }

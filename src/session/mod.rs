@@ -199,6 +199,9 @@ pub struct Sessions {
     /// What the logger repair has said and read, so that it says each
     /// trouble once and each gap once.
     repair: repair::Said,
+    /// Each session's `meta.json` as last read, read again when it is
+    /// replaced (see [`crate::stamped`]): a listing reads every one.
+    metas: Arc<crate::stamped::Stamped<Meta>>,
 }
 
 /// A pane as tmux described it, and when.
@@ -234,6 +237,9 @@ fn process_exists(pid: u32) -> bool {
     }
 }
 
+/// How many sessions' `meta.json` are held parsed.
+const METAS_HELD: usize = 4096;
+
 /// How long a pane's description is taken as still true when tmux told of
 /// no change since. tmux says nothing of a resize or of a pane option, so
 /// this bounds how stale those may be.
@@ -263,6 +269,7 @@ impl Sessions {
             seen: Default::default(),
             loggers: Loggers::default(),
             repair: Default::default(),
+            metas: Arc::new(crate::stamped::Stamped::new(METAS_HELD)),
         })
     }
 
@@ -334,8 +341,14 @@ impl Sessions {
     /// session someone else made on the socket).
     pub fn session_of(&self, pane: &PaneInfo) -> Result<Session, SessionError> {
         let dir = self.cfg.session_dir(&pane.session_name);
-        let meta = store::read_meta(&dir)?;
+        let meta = Meta::clone(&*self.meta_in(&dir)?);
         Ok(Session { name: pane.session_name.clone(), dir, pane: pane.clone(), meta, loggers: self.loggers.clone() })
+    }
+
+    /// The `meta.json` of the session in `dir`, read again only when it
+    /// was replaced since this process last read it.
+    pub fn meta_in(&self, dir: &Path) -> Result<Arc<Meta>, SessionError> {
+        Ok(self.metas.get(&dir.join(files::META), |_| store::read_meta(dir))?)
     }
 
     /// Session `name` found through the pane its `meta.json` records, if

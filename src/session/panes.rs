@@ -292,6 +292,7 @@ impl Sessions {
             seen: Default::default(),
             loggers: self.loggers.clone(),
             repair: Default::default(),
+            metas: self.metas.clone(),
         }
     }
 

@@ -5,32 +5,66 @@
 //! tmux stores escaped (`vis(3)`: a tab in a name reads back as `\t`). Three
 //! fields can hold anything: the `@dtmcp_name` option (anyone may set it),
 //! the current command and the current directory. They come last, each
-//! preceded in the record by its length in bytes (`#{n:…}`), so a newline or
-//! separator inside them is still read correctly (a length costs tmux far
-//! less than cleaning the value with an `s///` regex per pane). Should a length disagree with the text (tmux output
-//! that was not valid UTF-8, decoded with replacement characters), the field
-//! falls back to ending at its separator.
+//! ended by the separator and a random word drawn once per process
+//! ([`end_word`]), so a newline or separator inside them is still read
+//! correctly: a value would have to hold the word to be misread, and
+//! nothing in a pane learns it (it travels to tmux on the control client's
+//! pipe; only the people's command line, which spawns tmux, shows it in an
+//! argument list for a moment, to the same user).
 //!
-//! Pure: tested on captured tmux output.
+//! An earlier form put each field's length (`#{n:…}`) before it instead.
+//! tmux 3.3a does not keep what it expanded, so a length made it look up
+//! the current command and directory in `/proc` twice per pane: a listing
+//! of 100 panes cost it about 1.7 ms more than this one.
+//!
+//! Pure: tested on tmux output built as tmux 3.3a writes it.
+
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use super::target::{BadPaneId, PaneId};
 
-/// The field separator in [`PANE_FORMAT`].
+/// The field separator in [`pane_format`].
 pub const SEP: char = '\x1f';
 
 /// The fields every record starts with: none can hold a separator or a
-/// newline. The last three are the byte lengths of the three free fields
-/// that follow them.
+/// newline.
 macro_rules! fixed_fields {
     () => {
         concat!(
             "#{pane_id}\x1f#{session_name}\x1f#{window_index}\x1f#{pane_index}\x1f",
             "#{pane_pid}\x1f#{pane_tty}\x1f#{pane_dead}\x1f#{pane_width}\x1f#{pane_height}\x1f",
-            "#{pane_active}\x1f#{window_id}\x1f#{session_attached}\x1f#{n:@dtmcp_name}\x1f",
+            "#{pane_active}\x1f#{window_id}\x1f#{session_attached}\x1f",
         )
     };
+}
+
+/// How many fields come before the free ones.
+const FIXED_FIELDS: usize = 12;
+
+/// The word that, after [`SEP`], ends each free field: 16 hex digits from
+/// `/dev/urandom`, the same for the life of the process.
+pub fn end_word() -> &'static str {
+    static WORD: OnceLock<String> = OnceLock::new();
+    WORD.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        let read = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+        if read.is_err() {
+            // No /dev/urandom: the hasher's keys are random per process.
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            bytes = h.finish().to_le_bytes();
+        }
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    })
+}
+
+/// What ends each free field: [`SEP`] and [`end_word`].
+pub fn field_end() -> &'static str {
+    static END: OnceLock<String> = OnceLock::new();
+    END.get_or_init(|| format!("{SEP}{}", end_word()))
 }
 
 /// The `-F` format whose output [`parse_panes`] reads, with the current
@@ -38,23 +72,34 @@ macro_rules! fixed_fields {
 ///
 /// Those two make tmux look in `/proc` (its server is one thread, which
 /// every client waits for), so ask for them only where a reply shows them;
-/// [`BARE_FORMAT`] leaves them out. tmux expands only the branch of `#{?…}`
+/// [`bare_format`] leaves them out. tmux expands only the branch of `#{?…}`
 /// it takes, so the hidden pane costs nothing.
-pub const PANE_FORMAT: &str = concat!(
-    fixed_fields!(),
-    "#{?#{==:#{session_name},__dtmcp_ctl},0,#{n:pane_current_command}}\x1f",
-    "#{?#{==:#{session_name},__dtmcp_ctl},0,#{n:pane_current_path}}\x1f",
-    "#{@dtmcp_name}\x1f",
-    "#{?#{==:#{session_name},__dtmcp_ctl},,#{pane_current_command}}\x1f",
-    "#{?#{==:#{session_name},__dtmcp_ctl},,#{pane_current_path}}",
-);
+pub fn pane_format() -> &'static str {
+    static FORMAT: OnceLock<String> = OnceLock::new();
+    FORMAT.get_or_init(|| {
+        let end = field_end();
+        [
+            fixed_fields!(),
+            "#{@dtmcp_name}",
+            end,
+            "#{?#{==:#{session_name},__dtmcp_ctl},,#{pane_current_command}}",
+            end,
+            "#{?#{==:#{session_name},__dtmcp_ctl},,#{pane_current_path}}",
+            end,
+        ]
+        .concat()
+    })
+}
 
 /// The same records without the current command and directory (both
 /// empty): what finding a session needs, at no `/proc` cost to tmux.
-pub const BARE_FORMAT: &str = concat!(fixed_fields!(), "0\x1f0\x1f#{@dtmcp_name}\x1f\x1f");
-
-/// How many fields come before the free ones.
-const FIXED_FIELDS: usize = 15;
+pub fn bare_format() -> &'static str {
+    static FORMAT: OnceLock<String> = OnceLock::new();
+    FORMAT.get_or_init(|| {
+        let end = field_end();
+        [fixed_fields!(), "#{@dtmcp_name}", end, end, end].concat()
+    })
+}
 
 /// One pane as `list-panes -a` reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,7 +142,7 @@ pub struct PaneInfo {
     pub dtmcp_name: String,
 }
 
-/// `-F` output that does not have the shape of [`PANE_FORMAT`].
+/// `-F` output that does not have the shape of [`pane_format`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unreadable list-panes record ({reason}): {record:?}")]
 pub struct FormatError {
@@ -107,7 +152,7 @@ pub struct FormatError {
     pub record: String,
 }
 
-/// Reads the output of `list-panes -F` with [`PANE_FORMAT`]: one record per
+/// Reads the output of `list-panes -F` with [`pane_format`]: one record per
 /// pane, each ended by `\n` (the last one may lack it).
 pub fn parse_panes(text: &str) -> Result<Vec<PaneInfo>, FormatError> {
     let mut panes = Vec::new();
@@ -135,17 +180,20 @@ pub fn parse_pane(text: &str, pane: &PaneId) -> Result<Option<PaneInfo>, FormatE
 fn parse_record(text: &str) -> Result<(PaneInfo, &str), FormatError> {
     let fail = |reason: String| FormatError { reason, record: text.chars().take(200).collect() };
     let (fixed, rest) = split_fixed(text).map_err(|r| fail(r.to_string()))?;
-    let name_len = number::<usize>(fixed[12], "name length").map_err(fail)?;
-    let command_len = number::<usize>(fixed[13], "command length").map_err(fail)?;
-    let path_len = number::<usize>(fixed[14], "path length").map_err(fail)?;
-    let (name, rest) = take_field(rest, name_len, SEP).ok_or_else(|| fail("no command".into()))?;
-    let (command, rest) = take_field(rest, command_len, SEP).ok_or_else(|| fail("no path".into()))?;
-    let (path, rest) = take_field(rest, path_len, '\n').unwrap_or((rest, ""));
+    let end = field_end();
+    let (name, rest) = rest.split_once(end).ok_or_else(|| fail("no end to the name".into()))?;
+    let (command, rest) = rest.split_once(end).ok_or_else(|| fail("no end to the command".into()))?;
+    let (path, rest) = rest.split_once(end).ok_or_else(|| fail("no end to the path".into()))?;
+    let rest = match rest.strip_prefix('\n') {
+        Some(rest) => rest,
+        None if rest.is_empty() => rest,
+        None => return Err(fail("more after the path".into())),
+    };
     let pane = pane_from(&fixed, [name, command, path]).map_err(fail)?;
     Ok((pane, rest))
 }
 
-/// The fields before the command, which hold neither separator nor newline.
+/// The fields before the free ones, which hold neither separator nor newline.
 fn split_fixed(text: &str) -> Result<([&str; FIXED_FIELDS], &str), &'static str> {
     let mut fields = [""; FIXED_FIELDS];
     let mut rest = text;
@@ -158,18 +206,6 @@ fn split_fixed(text: &str) -> Result<([&str; FIXED_FIELDS], &str), &'static str>
         rest = &rest[end + SEP.len_utf8()..];
     }
     Ok((fields, rest))
-}
-
-/// Takes a field of `len` bytes ended by `end` (or by the end of the text);
-/// when the length does not fit, takes up to the first `end` instead.
-fn take_field(text: &str, len: usize, end: char) -> Option<(&str, &str)> {
-    let after_len = text.get(len..);
-    let at = match after_len {
-        Some(after) if after.is_empty() || after.starts_with(end) => len,
-        _ => text.find(end)?,
-    };
-    let rest = &text[at..];
-    Some((&text[..at], rest.strip_prefix(end).unwrap_or(rest)))
 }
 
 fn pane_from(fixed: &[&str; FIXED_FIELDS], [name, command, path]: [&str; 3]) -> Result<PaneInfo, String> {
@@ -209,15 +245,39 @@ fn flag(field: &str, what: &str) -> Result<bool, String> {
 mod tests {
     use super::*;
 
-    /// Captured from tmux 3.3a with [`PANE_FORMAT`]: the hidden session's
-    /// pane (no command or path asked for), a live pane, a dead pane kept
-    /// by `remain-on-exit` (no path), and a pane in a session named `é€ x`
-    /// whose directory is `/tmp/dtx-x<newline>y<US>z` and whose
-    /// `@dtmcp_name` someone set to `a<US>b<newline>c`.
-    const CAPTURED: &str = "%3\x1f__dtmcp_ctl\x1f0\x1f0\x1f6980\x1f/dev/pts/2\x1f0\x1f80\x1f24\x1f1\x1f@2\x1f0\x1f0\x1f0\x1f0\x1f\x1f\x1f\n\
-        %0\x1ft1\x1f0\x1f0\x1f6947\x1f/dev/pts/0\x1f0\x1f100\x1f7\x1f1\x1f@0\x1f0\x1f2\x1f5\x1f4\x1ft1\x1fsleep\x1f/tmp\n\
-        %1\x1ft1\x1f0\x1f1\x1f6954\x1f/dev/pts/1\x1f1\x1f100\x1f7\x1f0\x1f@0\x1f0\x1f4\x1f4\x1f0\x1ft1+1\x1ftrue\x1f\n\
-        %2\x1fé€ x\x1f0\x1f0\x1f6975\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@1\x1f0\x1f5\x1f5\x1f14\x1fa\x1fb\nc\x1fsleep\x1f/tmp/dtx-x\ny\x1fz\n";
+    /// A record as tmux 3.3a writes it with [`pane_format`]: `fixed` (the
+    /// fixed fields, each ended by the separator), then the free fields,
+    /// each ended by [`field_end`], and a newline.
+    fn record(fixed: &str, [name, command, path]: [&str; 3]) -> String {
+        let end = field_end();
+        format!("{fixed}{name}{end}{command}{end}{path}{end}\n")
+    }
+
+    /// The hidden session's pane (no command or path asked for), a live
+    /// pane, a dead pane kept by `remain-on-exit` (no path), and a pane in
+    /// a session named `é€ x` whose directory is `/tmp/dtx-x<newline>y<US>z`
+    /// and whose `@dtmcp_name` someone set to `a<US>b<newline>c`.
+    fn listed() -> String {
+        [
+            record(
+                "%3\x1f__dtmcp_ctl\x1f0\x1f0\x1f6980\x1f/dev/pts/2\x1f0\x1f80\x1f24\x1f1\x1f@2\x1f0\x1f",
+                ["", "", ""],
+            ),
+            record(
+                "%0\x1ft1\x1f0\x1f0\x1f6947\x1f/dev/pts/0\x1f0\x1f100\x1f7\x1f1\x1f@0\x1f0\x1f",
+                ["t1", "sleep", "/tmp"],
+            ),
+            record(
+                "%1\x1ft1\x1f0\x1f1\x1f6954\x1f/dev/pts/1\x1f1\x1f100\x1f7\x1f0\x1f@0\x1f0\x1f",
+                ["t1+1", "true", ""],
+            ),
+            record(
+                "%2\x1fé€ x\x1f0\x1f0\x1f6975\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@1\x1f0\x1f",
+                ["a\x1fb\nc", "sleep", "/tmp/dtx-x\ny\x1fz"],
+            ),
+        ]
+        .concat()
+    }
 
     fn pane(id: &str, session: &str, index: u32, pid: u32, command: &str, path: &str) -> PaneInfo {
         PaneInfo {
@@ -241,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn captured_output_parses() {
+    fn listed_output_parses() {
         let hidden = PaneInfo {
             pane_width: 80,
             pane_height: 24,
@@ -266,60 +326,90 @@ mod tests {
             dtmcp_name: "a\x1fb\nc".into(),
             ..pane("%2", "é€ x", 0, 6975, "sleep", "/tmp/dtx-x\ny\x1fz")
         };
-        assert_eq!(parse_panes(CAPTURED), Ok(vec![hidden, live, dead, odd]));
+        assert_eq!(parse_panes(&listed()), Ok(vec![hidden, live, dead, odd]));
     }
 
     #[test]
     fn the_formats_differ_only_in_the_current_command_and_path() {
-        assert!(PANE_FORMAT.contains(super::super::CONTROL_SESSION));
-        assert!(!BARE_FORMAT.contains("pane_current"));
+        assert!(pane_format().contains(super::super::CONTROL_SESSION));
+        assert!(!bare_format().contains("pane_current"));
         let fields = |f: &str| f.matches(SEP).count();
-        assert_eq!(fields(PANE_FORMAT), fields(BARE_FORMAT));
+        assert_eq!(fields(pane_format()), fields(bare_format()));
+        assert_eq!(pane_format().matches(field_end()).count(), 3, "three free fields");
+    }
+
+    #[test]
+    fn each_free_field_is_asked_of_tmux_once() {
+        // tmux looks in /proc each time it expands one of these.
+        assert_eq!(pane_format().matches("pane_current_command").count(), 1);
+        assert_eq!(pane_format().matches("pane_current_path").count(), 1);
+    }
+
+    #[test]
+    fn the_end_word_is_random_hex() {
+        let word = end_word();
+        assert_eq!(word.len(), 16);
+        assert!(word.bytes().all(|b| b.is_ascii_hexdigit()), "{word}");
+        assert_ne!(word, "0".repeat(16));
     }
 
     #[test]
     fn last_record_may_lack_its_newline() {
-        let text = CAPTURED.strip_suffix('\n').expect("captured text ends with a newline");
+        let text = listed();
+        let text = text.strip_suffix('\n').expect("the listing ends with a newline");
         assert_eq!(parse_panes(text).map(|p| p.len()), Ok(4));
     }
 
     #[test]
-    fn separator_inside_the_command_is_kept() {
-        let text = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f1\x1f3\x1f2\x1fs\x1fa\x1fb\x1f/x\n";
-        let parsed = parse_panes(text).expect("parses");
-        assert_eq!((parsed[0].pane_current_command.as_str(), parsed[0].pane_current_path.as_str()), ("a\x1fb", "/x"));
+    fn separator_and_newline_inside_the_free_fields_are_kept() {
+        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        // A value that looks like the end of a field and a next record,
+        // without the word, is only a value.
+        let sly = "/x\x1f\n%6\x1fs\x1f0\x1f0\x1f1\x1f/dev/pts/6\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        let text = record(fixed, ["s", "a\x1fb", sly]);
+        let parsed = parse_panes(&text).expect("parses");
+        assert_eq!(parsed.len(), 1);
+        assert_eq!((parsed[0].pane_current_command.as_str(), parsed[0].pane_current_path.as_str()), ("a\x1fb", sly));
         assert_eq!(parsed[0].dtmcp_name, "s");
     }
 
     #[test]
-    fn wrong_lengths_fall_back_to_separators() {
-        // Lengths as tmux counted the original bytes; the text here was
-        // decoded with a replacement character and is longer.
-        let text = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f0\x1f2\x1f3\x1f\x1f\u{fffd}b\x1f/\u{fffd}\n%6";
-        let err = parse_panes(text).expect_err("second record is cut short");
+    fn text_not_valid_utf8_is_read_by_its_ends() {
+        // tmux output decoded with replacement characters.
+        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        let text = record(fixed, ["", "\u{fffd}b", "/\u{fffd}"]) + "%6";
+        let err = parse_panes(&text).expect_err("second record is cut short");
         assert_eq!(err.reason, "too few fields");
-        let first = parse_panes(&text[..text.len() - 3]).expect("first record alone parses");
+        let first = parse_panes(&text[..text.len() - 2]).expect("first record alone parses");
         assert_eq!(first[0].pane_current_command, "\u{fffd}b");
         assert_eq!(first[0].pane_current_path, "/\u{fffd}");
     }
 
     #[test]
+    fn a_record_cut_inside_its_free_fields_is_an_error() {
+        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        let whole = record(fixed, ["s", "bash", "/home"]);
+        let cut = &whole[..whole.len() - field_end().len() - 1];
+        assert_eq!(parse_panes(cut).map_err(|e| e.reason), Err("no end to the path".to_string()));
+    }
+
+    #[test]
     fn one_pane_answers_only_for_the_pane_asked_about() {
         let id = |s: &str| PaneId::parse(s).expect("pane id");
-        let live = CAPTURED.lines().nth(1).expect("a live pane");
+        let listed = listed();
+        let live = listed.lines().nth(1).expect("a live pane");
         assert_eq!(parse_pane(live, &id("%0")).expect("parses").map(|p| p.pane_current_command), Some("sleep".into()));
         assert_eq!(parse_pane(live, &id("%01")), Ok(None));
         assert_eq!(parse_pane(live, &id("%1")), Ok(None));
         // What 3.3a answers over a control client for a pane that is gone.
-        let gone = "\x1f".repeat(12) + "0\x1f0\x1f0\x1f\x1f\x1f\n";
+        let gone = record(&"\x1f".repeat(12), ["", "", ""]);
         assert_eq!(parse_pane(&gone, &id("%0")), Ok(None));
     }
 
     #[test]
     fn bad_fields_are_named() {
-        let text =
-            "%5\x1fs\x1fone\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f0\x1f0\x1f0\x1f\x1f\x1f\n";
-        let err = parse_panes(text).expect_err("window index is not a number");
+        let text = record("%5\x1fs\x1fone\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f", ["", "", ""]);
+        let err = parse_panes(&text).expect_err("window index is not a number");
         assert_eq!(err.reason, "window index is not a number: \"one\"");
     }
 }

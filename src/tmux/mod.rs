@@ -96,7 +96,7 @@ pub fn kill_server_now(name: &str) {
     let _ = std::fs::remove_file(socket_path(name));
 }
 
-pub use format::{BARE_FORMAT, FormatError, PANE_FORMAT, PaneInfo, SEP, parse_pane, parse_panes};
+pub use format::{FormatError, PaneInfo, SEP, bare_format, field_end, pane_format, parse_pane, parse_panes};
 pub use reply::TOPOLOGY_WINDOW;
 
 /// The hooks that tell control clients of a pane made or moved anywhere

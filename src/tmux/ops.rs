@@ -1,6 +1,6 @@
 //! The tmux operations the router uses, built on [`Tmux::run`].
 
-use super::format::{BARE_FORMAT, PANE_FORMAT, PaneInfo, parse_pane, parse_panes};
+use super::format::{PaneInfo, bare_format, pane_format, parse_pane, parse_panes};
 use super::target::{PaneId, is_control_session, session_target};
 use super::{Tmux, TmuxError};
 
@@ -65,19 +65,19 @@ impl Tmux {
     /// with its current command and directory. With no server running, the
     /// list is empty.
     pub async fn list_panes(&self) -> Result<Vec<PaneInfo>, TmuxError> {
-        self.list(PANE_FORMAT).await
+        self.list(pane_format()).await
     }
 
     /// The same without the current command and directory (left empty),
     /// which cost tmux a look in `/proc` per pane.
     pub async fn list_panes_bare(&self) -> Result<Vec<PaneInfo>, TmuxError> {
-        self.list(BARE_FORMAT).await
+        self.list(bare_format()).await
     }
 
     /// The pane `pane` without its current command and directory, as one
     /// small command; `None` when it is gone (or is the hidden session's).
     pub async fn pane(&self, pane: &PaneId) -> Result<Option<PaneInfo>, TmuxError> {
-        let args = ["display", "-p", "-t", pane.as_str(), BARE_FORMAT];
+        let args = ["display", "-p", "-t", pane.as_str(), bare_format()];
         let text = match self.run(&args).await {
             Ok(text) => text,
             Err(e) if e.is_no_server() || no_such_pane(&e) => return Ok(None),

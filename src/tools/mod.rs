@@ -39,6 +39,8 @@ use replies::{secrets, watch};
 
 /// The server's instructions to the model, kept in `texts/instructions.md`.
 const INSTRUCTIONS: &str = crate::docent::texts::INSTRUCTIONS;
+/// How many sessions' left texts (`state.json`) are held parsed.
+const LEFT_HELD: usize = 4096;
 
 /// The MCP server: every tool, over shared state.
 #[derive(Clone)]
@@ -80,6 +82,12 @@ pub struct Inner {
     /// What each agent was last told of each session's listening ports
     /// and background jobs.
     pub ports: replies::ports::PortMemory,
+    /// The texts agents left at each session's prompt, as its
+    /// `state.json` said when last read (read again when replaced).
+    pub left: crate::stamped::Stamped<Vec<(String, dtmcp_core::agent_state::LeftText)>>,
+    /// The loggers' statuses a listing showed, kept while their files
+    /// stay the same (see [`sessions::statuses`]).
+    pub statuses: sessions::statuses::KeptStatuses,
 }
 
 impl Terminal {
@@ -107,6 +115,8 @@ impl Terminal {
                 http: caller::HttpSessions::default(),
                 governor: Arc::new(governor),
                 ports: Default::default(),
+                left: crate::stamped::Stamped::new(LEFT_HELD),
+                statuses: Default::default(),
             }),
             conn: Arc::default(),
             tool_router: Arc::new(Self::router()),

@@ -13,9 +13,6 @@ use crate::tools::Terminal;
 use crate::tools::ToolError;
 use crate::tools::replies::reply::{Facts, Reply};
 
-/// How many sessions `session_list` asks about at once.
-const LIST_AT_ONCE: usize = 8;
-
 /// Arguments of `session_create`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -269,86 +266,6 @@ impl Terminal {
                 p.session
             ),
         })
-    }
-
-    /// One listing of the panes (with the current command and directory
-    /// it shows) and one of the pinned windows, then each session's logger
-    /// and presence, a few sessions at a time so that their round trips
-    /// overlap.
-    async fn list_body(&self) -> Result<Reply, ToolError> {
-        let panes = self.sessions().panes().await?;
-        // The sessions just listed are the live ones: no second listing.
-        let live = panes.iter().map(|p| p.session_name.clone()).collect();
-        let closed = self.closed_lines(&live);
-        let mut reply = Reply::default();
-        if panes.is_empty() {
-            reply.push_str(&format!("no sessions are open; session_create makes one\n{closed}"));
-        }
-        let pinned = self.sessions().pinned_windows().await;
-        // What every session's processes listen on: one look for them all.
-        let looks = crate::tools::replies::ports::looks(&panes).await;
-        let mut rows = Vec::new();
-        for (some, looks) in panes.chunks(LIST_AT_ONCE).zip(looks.chunks(LIST_AT_ONCE)) {
-            let entries = some
-                .iter()
-                .zip(looks)
-                .map(|(pane, look)| self.list_entry(pane, pinned.contains(&pane.window_id), look.as_ref()));
-            for (pane, (entry, row)) in some.iter().zip(futures_util::future::join_all(entries).await) {
-                // Each session's lines with its own placeholders.
-                reply.push_str(&self.redacted(Some(&pane.session_name), &entry));
-                rows.push(row);
-            }
-        }
-        if !panes.is_empty() {
-            reply.push_str(&closed);
-        }
-        reply.facts.details.insert("sessions".into(), serde_json::Value::Array(rows));
-        Ok(reply)
-    }
-
-    /// The lines of `session_list` about one listed pane, and its row as
-    /// data.
-    async fn list_entry(
-        &self,
-        pane: &crate::tmux::PaneInfo,
-        pinned: bool,
-        look: Option<&dtmcp_core::procs::sockets::Look>,
-    ) -> (String, serde_json::Value) {
-        let mut out = String::new();
-        let name = &pane.session_name;
-        let mut row = serde_json::json!({
-            "name": name,
-            "program": pane.pane_current_command,
-            "cwd": pane.pane_current_path,
-            "attach": self.sessions().attach_command(&pane.tmux_session),
-        });
-        let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
-        // The listing found it: no need to ask tmux again per session.
-        let session = self.sessions().session_of(pane).ok();
-        if let Some(s) = &session
-            && let Ok(mut logger) = s.logger().await
-            && let Ok(status) = logger.status().await
-            && let Some(r) = status.last_region
-        {
-            let exit = r.exit.map_or_else(|| "running".to_string(), |e| format!("exit {e}"));
-            let _ = write!(out, " · last: `{}` {exit}", r.command);
-            row["last_command"] = r.command.clone().into();
-            if let Some(code) = r.exit {
-                row["last_exit"] = code.into();
-            }
-        }
-        let _ = writeln!(out, "\n  {}", crate::tools::sessions::presence::pane_line(pane));
-        if let Some(who) = self.presence_line(pane, pinned, session.as_ref().map(|s| &s.meta)).await {
-            let _ = writeln!(out, "  {who}");
-        }
-        if let Some(look) = look {
-            out.push_str(&crate::tools::replies::ports::listing(look));
-            if let serde_json::Value::Object(map) = &mut row {
-                map.extend(crate::tools::replies::ports::details(look, None));
-            }
-        }
-        let _ = writeln!(out, "  attach: {}", row["attach"].as_str().unwrap_or_default());
-        (out, row)
     }
 
     async fn close_body(&self, p: CloseParams) -> Result<String, ToolError> {

@@ -6,5 +6,7 @@
 pub mod guide;
 pub mod integrate;
 pub mod lifecycle;
+mod listing;
 pub mod logs;
 pub mod presence;
+pub mod statuses;

@@ -9,6 +9,7 @@ use crate::tmux::PaneInfo;
 use crate::tmux::clients::{CLIENT_FORMAT, Client, parse_clients};
 use crate::tools::typing::holds::Holder;
 use crate::tools::{Party, Refusal, Terminal, ToolError};
+use dtmcp_core::protocol::Status;
 
 /// Who else uses a session, for a refusal.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -148,6 +149,20 @@ pub fn pane_line(pane: &PaneInfo) -> String {
 impl Terminal {
     /// Who is in the session of `pane` now.
     pub async fn seen(&self, pane: &PaneInfo) -> Seen {
+        let left = self.left_at_prompt(&pane.session_name).await;
+        self.seen_with(pane, left).await
+    }
+
+    /// The same where the session's logger status was asked already
+    /// (`None`: it did not answer), as a listing of every session does.
+    pub(crate) async fn seen_given(&self, pane: &PaneInfo, status: Option<&Status>) -> Seen {
+        let left = status.and_then(|status| self.left_given(&pane.session_name, status));
+        self.seen_with(pane, left).await
+    }
+
+    /// Who is in the session of `pane`, `left` being what an agent left at
+    /// its prompt.
+    async fn seen_with(&self, pane: &PaneInfo, left: Option<LeftBy>) -> Seen {
         // A session that no client is attached to has none to list: a
         // listing of every session (session_list) asks tmux nothing more.
         let clients = match pane.session_attached {
@@ -164,19 +179,23 @@ impl Terminal {
             human_input,
             agents_typed: self.journal().agents_typed(&pane.session_name),
             typing_now: self.inner.holds.holder(&pane.session_name),
-            left_at_prompt: self.left_at_prompt(&pane.session_name).await,
+            left_at_prompt: left,
         }
     }
 
     /// The text an agent left at session `name`'s prompt that is still
     /// there, unsubmitted, as the agents' states keep it.
     async fn left_at_prompt(&self, name: &str) -> Option<LeftBy> {
-        let left = crate::tools::memory::left_texts(&self.sessions().cfg.session_dir(name));
-        if left.is_empty() {
+        if self.left_texts(name).is_empty() {
             return None;
         }
         let s = self.sessions().resolve_quiet(name).await.ok()?;
         let status = s.logger().await.ok()?.status().await.ok()?;
+        self.left_given(name, &status)
+    }
+
+    /// The same, given the logger's `status` of session `name`.
+    fn left_given(&self, name: &str, status: &Status) -> Option<LeftBy> {
         let pending = status.typed.as_str();
         let here = |l: &dtmcp_core::agent_state::LeftText| {
             status.shell.at_prompt
@@ -185,26 +204,28 @@ impl Terminal {
                 && !l.text.trim().is_empty()
                 && pending.contains(l.text.trim())
         };
-        let (actor, _) = left.into_iter().find(|(_, l)| here(l))?;
-        Some(LeftBy { actor, text: pending.to_string() })
+        let left = self.left_texts(name);
+        let (actor, _) = left.iter().find(|(_, l)| here(l))?;
+        Some(LeftBy { actor: actor.clone(), text: pending.to_string() })
     }
 
-    /// The presence and pane-kind line of `session_list` for `pane`.
-    pub(crate) async fn presence_line(
-        &self,
-        pane: &PaneInfo,
-        pinned: bool,
+    /// The texts agents left at session `name`'s prompts (see
+    /// [`crate::tools::memory::left_texts`]), `state.json` read again
+    /// only when the logger replaced it.
+    fn left_texts(&self, name: &str) -> std::sync::Arc<Vec<(String, dtmcp_core::agent_state::LeftText)>> {
+        let dir = self.sessions().cfg.session_dir(name);
+        let path = dir.join(dtmcp_core::agent_state::FILE);
+        self.inner.left.present(&path, |_| crate::tools::memory::left_texts(&dir)).unwrap_or_default()
+    }
+
+    /// The presence and pane-kind line of `session_list` for `pane`, from
+    /// its `meta.json` and who is in it.
+    pub(crate) fn presence_line(
+        pane_pinned: bool,
         meta: Option<&dtmcp_core::store::Meta>,
+        seen: &Seen,
     ) -> Option<String> {
         let mut parts = Vec::new();
-        let read;
-        let meta = match meta {
-            Some(m) => Some(m),
-            None => {
-                read = dtmcp_core::store::read_meta(&self.sessions().cfg.session_dir(&pane.session_name)).ok();
-                read.as_ref()
-            }
-        };
         if let Some(meta) = meta {
             if let Some(parent) = &meta.parent {
                 parts.push(format!("split from {parent}"));
@@ -213,11 +234,11 @@ impl Terminal {
                 parts.push("adopted (no shell integration)".to_string());
             }
         }
-        if pinned {
+        if pane_pinned {
             parts.push("size pinned".to_string());
         }
         let now_s = crate::config::now_ms() / 1000;
-        parts.extend(self.seen(pane).await.line(now_s));
+        parts.extend(seen.line(now_s));
         (!parts.is_empty()).then(|| parts.join(" · "))
     }
 

@@ -145,6 +145,11 @@ impl Holds {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned()
     }
 
+    /// When an agent last typed into `session`, if one did.
+    pub fn typed_at(&self, session: &str) -> Option<Instant> {
+        self.typed.lock().unwrap_or_else(|e| e.into_inner()).get(session).map(|t| t.at)
+    }
+
     /// Forgets what was typed into the pane `session` (it closed).
     pub fn forget(&self, session: &str) {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).remove(session);

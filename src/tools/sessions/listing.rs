@@ -1,0 +1,146 @@
+//! `session_list`: a few lines and a row of data for every open session,
+//! then the closed sessions whose logs are kept.
+//!
+//! A listing is the one call whose work grows with the sessions open, so
+//! each kind of question is asked once for all of them, and all at once:
+//! one listing of the panes beside one of the pinned windows, one look at
+//! every pane's processes on the blocking pool, every logger's status
+//! asked together (their round trips overlap, and the loggers answer on
+//! both cores), and each session's `meta.json` and `state.json` read
+//! again only when they were replaced (see [`crate::stamped`]). Nothing
+//! that can change while the files stay the same is kept: the panes,
+//! ports and statuses are asked afresh on every call.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dtmcp_core::procs::sockets::Look;
+use dtmcp_core::protocol::Status;
+use dtmcp_core::store::{Meta, files};
+use serde_json::Value;
+
+use crate::tmux::PaneInfo;
+use crate::tools::replies::ports;
+use crate::tools::replies::reply::Reply;
+use crate::tools::sessions::presence::pane_line;
+use crate::tools::sessions::statuses::{Since, Written};
+use crate::tools::{Terminal, ToolError};
+
+/// What a listing found out about one session.
+struct Gathered<'a> {
+    pane: &'a PaneInfo,
+    /// Whether its window's size is pinned.
+    pinned: bool,
+    /// Its `meta.json`; `None` for a tmux session that is not ours.
+    meta: Option<Arc<Meta>>,
+    /// Its logger's status; `None` when it did not answer.
+    status: Option<Arc<Status>>,
+    /// What its processes listen on; `None` for a dead pane.
+    look: Option<Look>,
+}
+
+impl Terminal {
+    /// The reply of `session_list`.
+    pub(super) async fn list_body(&self) -> Result<Reply, ToolError> {
+        let sessions = self.sessions();
+        let (panes, pinned) = tokio::join!(sessions.panes(), sessions.pinned_windows());
+        let panes = panes?;
+        // The sessions just listed are the live ones: no second listing.
+        let live = panes.iter().map(|p| p.session_name.clone()).collect();
+        let closed = self.closed_lines(&live);
+        let mut reply = Reply::default();
+        if panes.is_empty() {
+            reply.push_str(&format!("no sessions are open; session_create makes one\n{closed}"));
+        }
+        let dirs: Vec<PathBuf> = panes.iter().map(|p| sessions.cfg.session_dir(&p.session_name)).collect();
+        // A pane whose meta.json cannot be read is no session of ours (a
+        // tmux session someone else made): it has no logger to ask.
+        let metas: Vec<Option<Arc<Meta>>> = dirs.iter().map(|dir| sessions.meta_in(dir).ok()).collect();
+        let statuses =
+            futures_util::future::join_all(panes.iter().zip(&dirs).zip(&metas).map(|((pane, dir), meta)| async move {
+                meta.as_ref()?;
+                self.status_for_listing(pane, dir).await
+            }));
+        let (looks, statuses) = tokio::join!(ports::looks(&panes), statuses);
+        let mut rows = Vec::with_capacity(panes.len());
+        let gathered = panes.iter().zip(metas).zip(statuses).zip(looks);
+        for ((((pane, meta), status), look), dir) in gathered.zip(&dirs) {
+            let g = Gathered { pane, pinned: pinned.contains(&pane.window_id), meta, status, look };
+            let (entry, row) = self.list_entry(&g).await;
+            // Each session's lines with its own placeholders.
+            reply.push_str(&self.redacted_in(dir, &entry));
+            rows.push(Value::Object(row));
+        }
+        if !panes.is_empty() {
+            reply.push_str(&closed);
+        }
+        reply.facts.details.insert("sessions".into(), Value::Array(rows));
+        Ok(reply)
+    }
+
+    /// The lines of `session_list` about one session, and its row as data.
+    async fn list_entry(&self, g: &Gathered<'_>) -> (String, serde_json::Map<String, Value>) {
+        let pane = g.pane;
+        let name = &pane.session_name;
+        let attach = self.sessions().attach_command(&pane.tmux_session);
+        let mut out = String::with_capacity(256);
+        let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
+        let mut row = serde_json::Map::new();
+        row.insert("name".into(), name.as_str().into());
+        row.insert("program".into(), pane.pane_current_command.as_str().into());
+        row.insert("cwd".into(), pane.pane_current_path.as_str().into());
+        if let Some(r) = g.status.as_ref().and_then(|s| s.last_region.as_ref()) {
+            match r.exit {
+                Some(code) => {
+                    let _ = write!(out, " · last: `{}` exit {code}", r.command);
+                    row.insert("last_exit".into(), code.into());
+                }
+                None => {
+                    let _ = write!(out, " · last: `{}` running", r.command);
+                }
+            }
+            row.insert("last_command".into(), r.command.as_str().into());
+        }
+        let _ = writeln!(out, "\n  {}", pane_line(pane));
+        let seen = self.seen_given(pane, g.status.as_deref()).await;
+        if let Some(who) = Terminal::presence_line(g.pinned, g.meta.as_deref(), &seen) {
+            let _ = writeln!(out, "  {who}");
+        }
+        if let Some(look) = &g.look {
+            out.push_str(&ports::listing(look));
+            row.extend(ports::details(look, None));
+        }
+        let _ = writeln!(out, "  attach: {attach}");
+        row.insert("attach".into(), attach.into());
+        (out, row)
+    }
+
+    /// The status of the logger of `pane`'s session (in `dir`): the one
+    /// the last listing had while it still holds (see
+    /// [`crate::tools::sessions::statuses`]), else
+    /// asked now; `None` when it does not answer.
+    async fn status_for_listing(&self, pane: &PaneInfo, dir: &Path) -> Option<Arc<Status>> {
+        let written = Written::of(dir);
+        let holds = &self.inner.holds;
+        let since = Since {
+            typed: holds.typed_at(pane.pane_id.as_str()),
+            held: holds.holder(&pane.session_name).is_some(),
+            connected: self.sessions().loggers.connected(dir),
+        };
+        if let Some(kept) = self.inner.statuses.get(dir, written.as_ref(), &since) {
+            return Some(kept);
+        }
+        let taken = std::time::Instant::now();
+        let mut logger = self.sessions().loggers.connect(&dir.join(files::SOCKET)).await.ok()?;
+        let status = Arc::new(logger.status().await.ok()?);
+        self.inner.statuses.keep(dir, written, &status, taken);
+        Some(status)
+    }
+
+    /// `text` as the model may read it: the secrets of the session in
+    /// `dir` replaced by placeholders (see [`Terminal::redacted`]).
+    fn redacted_in(&self, dir: &Path, text: &str) -> String {
+        self.inner.secrets.redact(Some(dir), text).0
+    }
+}
