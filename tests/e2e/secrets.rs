@@ -298,6 +298,13 @@ async fn session_list_and_split_panes_use_their_sessions_placeholders() {
     assert_has!(out, "‹secret:github-token:2›");
     assert_has!(out, "‹secret:child-token:1›");
     assert_eq!(std::fs::read_to_string(w.tmp.path().join("typed.txt")).expect("typed.txt"), gh);
+    // A line typed with the child's own placeholder holds the value: the
+    // list's rows as data hide it with that session's placeholder too.
+    s.run(&child, "printf '%s\\n' ‹secret:child-token:1› > /dev/null").await;
+    let listed = s.call("session_list", json!({})).await;
+    let facts = listed.structured.expect("structuredContent").to_string();
+    assert!(!facts.contains("child-only-secret-value"), "{facts}");
+    assert_has!(facts, "‹secret:child-token:1›");
 
     // A pane split from a session that is not redacted is not either.
     s.ok("session_create", json!({ "name": "p3", "redact": false })).await;

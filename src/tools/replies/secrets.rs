@@ -126,6 +126,19 @@ impl Secrets {
         self.tables.with_table(&dir.join(TABLE_FILE), |table| redact::redact_lines(lines, &self.known, table))
     }
 
+    /// Each of `texts` redacted alone for the session in `dir`, in place,
+    /// with one look at its table.
+    pub fn redact_each(&self, dir: &Path, texts: &mut [&mut String]) {
+        if texts.is_empty() || !self.applies(dir) {
+            return;
+        }
+        self.tables.with_table(&dir.join(TABLE_FILE), |table| {
+            for text in texts.iter_mut() {
+                **text = redact::redact(text, &self.known, table).0;
+            }
+        });
+    }
+
     /// `input` with the placeholders of the session in `dir` replaced by
     /// their values; an unknown placeholder refuses the call.
     pub fn substitute(&self, dir: &Path, input: &str) -> Result<String, ToolError> {

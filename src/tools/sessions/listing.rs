@@ -68,9 +68,10 @@ impl Terminal {
         for ((((pane, meta), status), look), dir) in gathered.zip(&dirs) {
             let g = Gathered { pane, pinned: pinned.contains(&pane.window_id), meta, status, look };
             let (entry, row) = self.list_entry(&g).await;
-            // Each session's lines with its own placeholders.
+            // Each session's lines and row with its own placeholders: the
+            // pass over the whole reply knows the server's secrets only.
             reply.push_str(&self.redacted_in(dir, &entry));
-            rows.push(Value::Object(row));
+            rows.push(self.redacted_row_in(dir, Value::Object(row)));
         }
         if !panes.is_empty() {
             reply.push_str(&closed);
@@ -142,5 +143,25 @@ impl Terminal {
     /// `dir` replaced by placeholders (see [`Terminal::redacted`]).
     fn redacted_in(&self, dir: &Path, text: &str) -> String {
         self.inner.secrets.redact(Some(dir), text).0
+    }
+
+    /// `row` with the secrets of the session in `dir` replaced by
+    /// placeholders in every text it holds (a command line typed with a
+    /// placeholder holds the value itself).
+    fn redacted_row_in(&self, dir: &Path, mut row: Value) -> Value {
+        let mut texts = Vec::new();
+        texts_of(&mut row, &mut texts);
+        self.inner.secrets.redact_each(dir, &mut texts);
+        row
+    }
+}
+
+/// Every string in `value`, to be rewritten in place.
+fn texts_of<'a>(value: &'a mut Value, out: &mut Vec<&'a mut String>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| texts_of(v, out)),
+        Value::Object(map) => map.values_mut().for_each(|v| texts_of(v, out)),
+        _ => {}
     }
 }
