@@ -176,3 +176,32 @@ async fn a_killed_logger_is_replaced_and_the_gap_is_recorded_not_skipped() {
     assert_has!(r, "exit 0");
     assert_has!(r, "replayed-ok");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_names_the_foreground_program_and_its_directory_as_tmux_does() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("fg").await;
+    let dir = w.tmp.path().join("deeper dir");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let line = format!("cd '{}' && exec -a -sleeper sleep 30", dir.display());
+    // A shell that runs a program in its place, under a login-style name.
+    s.ok("run", json!({"session": "fg", "command": format!("bash -c \"{line}\""), "timeout": 0.5})).await;
+    let said = |fmt: &str| {
+        let out = w.tmux(&["display", "-p", "-t", "=fg:", fmt]);
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    };
+    let facts = poll::until_async("sleeper in the list", std::time::Duration::from_secs(10), async || {
+        let listed = s.call("session_list", json!({})).await;
+        let row = listed.structured.unwrap_or_default()["sessions"][0].clone();
+        match row["program"] == "sleeper" {
+            true => Ok(row),
+            false => Err(row),
+        }
+    })
+    .await;
+    assert_eq!(facts["program"], said("#{pane_current_command}"), "{facts}");
+    assert_eq!(facts["cwd"], said("#{pane_current_path}"), "{facts}");
+    assert_eq!(facts["cwd"], dir.canonicalize().expect("canonical").display().to_string());
+    assert_has!(s.ok("session_list", json!({})).await, "fg: sleeper in ");
+}

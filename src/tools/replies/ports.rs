@@ -139,33 +139,26 @@ pub async fn look(pid: u32) -> Option<Look> {
     tokio::task::spawn_blocking(move || sockets::look(pid).ok()).await.ok().flatten()
 }
 
-/// Looks at the processes under each of `panes` at once (a dead pane:
-/// `None`), on the blocking pool. A pane whose shell tmux names as its
+/// Looks at the processes under each pane of `asked` (its first process's
+/// pid, 0 for a dead pane, which gets `None`; and its current command), in
+/// this thread: call it on the blocking pool. A pane whose shell is its
 /// current command and that has no child (one read of its `children`
 /// file) has nothing to show, and no more is read of it: most of a
 /// listing's sessions sit at their prompts.
-pub async fn looks(panes: &[crate::tmux::PaneInfo]) -> Vec<Option<Look>> {
-    let asked: Vec<(u32, String)> =
-        panes.iter().map(|p| (if p.pane_dead { 0 } else { p.pane_pid }, p.pane_current_command.clone())).collect();
-    let n = asked.len();
-    let out = tokio::task::spawn_blocking(move || {
-        let quiet: Vec<bool> = asked.iter().map(|(pid, comm)| *pid != 0 && lone_by_name(*pid, comm)).collect();
-        let rest: Vec<u32> =
-            asked.iter().zip(&quiet).filter(|((pid, _), q)| *pid != 0 && !**q).map(|((pid, _), _)| *pid).collect();
-        let mut got = sockets::looks(&rest).into_iter();
-        asked
-            .iter()
-            .zip(&quiet)
-            .map(|((pid, _), q)| match (*pid, *q) {
-                (0, _) => None,
-                (_, true) => Some(Look { processes: 1, ..Look::default() }),
-                _ => got.next().and_then(Result::ok),
-            })
-            .collect::<Vec<_>>()
-    })
-    .await;
-    // A look that failed to run leaves every pane unlooked at, none missing.
-    out.unwrap_or_else(|_| (0..n).map(|_| None).collect())
+pub fn looks(asked: &[(u32, &str)]) -> Vec<Option<Look>> {
+    let quiet: Vec<bool> = asked.iter().map(|(pid, comm)| *pid != 0 && lone_by_name(*pid, comm)).collect();
+    let rest: Vec<u32> =
+        asked.iter().zip(&quiet).filter(|((pid, _), q)| *pid != 0 && !**q).map(|((pid, _), _)| *pid).collect();
+    let mut got = sockets::looks(&rest).into_iter();
+    asked
+        .iter()
+        .zip(&quiet)
+        .map(|((pid, _), q)| match (*pid, *q) {
+            (0, _) => None,
+            (_, true) => Some(Look { processes: 1, ..Look::default() }),
+            _ => got.next().and_then(Result::ok),
+        })
+        .collect()
 }
 
 /// Whether the pane process `pid`, which tmux calls `comm`, is one of the
@@ -198,7 +191,15 @@ impl Terminal {
     /// background, as data (`listening`, `jobs`, `ports_not_seen`), their
     /// secrets hidden as a reply hides them; `None` for a dead pane.
     pub async fn ports_of(&self, panes: &[crate::tmux::PaneInfo]) -> Vec<Option<serde_json::Map<String, Value>>> {
-        let found = looks(panes).await;
+        let asked: Vec<(u32, String)> =
+            panes.iter().map(|p| (if p.pane_dead { 0 } else { p.pane_pid }, p.pane_current_command.clone())).collect();
+        let n = asked.len();
+        let found = tokio::task::spawn_blocking(move || {
+            looks(&asked.iter().map(|(pid, comm)| (*pid, comm.as_str())).collect::<Vec<_>>())
+        })
+        .await
+        // A look that failed to run leaves every pane unlooked at.
+        .unwrap_or_else(|_| (0..n).map(|_| None).collect());
         panes
             .iter()
             .zip(found)

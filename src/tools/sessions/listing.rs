@@ -15,11 +15,13 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use dtmcp_core::procs::current::{Current, current};
 use dtmcp_core::procs::sockets::Look;
 use dtmcp_core::protocol::Status;
 use dtmcp_core::store::{Meta, files};
 use serde_json::Value;
 
+use crate::session::Listing;
 use crate::tmux::PaneInfo;
 use crate::tools::replies::ports;
 use crate::tools::replies::reply::Reply;
@@ -44,8 +46,10 @@ impl Terminal {
     /// The reply of `session_list`.
     pub(super) async fn list_body(&self) -> Result<Reply, ToolError> {
         let sessions = self.sessions();
-        let (panes, pinned) = tokio::join!(sessions.panes(), sessions.pinned_windows());
-        let panes = panes?;
+        // Listed bare: the current command and directory are found below,
+        // off tmux's one thread and beside the loggers' answers.
+        let (panes, pinned) = tokio::join!(sessions.panes_with(Listing::Bare), sessions.pinned_windows());
+        let mut panes = panes?;
         // The sessions just listed are the live ones: no second listing.
         let live = panes.iter().map(|p| p.session_name.clone()).collect();
         let closed = self.closed_lines(&live);
@@ -62,7 +66,11 @@ impl Terminal {
                 meta.as_ref()?;
                 self.status_for_listing(pane, dir).await
             }));
-        let (looks, statuses) = tokio::join!(ports::looks(&panes), statuses);
+        let ((currents, looks), statuses) = tokio::join!(currents_and_looks(&panes), statuses);
+        for (pane, current) in panes.iter_mut().zip(currents) {
+            pane.pane_current_command = current.command;
+            pane.pane_current_path = current.path;
+        }
         let mut rows = Vec::with_capacity(panes.len());
         let gathered = panes.iter().zip(metas).zip(statuses).zip(looks);
         for ((((pane, meta), status), look), dir) in gathered.zip(&dirs) {
@@ -164,4 +172,22 @@ fn texts_of<'a>(value: &'a mut Value, out: &mut Vec<&'a mut String>) {
         Value::Object(map) => map.values_mut().for_each(|v| texts_of(v, out)),
         _ => {}
     }
+}
+
+/// Each live pane's current command and directory as tmux would name them
+/// (see [`dtmcp_core::procs::current`]) and what its processes listen on,
+/// in one pass on the blocking pool; a dead pane has neither.
+async fn currents_and_looks(panes: &[PaneInfo]) -> (Vec<Current>, Vec<Option<Look>>) {
+    let pids: Vec<u32> = panes.iter().map(|p| if p.pane_dead { 0 } else { p.pane_pid }).collect();
+    let n = pids.len();
+    let found = tokio::task::spawn_blocking(move || {
+        let currents: Vec<Current> =
+            pids.iter().map(|&pid| if pid == 0 { Current::default() } else { current(pid) }).collect();
+        let asked: Vec<(u32, &str)> = pids.iter().zip(&currents).map(|(&pid, c)| (pid, c.command.as_str())).collect();
+        let looks = ports::looks(&asked);
+        (currents, looks)
+    })
+    .await;
+    // A look that failed to run leaves every pane unlooked at, none missing.
+    found.unwrap_or_else(|_| ((0..n).map(|_| Current::default()).collect(), (0..n).map(|_| None).collect()))
 }

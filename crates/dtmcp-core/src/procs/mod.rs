@@ -18,6 +18,7 @@
 //! poll is taken to wait for input when its standard input is the
 //! terminal, and the reason says that is a guess.
 
+pub mod current;
 pub mod diag;
 pub mod net;
 pub mod parse;
