@@ -14,11 +14,17 @@
 //! shared machine are noisy. The `run` of the same `cat` over MCP is
 //! timed separately.
 //!
+//! The call-to-reply of that `run` against tmux's own floor, in turns
+//! with the router running, comes from `shared/ingest.rs`, which the scale
+//! bench judges too (issue 42's rows).
+//!
 //! `cargo bench --bench ingest` (add `-- LINES [ROUNDS]` for another size
 //! or number of rounds). Prints a table against DESIGN.md's targets;
 //! asserts nothing.
 
-use std::io::Write;
+#[path = "shared/ingest.rs"]
+mod shared;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,11 +33,11 @@ use serde_json::json;
 
 fn main() -> anyhow::Result<()> {
     let numbers: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let lines = numbers.first().copied().unwrap_or(3_000_000);
+    let lines = numbers.first().copied().unwrap_or(shared::DEFAULT_LINES);
     let rounds = numbers.get(1).copied().unwrap_or(3).max(1) as usize;
     let tmp = tempfile::tempdir()?;
     let big = tmp.path().join("big.txt");
-    let bytes = write_big(&big, lines)?;
+    let bytes = shared::write_big(&big, lines)?;
     println!("input: {lines} lines, {:.1} MB, {rounds} rounds of floor and ours", bytes as f64 / 1e6);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let ours = rt.block_on(through_server(tmp.path(), &big, lines, bytes, rounds))?;
@@ -102,7 +108,7 @@ fn main() -> anyhow::Result<()> {
     println!("{:<58} {:>12} {:>14}", "CPU in that run, router (call to reply)", secs(ours.router_cpu), "≤ 0.05 s");
     println!("{:<58} {:>9} kB {:>14}", "peak RSS, router", ours.router_kb, "");
     println!("{:<58} {:>9} kB {:>14}", "peak RSS, logger", ours.logger_kb, "");
-    println!("{:<58} {:>9} kB {:>14}", "peak RSS, router + logger", ours.router_kb + ours.logger_kb, "≤ 16000 kB");
+    println!("{:<58} {:>9} kB {:>14}", "peak RSS, router + logger", ours.router_kb + ours.logger_kb, "≤ 14000 kB");
     println!("{:<58} {:>12} {:>14}", "router restart → first answer (session_list)", ms(ours.restart), "≤ 100 ms");
     println!("{:<58} {:>12} {:>14}", "router restart → read of the last lines", ms(ours.restart_read), "");
     println!(
@@ -122,7 +128,29 @@ fn main() -> anyhow::Result<()> {
     let (wall, cpu) = cook_rate(&big)?;
     println!("{:<58} {:>7.0} MB/s {:>14}", "cooking that file in-process, wall clock", wall, "≥ 200 MB/s");
     println!("{:<58} {:>7.0} MB/s {:>14}", "cooking that file in-process, on CPU", cpu, "");
+    let dir = tmp.path().join("turns");
+    std::fs::create_dir_all(&dir)?;
+    let plan = shared::Plan { exe: &exe(), tmp: &dir, lines, rounds };
+    let t = rt.block_on(shared::measure(&plan))?;
+    let median_s = |v: &[Duration]| shared::median(&shared::secs(v)).unwrap_or(f64::NAN);
+    println!("\nin turns, with the router running ({} rounds, medians):", t.ratios.len());
+    println!("{:<58} {:>10.2} s", "tmux floor: a raw pane piping into `cat > file`", median_s(&t.floor));
+    println!("{:<58} {:>10.2} s", "run of the cat over MCP, call to reply", median_s(&t.ours));
+    let ratio = shared::median(&t.ratios).unwrap_or(f64::NAN);
+    println!("{:<58} {:>10.3} × {:>12}", "call to reply / tmux floor", ratio, "≤ 1.05 ×");
+    println!("    ({})", shared::spread(&t.ratios));
+    println!("{:<58} {:>10.3} s {:>12}", "router CPU per call", median_s(&t.router_cpu), "≤ 0.05 s");
+    println!("    ({})", shared::spread(&shared::secs(&t.router_cpu)));
+    println!("{:<58} {:>9} kB {:>12}", "peak RSS, router + logger", t.router_kb + t.logger_kb, "≤ 14000 kB");
+    println!("{:<58} {:>12}", "every reply `exit 0`, every line in session.txt", t.complete.to_string());
     Ok(())
+}
+
+/// The router measured: this build's, or the one `SCALE_EXE` names (as
+/// the scale bench takes it), with its logger beside it.
+fn exe() -> PathBuf {
+    std::env::var_os("SCALE_EXE")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_docent-terminal-mcp")), PathBuf::from)
 }
 
 /// Cooks `path` (as a pane shows it, LF turned to CR LF) in 64 KiB feeds;
@@ -160,19 +188,6 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Writes `lines` lines of log-like text; returns the byte count.
-fn write_big(path: &Path, lines: u64) -> anyhow::Result<u64> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut n = 0u64;
-    for i in 0..lines {
-        let line = format!("{i:07} ok\n");
-        n += line.len() as u64;
-        f.write_all(line.as_bytes())?;
-    }
-    f.flush()?;
-    Ok(n)
-}
-
 /// One run of the `cat` through one pane.
 #[derive(Clone, Copy, Default)]
 struct Ingest {
@@ -205,19 +220,19 @@ fn typed_cat(
 ) -> anyhow::Result<Ingest> {
     let tmux = |args: &[&str]| std::process::Command::new("tmux").arg("-L").arg(socket).args(args).output();
     let before = std::fs::metadata(sink).map_or(0, |m| m.len());
-    let (tmux_before, sink_before) = (cpu(tmux_pid), cpu(sink_pid));
+    let (tmux_before, sink_before) = (shared::cpu_time(tmux_pid), shared::cpu_time(sink_pid));
     let started = Instant::now();
     tmux(&["send-keys", "-t", pane, "-l", &format!("cat {}; echo END-OF-BENCH", big.display())])?;
     tmux(&["send-keys", "-t", pane, "Enter"])?;
-    let done = wait_for(Duration::from_secs(300), || {
-        std::fs::metadata(sink).is_ok_and(|m| m.len() > before + bytes) && tail_has(sink, b"END-OF-BENCH\r\n")
+    let done = shared::wait_for(Duration::from_secs(300), || {
+        std::fs::metadata(sink).is_ok_and(|m| m.len() > before + bytes) && shared::tail_has(sink, b"END-OF-BENCH\r\n")
     });
     let wall = started.elapsed();
     anyhow::ensure!(done, "{} never saw the end mark", sink.display());
     Ok(Ingest {
         wall,
-        tmux_cpu: cpu(tmux_pid).saturating_sub(tmux_before),
-        sink_cpu: cpu(sink_pid).saturating_sub(sink_before),
+        tmux_cpu: shared::cpu_time(tmux_pid).saturating_sub(tmux_before),
+        sink_cpu: shared::cpu_time(sink_pid).saturating_sub(sink_before),
     })
 }
 
@@ -266,25 +281,6 @@ fn rounds(home: &Path, tmp: &Path, socket: &str, big: &Path, bytes: u64, rounds:
     Ok(out)
 }
 
-fn tail_has(path: &Path, needle: &[u8]) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return false };
-    let _ = f.seek(SeekFrom::End(-4096));
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf).is_ok() && buf.windows(needle.len()).any(|w| w == needle)
-}
-
-fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    false
-}
-
 /// The input's lines and bytes, and how many rounds to run.
 #[derive(Clone, Copy)]
 struct Size {
@@ -323,7 +319,7 @@ async fn through_server(tmp: &Path, big: &Path, lines: u64, bytes: u64, rounds: 
         ("DOCENT_TERMINAL_MCP_SOCKET", socket.as_str()),
         ("HOME", user_s.as_str()),
     ];
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_docent-terminal-mcp"));
+    let exe = exe();
     let result = measure(&exe, &env, &home, big, &socket, Size { lines, bytes, rounds }).await;
     dtmcp::tmux::kill_server_now(&socket);
     result
@@ -342,14 +338,14 @@ async fn measure(
     server.call("session_create", json!({"name": "big"})).await?;
     let tmux_pid = std::process::Command::new("tmux").args(["-L", socket, "display", "-p", "#{pid}"]).output()?;
     let tmux_pid: u32 = String::from_utf8_lossy(&tmux_pid.stdout).trim().parse()?;
-    let tmux_before = cpu(tmux_pid);
+    let tmux_before = shared::cpu_time(tmux_pid);
     let router_pid = server.pid().unwrap_or(0);
-    let router_before = cpu(router_pid);
+    let router_before = shared::cpu_time(router_pid);
     let started = Instant::now();
     let cmd = format!("cat {}", big.display());
     let r = server.call("run", json!({"session": "big", "command": cmd, "timeout": 600})).await?;
     let ingest = started.elapsed();
-    let router_cpu = cpu(router_pid).saturating_sub(router_before);
+    let router_cpu = shared::cpu_time(router_pid).saturating_sub(router_before);
     anyhow::ensure!(r.text.contains("exit 0"), "cat did not finish: {}", r.text);
     for (from, to) in [(1, 400), (lines / 2, lines / 2 + 399), (lines - 399, lines)] {
         server.call("read", json!({"session": "big", "from_line": from, "to_line": to})).await?;
@@ -365,11 +361,11 @@ async fn measure(
     let text_lines = std::fs::metadata(dir.join("lines.idx"))?.len() / 8;
     let timing_bytes = std::fs::metadata(dir.join("timing.idx")).map_or(0, |m| m.len());
     let raw_bytes = raw.len() as u64;
-    let router_kb = peak_kb(server.pid().unwrap_or(0));
+    let router_kb = shared::peak_kb(server.pid().unwrap_or(0));
     let logger = logger_pid(&dir);
-    let logger_kb = logger.map_or(0, peak_kb);
-    let logger_cpu = logger.map_or(Duration::ZERO, cpu);
-    let tmux_cpu = cpu(tmux_pid).saturating_sub(tmux_before);
+    let logger_kb = logger.map_or(0, shared::peak_kb);
+    let logger_cpu = logger.map_or(Duration::ZERO, shared::cpu_time);
+    let tmux_cpu = shared::cpu_time(tmux_pid).saturating_sub(tmux_before);
     server.kill().await?;
     let started = Instant::now();
     let server = McpChild::start(exe, &[], env).await?;
@@ -418,28 +414,6 @@ async fn replace_logger(server: &McpChild, dir: &Path) -> anyhow::Result<Duratio
     let started = Instant::now();
     server.call("read", json!({"session": "big", "from_line": 1, "to_line": 2})).await?;
     Ok(started.elapsed())
-}
-
-/// User plus system CPU time a process has used.
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name, which may hold spaces, come after ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<i64> = rest.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    // utime and stime are fields 14 and 15; `f` starts at field 4 (ppid).
-    let ticks = (f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0)).max(0) as u64;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as u64;
-    Duration::from_millis(ticks * 1000 / hz.max(1))
-}
-
-/// VmHWM of a process, in kB.
-fn peak_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The logger serving session directory `dir`, found by its command line.

@@ -267,6 +267,7 @@ pub enum LogsCommand {
 /// The whole program: parses the arguments, runs, and turns an error chain
 /// into one message and a failing exit code.
 pub fn entry() -> std::process::ExitCode {
+    crate::allocator::tune();
     survive_file_size_limit();
     let me = invoked_name();
     people::complete::answer_if_asked(me);

@@ -11,6 +11,7 @@
 //! three processes and says where to change what.
 
 pub mod agents;
+pub mod allocator;
 pub mod bridge;
 pub mod calls;
 pub mod cli;

@@ -30,12 +30,21 @@
 //! for half a second) after a world, server or set of raw panes starts;
 //! the log says how long each wait took.
 //!
+//! The big ingest's rows (a `cat` of 3 M lines against tmux's floor, the
+//! router's CPU over it, peak RSS on that session) come last; see
+//! `ingest_rows.rs` for their flags (`--ingest-lines 0` leaves them out).
+//!
 //! Every client here is a few lines of raw JSON-RPC in Rust (stdio lines, or
 //! HTTP/1.1 kept alive over the server's Unix socket), so the client's own
 //! cost stays near a tenth of a millisecond.
 
 mod clients;
 mod floor;
+// Shared with the ingest bench, which uses the helpers this one does not.
+#[allow(dead_code)]
+#[path = "../shared/ingest.rs"]
+mod ingest;
+mod ingest_rows;
 mod machine;
 mod split;
 
@@ -83,11 +92,21 @@ fn main() -> anyhow::Result<()> {
         remove_when_let_go(tmp);
         return result;
     }
-    let result = rt.block_on(measure(&world, &levels, samples));
+    let asked = ingest_rows::Asked::from_args(&args);
+    let result = match asked.only {
+        true => Ok(Table::default()),
+        false => rt.block_on(measure(&world, &levels, samples)),
+    };
     dtmcp::tmux::kill_server_now(&world.socket);
+    let ingested = match &result {
+        Ok(_) => rt.block_on(ingest_rows::measure(&asked, tmp.path(), Path::new(&exe()))),
+        Err(_) => Ok(None),
+    };
     remove_when_let_go(tmp);
     let table = result?;
-    let missed = table.print(&levels);
+    let ingested = ingested?;
+    let mut missed = if asked.only { Vec::new() } else { table.print(&levels) };
+    missed.extend(ingest_rows::print(ingested.as_ref(), &asked, Path::new(&exe())));
     if !missed.is_empty() {
         // Said plainly and without a backtrace: a miss is a result.
         eprintln!("\n{} target(s) missed:", missed.len());

@@ -907,7 +907,7 @@ fn check_options(opts: &CreateOptions) -> Result<(), SessionError> {
         }
     }
     if let Some(p) = &opts.prompt_pattern
-        && let Err(e) = dtmcp_core::region::prompt_set(Some(p))
+        && let Err(e) = dtmcp_core::region::Prompts::new(Some(p))
     {
         return Err(SessionError::BadInput(format!("prompt_pattern is not a valid regex: {e}")));
     }

@@ -247,7 +247,7 @@ pub fn waits_at_prompt(s: &Session, status: &Status) -> bool {
 /// row of a program's screen.
 pub fn looks_like_prompt(text: &str, own: Option<&str>) -> bool {
     let text = text.trim_end();
-    let known = dtmcp_core::region::prompt_set(own).is_ok_and(|set| set.is_match(&format!("{text} ")));
+    let known = dtmcp_core::region::Prompts::new(own).is_ok_and(|set| set.is_match(&format!("{text} ")));
     known || text.ends_with([':', '?', '>', ')', ']', '$', '#', '%'])
 }
 

@@ -12,6 +12,8 @@
 //! [`Rules`] run a rule's regex only when an Aho-Corasick pass over the
 //! text found one of its keywords, so text with none costs one linear scan.
 
+use std::sync::OnceLock;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::Regex;
 
@@ -120,8 +122,10 @@ pub(super) struct Rules {
     keywords: AhoCorasick,
     /// The rule each keyword pattern belongs to.
     owner: Vec<usize>,
-    /// Each rule's regex, in [`RULES`] order.
-    regexes: Vec<Regex>,
+    /// Each rule's regex, in [`RULES`] order, compiled the first time its
+    /// keyword is seen: most output names none of them, and the twenty
+    /// compiled at once held close to a megabyte of the router's heap.
+    regexes: Vec<OnceLock<Regex>>,
 }
 
 /// A secret found by shape: where it lies in the text and what it is.
@@ -134,8 +138,9 @@ pub(super) struct Found {
 }
 
 impl Rules {
-    /// Compiles the rules; they are constants, so a failure is a bug caught
-    /// by the tests.
+    /// Compiles the keyword prefilter; each rule's regex waits for its
+    /// keyword. They are constants, so a failure is a bug caught by the
+    /// tests.
     pub(super) fn compile() -> Rules {
         let mut words = Vec::new();
         let mut owner = Vec::new();
@@ -150,7 +155,7 @@ impl Rules {
             .match_kind(MatchKind::Standard)
             .build(&words)
             .expect("the keywords are constants");
-        let regexes = RULES.iter().map(|r| Regex::new(r.pattern).expect("the rules are constants")).collect();
+        let regexes = RULES.iter().map(|_| OnceLock::new()).collect();
         Rules { keywords, owner, regexes }
     }
 
@@ -164,7 +169,7 @@ impl Rules {
         }
         let mut found = Vec::new();
         for (i, rule) in RULES.iter().enumerate().filter(|(i, _)| wanted[*i]) {
-            let regex = &self.regexes[i];
+            let regex = self.regexes[i].get_or_init(|| Regex::new(rule.pattern).expect("the rules are constants"));
             for caps in regex.captures_iter(text) {
                 let Some(m) = caps.name("s").or_else(|| caps.name("k")).or_else(|| caps.get(0)) else { continue };
                 if caps.name("s").is_some() && !plausible_value(m.as_str()) {
@@ -289,6 +294,13 @@ mod tests {
     }
 
     const GH: &str = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+
+    #[test]
+    fn every_rule_compiles() {
+        for rule in RULES {
+            assert!(Regex::new(rule.pattern).is_ok(), "{}: {}", rule.kind, rule.pattern);
+        }
+    }
 
     #[rstest]
     #[case::aws_key_id("aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "aws-access-key-id", "AKIAIOSFODNN7EXAMPLE")]
