@@ -652,8 +652,8 @@ impl Tail {
     pub fn read_new(&mut self) -> Result<Appended, StoreError> {
         use std::os::unix::fs::MetadataExt;
         let had = self.open.is_some() || self.read > 0;
-        let now = match std::fs::metadata(&self.path) {
-            Ok(m) => (m.dev(), m.ino()),
+        let (now, mut len) = match std::fs::metadata(&self.path) {
+            Ok(m) => ((m.dev(), m.ino()), m.len()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.open = None;
                 self.read = 0;
@@ -665,12 +665,16 @@ impl Tail {
         if self.open.as_ref().map(|(_, id)| *id) != Some(now) {
             let f = File::open(&self.path).map_err(io_err(&self.path))?;
             let m = f.metadata().map_err(io_err(&self.path))?;
+            // The file opened may have replaced the one just stat'ed.
+            len = m.len();
             self.open = Some((f, (m.dev(), m.ino())));
             restarted = had;
             self.read = 0;
         }
         let Some((file, _)) = &self.open else { return Ok(Appended::default()) };
-        let len = file.metadata().map_err(io_err(&self.path))?.len();
+        // The length the path's stat gave is the open file's (the same
+        // inode, or the one just opened): a line appended since is read at
+        // the next call.
         if len < self.read {
             restarted = true;
             self.read = 0;

@@ -146,14 +146,19 @@ pub async fn look(pid: u32) -> Option<Look> {
 /// file) has nothing to show, and no more is read of it: most of a
 /// listing's sessions sit at their prompts.
 pub fn looks(asked: &[(u32, &str)]) -> Vec<Option<Look>> {
-    let quiet: Vec<bool> = asked.iter().map(|(pid, comm)| *pid != 0 && lone_by_name(*pid, comm)).collect();
-    let rest: Vec<u32> =
-        asked.iter().zip(&quiet).filter(|((pid, _), q)| *pid != 0 && !**q).map(|((pid, _), _)| *pid).collect();
+    let known: Vec<(u32, bool)> =
+        asked.iter().map(|(pid, comm)| (*pid, *pid != 0 && lone_by_name(*pid, comm))).collect();
+    looks_known(&known)
+}
+
+/// As [`looks`], for panes whose first process is already known to be a
+/// shell with no child (`true`) or not: only the others are looked at.
+pub fn looks_known(asked: &[(u32, bool)]) -> Vec<Option<Look>> {
+    let rest: Vec<u32> = asked.iter().filter(|(pid, lone)| *pid != 0 && !lone).map(|(pid, _)| *pid).collect();
     let mut got = sockets::looks(&rest).into_iter();
     asked
         .iter()
-        .zip(&quiet)
-        .map(|((pid, _), q)| match (*pid, *q) {
+        .map(|(pid, lone)| match (*pid, *lone) {
             (0, _) => None,
             (_, true) => Some(Look { processes: 1, ..Look::default() }),
             _ => got.next().and_then(Result::ok),

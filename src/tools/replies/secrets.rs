@@ -127,12 +127,18 @@ impl Secrets {
     }
 
     /// Each of `texts` redacted alone for the session in `dir`, in place,
-    /// with one look at its table.
+    /// with one look at its table. They are first read as one text: when
+    /// that holds no secret (most often), none of them does, and each is
+    /// read alone only when it does.
     pub fn redact_each(&self, dir: &Path, texts: &mut [&mut String]) {
         if texts.is_empty() || !self.applies(dir) {
             return;
         }
         self.tables.with_table(&dir.join(TABLE_FILE), |table| {
+            let joined = texts.iter().map(|t| t.as_str()).collect::<Vec<_>>().join("\n");
+            if redact::redact(&joined, &self.known, table).0 == joined {
+                return;
+            }
             for text in texts.iter_mut() {
                 **text = redact::redact(text, &self.known, table).0;
             }

@@ -15,7 +15,8 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dtmcp_core::procs::current::{Current, current};
+use dtmcp_core::procs::current::{self, Current};
+use dtmcp_core::procs::is_shell_name;
 use dtmcp_core::procs::sockets::Look;
 use dtmcp_core::protocol::Status;
 use dtmcp_core::store::{Meta, files};
@@ -75,11 +76,15 @@ impl Terminal {
         let gathered = panes.iter().zip(metas).zip(statuses).zip(looks);
         for ((((pane, meta), status), look), dir) in gathered.zip(&dirs) {
             let g = Gathered { pane, pinned: pinned.contains(&pane.window_id), meta, status, look };
-            let (entry, row) = self.list_entry(&g).await;
+            let (mut entry, row) = self.list_entry(&g).await;
             // Each session's lines and row with its own placeholders: the
             // pass over the whole reply knows the server's secrets only.
-            reply.push_str(&self.redacted_in(dir, &entry));
-            rows.push(self.redacted_row_in(dir, Value::Object(row)));
+            let mut row = Value::Object(row);
+            let mut texts = vec![&mut entry];
+            texts_of(&mut row, &mut texts);
+            self.inner.secrets.redact_each(dir, &mut texts);
+            reply.push_str(&entry);
+            rows.push(row);
         }
         if !panes.is_empty() {
             reply.push_str(&closed);
@@ -146,22 +151,6 @@ impl Terminal {
         self.inner.statuses.keep(dir, written, &status, taken);
         Some(status)
     }
-
-    /// `text` as the model may read it: the secrets of the session in
-    /// `dir` replaced by placeholders (see [`Terminal::redacted`]).
-    fn redacted_in(&self, dir: &Path, text: &str) -> String {
-        self.inner.secrets.redact(Some(dir), text).0
-    }
-
-    /// `row` with the secrets of the session in `dir` replaced by
-    /// placeholders in every text it holds (a command line typed with a
-    /// placeholder holds the value itself).
-    fn redacted_row_in(&self, dir: &Path, mut row: Value) -> Value {
-        let mut texts = Vec::new();
-        texts_of(&mut row, &mut texts);
-        self.inner.secrets.redact_each(dir, &mut texts);
-        row
-    }
 }
 
 /// Every string in `value`, to be rewritten in place.
@@ -176,18 +165,49 @@ fn texts_of<'a>(value: &'a mut Value, out: &mut Vec<&'a mut String>) {
 
 /// Each live pane's current command and directory as tmux would name them
 /// (see [`dtmcp_core::procs::current`]) and what its processes listen on,
-/// in one pass on the blocking pool; a dead pane has neither.
+/// on the blocking pool, the panes shared between two threads (a listing
+/// of a hundred panes reads a few hundred `/proc` files); a dead pane has
+/// neither.
 async fn currents_and_looks(panes: &[PaneInfo]) -> (Vec<Current>, Vec<Option<Look>>) {
     let pids: Vec<u32> = panes.iter().map(|p| if p.pane_dead { 0 } else { p.pane_pid }).collect();
-    let n = pids.len();
-    let found = tokio::task::spawn_blocking(move || {
-        let currents: Vec<Current> =
-            pids.iter().map(|&pid| if pid == 0 { Current::default() } else { current(pid) }).collect();
-        let asked: Vec<(u32, &str)> = pids.iter().zip(&currents).map(|(&pid, c)| (pid, c.command.as_str())).collect();
-        let looks = ports::looks(&asked);
+    let halves = if pids.len() < SHARED_FROM {
+        vec![pids]
+    } else {
+        pids.chunks(pids.len().div_ceil(2)).map(<[u32]>::to_vec).collect()
+    };
+    let found = futures_util::future::join_all(halves.into_iter().map(|pids| async move {
+        let n = pids.len();
+        // A look that failed to run leaves its panes unlooked at, none missing.
+        tokio::task::spawn_blocking(move || currents_and_looks_here(&pids))
+            .await
+            .unwrap_or_else(|_| ((0..n).map(|_| Current::default()).collect(), (0..n).map(|_| None).collect()))
+    }))
+    .await;
+    found.into_iter().fold((Vec::new(), Vec::new()), |(mut currents, mut looks), (c, l)| {
+        currents.extend(c);
+        looks.extend(l);
         (currents, looks)
     })
-    .await;
-    // A look that failed to run leaves every pane unlooked at, none missing.
-    found.unwrap_or_else(|_| ((0..n).map(|_| Current::default()).collect(), (0..n).map(|_| None).collect()))
+}
+
+/// From how many panes a listing's look at their processes is shared
+/// between two threads.
+const SHARED_FROM: usize = 16;
+
+/// [`currents_and_looks`] of `pids` (0 for a dead pane), in this thread.
+fn currents_and_looks_here(pids: &[u32]) -> (Vec<Current>, Vec<Option<Look>>) {
+    let mut currents = Vec::with_capacity(pids.len());
+    let mut known = Vec::with_capacity(pids.len());
+    for &pid in pids {
+        if pid == 0 {
+            currents.push(Current::default());
+            known.push((0, false));
+            continue;
+        }
+        let (current, childless) = current::now(pid);
+        // A shell with no child listens on nothing of its own.
+        known.push((pid, childless == Some(true) && is_shell_name(&current.command)));
+        currents.push(current);
+    }
+    (currents, ports::looks_known(&known))
 }

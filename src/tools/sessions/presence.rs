@@ -197,6 +197,11 @@ impl Terminal {
     /// The same, given the logger's `status` of session `name`.
     fn left_given(&self, name: &str, status: &Status) -> Option<LeftBy> {
         let pending = status.typed.as_str();
+        // Nothing pending at a prompt: no text left there, and no look at
+        // the agents' states (a listing asks this of every session).
+        if !status.shell.at_prompt || pending.trim().is_empty() {
+            return None;
+        }
         let here = |l: &dtmcp_core::agent_state::LeftText| {
             status.shell.at_prompt
                 && l.prompts == status.mark.prompts

@@ -9,10 +9,18 @@
 //! (falling back to the terminal's session leader's). Here the foreground
 //! group comes from the pane's first process's `stat` (`tpgid`, the same
 //! terminal's), which needs no descriptor of the terminal.
+//!
+//! A listing asks [`now`] instead, which spares the `stat` of a first
+//! process that has no child (most panes, at their prompts): nothing but
+//! its own descendants can have taken its terminal's foreground from it,
+//! so the group is its own. The one exception is a job whose leader died
+//! and left an orphan in the foreground; the shell takes the terminal back
+//! as soon as it reaps that leader, so the names differ from tmux's for an
+//! instant at most.
 
 use std::fs;
 
-use super::parse;
+use super::{parse, tree};
 
 /// What tmux would call a pane's current command and directory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,9 +44,24 @@ pub fn current(pid: u32) -> Current {
     Current { command, path: path.map(|p| p.to_string_lossy().into_owned()).unwrap_or_default() }
 }
 
+/// As [`current`], and whether `pid` has no child (`None` when that could
+/// not be read): a first process with no child is its own terminal's
+/// foreground, so its `stat` is not read (see the module doc).
+pub fn now(pid: u32) -> (Current, Option<bool>) {
+    let childless = tree::childless(pid);
+    if childless == Some(true) {
+        // An empty command line is a zombie's: `current` names it by comm.
+        if let Some(first) = argv0(pid as i32).filter(|w| !w.is_empty()) {
+            let path = fs::read_link(format!("/proc/{pid}/cwd")).map(|p| p.to_string_lossy().into_owned());
+            return (Current { command: window_name(&first), path: path.unwrap_or_default() }, childless);
+        }
+    }
+    (current(pid), childless)
+}
+
 /// The first word of process `pid`'s command line (up to its first NUL).
 fn argv0(pid: i32) -> Option<String> {
-    let bytes = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let bytes = super::read_proc_until(&format!("/proc/{pid}/cmdline"), Some(0)).ok()?;
     let first = bytes.split(|b| *b == 0).next().unwrap_or_default();
     Some(String::from_utf8_lossy(first).into_owned())
 }
@@ -102,8 +125,11 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
             seen = current(child.id());
         }
+        // With no child, the quick way reads the same names.
+        let quick = now(child.id());
         let _ = child.kill();
         let _ = child.wait();
+        assert_eq!(quick, (seen.clone(), Some(true)));
         let want = dir.path().canonicalize().expect("canonical");
         assert_eq!(seen, Current { command: "sleep".into(), path: want.to_string_lossy().into_owned() });
         assert_eq!(current(0), Current::default());

@@ -202,6 +202,13 @@ pub fn job(pane: Pane<'_>) -> Result<Job, String> {
 /// end: eight calls for a `stat`. Reads of 1 KiB take it in two (the second
 /// finds the end), a longer file in a few more.
 pub(crate) fn read_proc(path: &str) -> std::io::Result<String> {
+    let out = read_proc_until(path, None)?;
+    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// As [`read_proc`], as bytes, stopping after the read that brings the
+/// byte `stop` (when given): the first word of a `cmdline` in one call.
+pub(crate) fn read_proc_until(path: &str, stop: Option<u8>) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut file = fs::File::open(path)?;
     let mut buf = [0u8; 1024];
@@ -209,12 +216,17 @@ pub(crate) fn read_proc(path: &str) -> std::io::Result<String> {
     loop {
         match file.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if stop.is_some_and(|b| buf[..n].contains(&b)) {
+                    break;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    Ok(out)
 }
 
 fn read_stat(path: &str) -> Result<Stat, String> {
