@@ -133,7 +133,8 @@ fn main() -> anyhow::Result<()> {
     let plan = shared::Plan { exe: &exe(), tmp: &dir, lines, rounds };
     let t = rt.block_on(shared::measure(&plan))?;
     let median_s = |v: &[Duration]| shared::median(&shared::secs(v)).unwrap_or(f64::NAN);
-    println!("\nin turns, with the router running ({} rounds, medians):", t.ratios.len());
+    let mb = t.bytes as f64 / 1e6;
+    println!("\nin turns, with the router running ({} rounds of {mb:.1} MB, medians):", t.ratios.len());
     println!("{:<58} {:>10.2} s", "tmux floor: a raw pane piping into `cat > file`", median_s(&t.floor));
     println!("{:<58} {:>10.2} s", "run of the cat over MCP, call to reply", median_s(&t.ours));
     let ratio = shared::median(&t.ratios).unwrap_or(f64::NAN);

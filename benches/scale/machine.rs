@@ -2,17 +2,9 @@
 
 use super::*;
 
-/// The CPU time all threads of a process have run so far (nanoseconds
-/// from the scheduler's own accounting, finer than clock ticks).
-pub(crate) fn cpu_time(pid: u32) -> Duration {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Duration::ZERO };
-    let ns: u64 = tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
-        .sum();
-    Duration::from_nanos(ns)
-}
+/// The CPU time all threads of a process have run so far (shared with
+/// the ingest bench).
+pub(crate) use super::ingest::cpu_time;
 
 /// How busy the machine must be at most, as a share of all its CPU time,
 /// before anything is timed; how long one look lasts; and how long the
