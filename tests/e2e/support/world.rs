@@ -112,8 +112,28 @@ impl World {
     }
 }
 
+impl World {
+    /// The live pane loggers of this world's sessions, by the pid files in
+    /// their directories (each checked to be a logger still).
+    fn loggers(&self) -> Vec<i32> {
+        let Ok(dirs) = std::fs::read_dir(self.home().join("sessions")) else { return Vec::new() };
+        dirs.flatten()
+            .filter_map(|d| std::fs::read_to_string(d.path().join("logger.pid")).ok())
+            .filter_map(|t| t.trim().parse::<i32>().ok())
+            .filter(|&pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                memchr::memmem::find(&cmdline, dtmcp::config::PANE_LOGGER.as_bytes()).is_some() && !has_exited(pid)
+            })
+            .collect()
+    }
+}
+
+/// How long a world's end waits for its loggers to write their last files.
+const LOGGERS_END_WITHIN: Duration = Duration::from_secs(3);
+
 impl Drop for World {
     fn drop(&mut self) {
+        let loggers = self.loggers();
         // Only this test's tmux server, by its own socket.
         dtmcp::tmux::kill_server_now(&self.socket);
         // Then every process still carrying the socket's name: a server of
@@ -121,6 +141,16 @@ impl Drop for World {
         // `kill-server` ran (which then lost its socket file and can no
         // longer be reached by name).
         for (pid, _) in self.processes() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        // The loggers end with their panes and write their last files (the
+        // end of the log, a checkpoint): the temporary directory goes only
+        // after them, or what they wrote would keep it on the disk.
+        let started = std::time::Instant::now();
+        while loggers.iter().any(|&pid| !has_exited(pid)) && started.elapsed() < LOGGERS_END_WITHIN {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for pid in loggers.into_iter().filter(|&pid| !has_exited(pid)) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
     }

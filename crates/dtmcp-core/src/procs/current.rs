@@ -20,7 +20,7 @@
 
 use std::fs;
 
-use super::{parse, tree};
+use super::parse;
 
 /// What tmux would call a pane's current command and directory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,13 +46,29 @@ pub fn current(pid: u32) -> Current {
 
 /// As [`current`], and whether `pid` has no child (`None` when that could
 /// not be read): a first process with no child is its own terminal's
-/// foreground, so its `stat` is not read (see the module doc).
+/// foreground, so its `stat` is not read (see the module doc). Its three
+/// files are opened from one descriptor of its `/proc` directory: the
+/// kernel looks the process up once, not three times.
 pub fn now(pid: u32) -> (Current, Option<bool>) {
-    let childless = tree::childless(pid);
+    use nix::fcntl::{OFlag, openat, readlinkat};
+    use nix::sys::stat::Mode;
+    let dir = nix::fcntl::open(
+        format!("/proc/{pid}").as_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    );
+    let Ok(dir) = dir else { return (Current::default(), None) };
+    let read = |name: &str, stop: Option<u8>| {
+        let fd = openat(&dir, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+        super::read_fd_until(fs::File::from(fd), stop).ok()
+    };
+    let childless =
+        read(&format!("task/{pid}/children"), None).map(|t| parse::children(&String::from_utf8_lossy(&t)).is_empty());
     if childless == Some(true) {
         // An empty command line is a zombie's: `current` names it by comm.
-        if let Some(first) = argv0(pid as i32).filter(|w| !w.is_empty()) {
-            let path = fs::read_link(format!("/proc/{pid}/cwd")).map(|p| p.to_string_lossy().into_owned());
+        let first = read("cmdline", Some(0)).map(|b| first_word(&b)).filter(|w| !w.is_empty());
+        if let Some(first) = first {
+            let path = readlinkat(&dir, "cwd").map(|p| p.to_string_lossy().into_owned());
             return (Current { command: window_name(&first), path: path.unwrap_or_default() }, childless);
         }
     }
@@ -62,8 +78,13 @@ pub fn now(pid: u32) -> (Current, Option<bool>) {
 /// The first word of process `pid`'s command line (up to its first NUL).
 fn argv0(pid: i32) -> Option<String> {
     let bytes = super::read_proc_until(&format!("/proc/{pid}/cmdline"), Some(0)).ok()?;
-    let first = bytes.split(|b| *b == 0).next().unwrap_or_default();
-    Some(String::from_utf8_lossy(first).into_owned())
+    Some(first_word(&bytes))
+}
+
+/// The first word of a command line as `/proc/PID/cmdline` holds it.
+fn first_word(cmdline: &[u8]) -> String {
+    let first = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    String::from_utf8_lossy(first).into_owned()
 }
 
 /// A command line tidied into a window name as tmux's `parse_window_name`

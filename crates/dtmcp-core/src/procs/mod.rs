@@ -209,8 +209,12 @@ pub(crate) fn read_proc(path: &str) -> std::io::Result<String> {
 /// As [`read_proc`], as bytes, stopping after the read that brings the
 /// byte `stop` (when given): the first word of a `cmdline` in one call.
 pub(crate) fn read_proc_until(path: &str, stop: Option<u8>) -> std::io::Result<Vec<u8>> {
+    read_fd_until(fs::File::open(path)?, stop)
+}
+
+/// As [`read_proc_until`], from a file already open.
+pub(crate) fn read_fd_until(mut file: fs::File, stop: Option<u8>) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut file = fs::File::open(path)?;
     let mut buf = [0u8; 1024];
     let mut out = Vec::new();
     loop {
