@@ -50,26 +50,14 @@ pub fn current(pid: u32) -> Current {
 /// files are opened from one descriptor of its `/proc` directory: the
 /// kernel looks the process up once, not three times.
 pub fn now(pid: u32) -> (Current, Option<bool>) {
-    use nix::fcntl::{OFlag, openat, readlinkat};
-    use nix::sys::stat::Mode;
-    let dir = nix::fcntl::open(
-        format!("/proc/{pid}").as_str(),
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    );
-    let Ok(dir) = dir else { return (Current::default(), None) };
-    let read = |name: &str, stop: Option<u8>| {
-        let fd = openat(&dir, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
-        super::read_fd_until(fs::File::from(fd), stop).ok()
-    };
-    let childless =
-        read(&format!("task/{pid}/children"), None).map(|t| parse::children(&String::from_utf8_lossy(&t)).is_empty());
+    let Some(dir) = super::ProcDir::open(pid) else { return (Current::default(), None) };
+    let childless = dir.childless(pid);
     if childless == Some(true) {
         // An empty command line is a zombie's: `current` names it by comm.
-        let first = read("cmdline", Some(0)).map(|b| first_word(&b)).filter(|w| !w.is_empty());
+        let first = dir.read("cmdline", Some(0)).map(|b| first_word(&b)).filter(|w| !w.is_empty());
         if let Some(first) = first {
-            let path = readlinkat(&dir, "cwd").map(|p| p.to_string_lossy().into_owned());
-            return (Current { command: window_name(&first), path: path.unwrap_or_default() }, childless);
+            let path = dir.link("cwd").unwrap_or_default();
+            return (Current { command: window_name(&first), path }, childless);
         }
     }
     (current(pid), childless)

@@ -212,6 +212,39 @@ pub(crate) fn read_proc_until(path: &str, stop: Option<u8>) -> std::io::Result<V
     read_fd_until(fs::File::open(path)?, stop)
 }
 
+/// One process's `/proc` directory, held open: the files read through it
+/// cost the kernel one lookup of the process, not one per file.
+pub(crate) struct ProcDir(std::os::fd::OwnedFd);
+
+impl ProcDir {
+    /// The directory of process `pid`; `None` when it is gone.
+    pub(crate) fn open(pid: u32) -> Option<ProcDir> {
+        use nix::fcntl::OFlag;
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        nix::fcntl::open(format!("/proc/{pid}").as_str(), flags, nix::sys::stat::Mode::empty()).ok().map(ProcDir)
+    }
+
+    /// The file `name` in it, read as [`read_proc_until`] reads.
+    pub(crate) fn read(&self, name: &str, stop: Option<u8>) -> Option<Vec<u8>> {
+        use nix::fcntl::OFlag;
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::openat(&self.0, name, flags, nix::sys::stat::Mode::empty()).ok()?;
+        read_fd_until(fs::File::from(fd), stop).ok()
+    }
+
+    /// Where the link `name` in it points (`cwd`, `exe`).
+    pub(crate) fn link(&self, name: &str) -> Option<String> {
+        nix::fcntl::readlinkat(&self.0, name).ok().map(|p| p.to_string_lossy().into_owned())
+    }
+
+    /// Whether the main thread of the process has no child, from its
+    /// `children` file (see [`tree::childless`]).
+    pub(crate) fn childless(&self, pid: u32) -> Option<bool> {
+        let text = self.read(&format!("task/{pid}/children"), None)?;
+        Some(!text.iter().any(u8::is_ascii_digit))
+    }
+}
+
 /// As [`read_proc_until`], from a file already open.
 pub(crate) fn read_fd_until(mut file: fs::File, stop: Option<u8>) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
