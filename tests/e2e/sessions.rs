@@ -205,3 +205,27 @@ async fn the_list_names_the_foreground_program_and_its_directory_as_tmux_does() 
     assert_eq!(facts["cwd"], dir.canonicalize().expect("canonical").display().to_string());
     assert_has!(s.ok("session_list", json!({})).await, "fg: sleeper in ");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pane_kept_after_its_shell_exited_is_listed_as_exited() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("kept").await;
+    let set = w.tmux(&["set-option", "-w", "-t", "=kept:", "remain-on-exit", "on"]);
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    let shell = w.tmux(&["display", "-p", "-t", "=kept:", "#{pane_pid}"]);
+    let pid: i32 = String::from_utf8_lossy(&shell.stdout).trim().parse().expect("pane pid");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill the shell");
+    let row = poll::until_async("the pane listed as exited", std::time::Duration::from_secs(10), async || {
+        let listed = s.call("session_list", json!({})).await;
+        let row = listed.structured.unwrap_or_default()["sessions"][0].clone();
+        match row["exited"] == true {
+            true => Ok(row),
+            false => Err(row),
+        }
+    })
+    .await;
+    assert_eq!(row["name"], "kept", "{row}");
+    assert_eq!(row["program"], "", "{row}");
+    assert_has!(s.ok("session_list", json!({})).await, "kept: its process exited");
+}

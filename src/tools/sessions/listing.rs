@@ -99,9 +99,16 @@ impl Terminal {
         let name = &pane.session_name;
         let attach = self.sessions().attach_command(&pane.tmux_session);
         let mut out = String::with_capacity(256);
-        let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
         let mut row = serde_json::Map::new();
         row.insert("name".into(), name.as_str().into());
+        // A pane kept after its process exited (`remain-on-exit`) runs
+        // nothing and is in no directory.
+        if pane.pane_dead {
+            let _ = write!(out, "{name}: its process exited");
+            row.insert("exited".into(), true.into());
+        } else {
+            let _ = write!(out, "{name}: {} in {}", pane.pane_current_command, pane.pane_current_path);
+        }
         row.insert("program".into(), pane.pane_current_command.as_str().into());
         row.insert("cwd".into(), pane.pane_current_path.as_str().into());
         if let Some(r) = g.status.as_ref().and_then(|s| s.last_region.as_ref()) {
