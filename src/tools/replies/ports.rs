@@ -170,8 +170,7 @@ pub fn looks_known(asked: &[(u32, bool)]) -> Vec<Option<Look>> {
 /// single-threaded shells with no child: its `children` file then says
 /// all (see [`dtmcp_core::procs::tree::childless`]).
 fn lone_by_name(pid: u32, comm: &str) -> bool {
-    matches!(comm.trim_start_matches('-'), "bash" | "zsh" | "sh" | "dash")
-        && dtmcp_core::procs::tree::childless(pid) == Some(true)
+    dtmcp_core::procs::is_shell_name(comm) && dtmcp_core::procs::tree::childless(pid) == Some(true)
 }
 
 /// A session's lines in `session_list`: what listens, its background

@@ -110,19 +110,22 @@ impl World {
         }
         found
     }
-}
 
-impl World {
-    /// The live pane loggers of this world's sessions, by the pid files in
-    /// their directories (each checked to be a logger still).
+    /// The live pane loggers of this world's sessions: those whose session
+    /// directory lies in its temporary directory (under its state home, or
+    /// another home a test chose there).
     fn loggers(&self) -> Vec<i32> {
-        let Ok(dirs) = std::fs::read_dir(self.home().join("sessions")) else { return Vec::new() };
-        dirs.flatten()
-            .filter_map(|d| std::fs::read_to_string(d.path().join("logger.pid")).ok())
-            .filter_map(|t| t.trim().parse::<i32>().ok())
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let within = self.tmp.path().as_os_str().as_encoded_bytes();
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
             .filter(|&pid| {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                memchr::memmem::find(&cmdline, dtmcp::config::PANE_LOGGER.as_bytes()).is_some() && !has_exited(pid)
+                let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+                args.first().is_some_and(|a| a.ends_with(dtmcp::config::PANE_LOGGER.as_bytes()))
+                    && args.get(1).is_some_and(|dir| dir.starts_with(within))
+                    && !has_exited(pid)
             })
             .collect()
     }

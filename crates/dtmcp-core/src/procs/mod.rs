@@ -237,11 +237,11 @@ impl ProcDir {
         nix::fcntl::readlinkat(&self.0, name).ok().map(|p| p.to_string_lossy().into_owned())
     }
 
-    /// Whether the main thread of the process has no child, from its
-    /// `children` file (see [`tree::childless`]).
+    /// Whether the main thread of process `pid` (this directory's) has no
+    /// child, from its `children` file (see [`tree::childless`]).
     pub(crate) fn childless(&self, pid: u32) -> Option<bool> {
         let text = self.read(&format!("task/{pid}/children"), None)?;
-        Some(!text.iter().any(u8::is_ascii_digit))
+        Some(parse::children(&String::from_utf8_lossy(&text)).is_empty())
     }
 }
 

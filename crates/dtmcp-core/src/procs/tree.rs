@@ -91,7 +91,7 @@ pub fn lone_shell(root: u32) -> bool {
 /// process is gone. Complete only for a process of one thread: another
 /// thread's children are in that thread's file.
 pub fn childless(pid: u32) -> Option<bool> {
-    super::read_proc(&format!("/proc/{pid}/task/{pid}/children")).ok().map(|t| parse::children(&t).is_empty())
+    super::ProcDir::open(pid)?.childless(pid)
 }
 
 /// A tree of `first` alone.
