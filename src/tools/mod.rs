@@ -127,11 +127,23 @@ impl Terminal {
     /// and the annotations its [`ToolName`] gives it.
     fn router() -> ToolRouter<Terminal> {
         let mut router = schema::portable(Self::routes());
+        // Most tools answer with the same facts: they share one schema (a
+        // copy each held half a megabyte of the router's heap).
+        let mut schemas: Vec<Arc<rmcp::model::JsonObject>> = Vec::new();
         for route in router.map.values_mut() {
             if let Some(name) = ToolName::parse(&route.attr.name) {
                 route.attr.annotations = Some(name.annotations());
                 route.attr.title = Some(name.title().into());
-                route.attr.output_schema = Some(Arc::new(name.output_schema()));
+                let schema = name.output_schema();
+                let shared = match schemas.iter().find(|s| ***s == schema) {
+                    Some(same) => Arc::clone(same),
+                    None => {
+                        let made = Arc::new(schema);
+                        schemas.push(Arc::clone(&made));
+                        made
+                    }
+                };
+                route.attr.output_schema = Some(shared);
             }
         }
         router
@@ -414,6 +426,18 @@ mod tests {
             let name = ToolName::parse(&t.name).expect("a known tool");
             assert_eq!(read_only, name.read_only(), "{}: readOnlyHint", t.name);
         }
+    }
+
+    #[test]
+    fn tools_with_the_same_output_schema_share_one_copy() {
+        let tools = Terminal::router().list_all();
+        let schema = |name: &str| {
+            let t = tools.iter().find(|t| t.name == name).expect("a routed tool");
+            t.output_schema.clone().expect("an output schema")
+        };
+        assert!(Arc::ptr_eq(&schema("run"), &schema("read")), "run and read answer alike");
+        assert!(!Arc::ptr_eq(&schema("run"), &schema("session_list")), "session_list has its rows");
+        assert_eq!(*schema("run"), ToolName::Read.output_schema());
     }
 
     #[test]
