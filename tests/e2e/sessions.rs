@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::assert_has;
-use crate::support::{SERVER, World, kill_logger, logger_pid, poll, session_text};
+use crate::support::{SERVER, Server, World, kill_logger, logger_pid, poll, session_text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_named_listed_attached_and_closed() {
@@ -204,6 +204,69 @@ async fn the_list_names_the_foreground_program_and_its_directory_as_tmux_does() 
     assert_eq!(facts["cwd"], said("#{pane_current_path}"), "{facts}");
     assert_eq!(facts["cwd"], dir.canonicalize().expect("canonical").display().to_string());
     assert_has!(s.ok("session_list", json!({})).await, "fg: sleeper in ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_follows_what_an_agent_or_a_person_does_at_a_prompt_it_listed_before() {
+    // A listing keeps each resting pane's command and directory for the
+    // next (see `src/tools/sessions/currents.rs`): each step lists twice,
+    // so the second listing of one step is the one the next step's change
+    // must get past.
+    let w = World::new();
+    let s = w.server().await;
+    s.create("moves").await;
+    let place = |name: &str| {
+        let dir = w.tmp.path().join(name);
+        std::fs::create_dir_all(&dir).expect("dir");
+        dir.canonicalize().expect("canonical").display().to_string()
+    };
+    let (by_agent, by_person) = (place("by agent"), place("by person"));
+    let said = |fmt: &str| {
+        let out = w.tmux(&["display", "-p", "-t", "=moves:", fmt]);
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    };
+    let types = |keys: &str| {
+        assert!(w.tmux(&["send-keys", "-t", "=moves:", "-l", keys]).status.success(), "{keys}");
+        assert!(w.tmux(&["send-keys", "-t", "=moves:", "Enter"]).status.success());
+    };
+    for _ in 0..2 {
+        let row = first_row(&s).await;
+        assert_eq!((&row["program"], &row["cwd"]), (&json!("bash"), &json!(said("#{pane_current_path}"))), "{row}");
+    }
+    // An agent moves the shell.
+    s.run("moves", &format!("cd '{by_agent}'")).await;
+    for _ in 0..2 {
+        assert_eq!(first_row(&s).await["cwd"], by_agent);
+    }
+    // A person moves it, typing straight into the pane.
+    types(&format!("cd '{by_person}' && echo moved-$((40+2))"));
+    w.until_on_screen("moves", "moved-42");
+    poll::until("tmux to see the move", std::time::Duration::from_secs(5), || {
+        said("#{pane_current_path}") == by_person
+    });
+    for _ in 0..2 {
+        let row = first_row(&s).await;
+        assert_eq!((&row["program"], &row["cwd"]), (&json!("bash"), &json!(by_person)), "{row}");
+    }
+    // A person starts a program that, writing nothing, runs another in
+    // its place: the first is listed, then the one that replaced it.
+    types("sh -c 'sleep 2; exec sleep 30'");
+    poll::until("tmux to see sh", std::time::Duration::from_secs(5), || said("#{pane_current_command}") == "sh");
+    let row = first_row(&s).await;
+    assert!(row["program"] == "sh" || row["program"] == "sleep", "{row}");
+    let row = poll::until_async("sleep in the list", std::time::Duration::from_secs(10), async || {
+        let row = first_row(&s).await;
+        if row["program"] == "sleep" { Ok(row) } else { Err(row) }
+    })
+    .await;
+    assert_eq!(row["cwd"], by_person, "{row}");
+    assert_has!(s.ok("session_list", json!({})).await, format!("moves: sleep in {by_person}"));
+}
+
+/// The row of the first session in a listing.
+async fn first_row(s: &Server) -> serde_json::Value {
+    let listed = s.call("session_list", json!({})).await;
+    listed.structured.unwrap_or_default()["sessions"][0].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
