@@ -88,6 +88,10 @@ pub struct Inner {
     /// The loggers' statuses a listing showed, kept while their files
     /// stay the same (see [`sessions::statuses`]).
     pub statuses: sessions::statuses::KeptStatuses,
+    /// What a listing found in `/proc` for each pane whose shell sat at
+    /// its prompt, kept while nothing could have changed it (see
+    /// [`sessions::currents`]).
+    pub currents: sessions::currents::KeptCurrents,
 }
 
 impl Terminal {
@@ -117,6 +121,7 @@ impl Terminal {
                 ports: Default::default(),
                 left: crate::stamped::Stamped::new(LEFT_HELD),
                 statuses: Default::default(),
+                currents: Default::default(),
             }),
             conn: Arc::default(),
             tool_router: Arc::new(Self::router()),

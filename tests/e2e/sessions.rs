@@ -1,10 +1,12 @@
 //! Making, listing and closing sessions; bad input; the server lock and the
 //! call log.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::assert_has;
-use crate::support::{SERVER, World, kill_logger, logger_pid, poll, session_text};
+use crate::support::{SERVER, Server, World, kill_logger, logger_pid, poll, session_text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_named_listed_attached_and_closed() {
@@ -204,6 +206,99 @@ async fn the_list_names_the_foreground_program_and_its_directory_as_tmux_does() 
     assert_eq!(facts["cwd"], said("#{pane_current_path}"), "{facts}");
     assert_eq!(facts["cwd"], dir.canonicalize().expect("canonical").display().to_string());
     assert_has!(s.ok("session_list", json!({})).await, "fg: sleeper in ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_follows_what_an_agent_or_a_person_does_at_a_prompt_it_listed_before() {
+    // A listing keeps a resting pane's command and directory for the next
+    // (see `src/tools/sessions/currents.rs`): each step waits until the
+    // logger has the shell's prompt and lists twice, so the second listing
+    // of a step uses what the first kept, and the next step's change must
+    // get past that.
+    let w = World::new();
+    let s = w.server().await;
+    s.create("moves").await;
+    let place = |name: &str| {
+        let dir = w.tmp.path().join(name);
+        std::fs::create_dir_all(&dir).expect("dir");
+        dir.canonicalize().expect("canonical").display().to_string()
+    };
+    let (by_agent, by_person) = (place("by agent"), place("by person"));
+    let said = |fmt: &str| {
+        let out = w.tmux(&["display", "-p", "-t", "=moves:", fmt]);
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    };
+    let types = |keys: &str| {
+        assert!(w.tmux(&["send-keys", "-t", "=moves:", "-l", keys]).status.success(), "{keys}");
+        assert!(w.tmux(&["send-keys", "-t", "=moves:", "Enter"]).status.success());
+    };
+    let logged = || log_len(&w, "moves");
+    until_prompt_since(&w, "moves", 0);
+    for _ in 0..2 {
+        let row = first_row(&s).await;
+        assert_eq!((&row["program"], &row["cwd"]), (&json!("bash"), &json!(said("#{pane_current_path}"))), "{row}");
+    }
+    // An agent moves the shell.
+    let from = logged();
+    s.run("moves", &format!("cd '{by_agent}'")).await;
+    until_prompt_since(&w, "moves", from);
+    for _ in 0..2 {
+        assert_eq!(first_row(&s).await["cwd"], by_agent);
+    }
+    // A person moves it, typing straight into the pane.
+    let from = logged();
+    types(&format!("cd '{by_person}'"));
+    until_prompt_since(&w, "moves", from);
+    for _ in 0..2 {
+        let row = first_row(&s).await;
+        assert_eq!((&row["program"], &row["cwd"]), (&json!("bash"), &json!(by_person)), "{row}");
+    }
+    // A person starts a program that, writing nothing, runs another in
+    // its place: the first is listed, then the one that replaced it.
+    let from = logged();
+    types("sh -c 'sleep 2; exec sleep 30'");
+    poll::until("the command started in the log", Duration::from_secs(5), || {
+        log_since(&w, "moves", from).contains("\u{1b}]133;C;")
+    });
+    poll::until("tmux to see sh", Duration::from_secs(5), || said("#{pane_current_command}") == "sh");
+    let row = first_row(&s).await;
+    assert!(row["program"] == "sh" || row["program"] == "sleep", "{row}");
+    let row = poll::until_async("sleep in the list", Duration::from_secs(10), async || {
+        let row = first_row(&s).await;
+        if row["program"] == "sleep" { Ok(row) } else { Err(row) }
+    })
+    .await;
+    assert_eq!(row["cwd"], by_person, "{row}");
+    assert_has!(s.ok("session_list", json!({})).await, format!("moves: sleep in {by_person}"));
+}
+
+/// The row of the first session in a listing.
+async fn first_row(s: &Server) -> serde_json::Value {
+    let listed = s.call("session_list", json!({})).await;
+    listed.structured.unwrap_or_default()["sessions"][0].clone()
+}
+
+/// The length of session `name`'s `raw.log`.
+fn log_len(w: &World, name: &str) -> usize {
+    std::fs::metadata(w.session_dir(name).join("raw.log")).map_or(0, |m| m.len() as usize)
+}
+
+/// What session `name`'s `raw.log` holds past its first `from` bytes.
+fn log_since(w: &World, name: &str, from: usize) -> String {
+    let raw = std::fs::read(w.session_dir(name).join("raw.log")).unwrap_or_default();
+    String::from_utf8_lossy(raw.get(from..).unwrap_or_default()).into_owned()
+}
+
+/// Waits (up to 5 s) until session `name`'s log has a prompt drawn past
+/// its first `from` bytes, and nothing after it: the shell rests there and
+/// its logger has the prompt (OSC 133 `A` starts it, `B` ends it).
+fn until_prompt_since(w: &World, name: &str, from: usize) {
+    poll::until("a prompt at the end of the log", Duration::from_secs(5), || {
+        let text = log_since(w, name, from);
+        let last = text.rsplit("\u{1b}]133;").next().unwrap_or_default();
+        let ends_it = last.starts_with("B;") && last.ends_with('\u{7}') && !last.contains('\u{1b}');
+        if text.contains("\u{1b}]133;A;") && ends_it { Ok(()) } else { Err(format!("{text:?}")) }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,21 +2,27 @@
 //! then the closed sessions whose logs are kept.
 //!
 //! A listing is the one call whose work grows with the sessions open, so
-//! each kind of question is asked once for all of them, and all at once:
-//! one listing of the panes beside one of the pinned windows, one look at
-//! every pane's processes on the blocking pool, every logger's status
-//! asked together (their round trips overlap, and the loggers answer on
-//! both cores), and each session's `meta.json` and `state.json` read
-//! again only when they were replaced (see [`crate::stamped`]). Nothing
-//! that can change while the files stay the same is kept: the panes,
-//! ports and statuses are asked afresh on every call.
+//! each kind of question is asked once for all of them, and all at once.
+//! First, for every session, the stamps of its logger's files are taken
+//! and what the last listing kept is looked up (cheap: two `stat`s and two
+//! lookups each): its logger's status while nothing could have changed it
+//! (see [`crate::tools::sessions::statuses`]), and, while that status
+//! holds and says its shell sits at its prompt, what `/proc` said of its
+//! pane (see [`crate::tools::sessions::currents`]). Then, together: one
+//! listing of the panes beside one of the pinned windows; the loggers
+//! whose status did not hold asked all at once (their round trips overlap,
+//! and the loggers answer on both cores); on the blocking pool, `/proc`
+//! read for the panes whose answer was not kept, and the ports looked at
+//! for those not known to be a shell alone. `meta.json` and `state.json`
+//! are read again only when they were replaced (see [`crate::stamped`]).
+//! The panes, pinned windows and ports are asked afresh on every call.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
-use dtmcp_core::procs::current::{self, Current};
-use dtmcp_core::procs::is_shell_name;
+use dtmcp_core::procs::current;
 use dtmcp_core::procs::sockets::Look;
 use dtmcp_core::protocol::Status;
 use dtmcp_core::store::{Meta, files};
@@ -26,6 +32,7 @@ use crate::session::Listing;
 use crate::tmux::PaneInfo;
 use crate::tools::replies::ports;
 use crate::tools::replies::reply::Reply;
+use crate::tools::sessions::currents::Found;
 use crate::tools::sessions::presence::pane_line;
 use crate::tools::sessions::statuses::{Since, Written};
 use crate::tools::{Terminal, ToolError};
@@ -62,16 +69,7 @@ impl Terminal {
         // A pane whose meta.json cannot be read is no session of ours (a
         // tmux session someone else made): it has no logger to ask.
         let metas: Vec<Option<Arc<Meta>>> = dirs.iter().map(|dir| sessions.meta_in(dir).ok()).collect();
-        let statuses =
-            futures_util::future::join_all(panes.iter().zip(&dirs).zip(&metas).map(|((pane, dir), meta)| async move {
-                meta.as_ref()?;
-                self.status_for_listing(pane, dir).await
-            }));
-        let ((currents, looks), statuses) = tokio::join!(currents_and_looks(&panes), statuses);
-        for (pane, current) in panes.iter_mut().zip(currents) {
-            pane.pane_current_command = current.command;
-            pane.pane_current_path = current.path;
-        }
+        let (statuses, looks) = self.gather(&mut panes, &dirs, &metas).await;
         let mut rows = Vec::with_capacity(panes.len());
         let gathered = panes.iter().zip(metas).zip(statuses).zip(looks);
         for ((((pane, meta), status), look), dir) in gathered.zip(&dirs) {
@@ -91,6 +89,51 @@ impl Terminal {
         }
         reply.facts.details.insert("sessions".into(), Value::Array(rows));
         Ok(reply)
+    }
+
+    /// Each session's logger status (`None` when it did not answer or
+    /// the session is not ours, with no `meta`) and what its processes
+    /// listen on, with each pane's current command and directory set.
+    /// What still holds of the last listing is used again, and what can be
+    /// is kept for the next.
+    async fn gather(
+        &self,
+        panes: &mut [PaneInfo],
+        dirs: &[PathBuf],
+        metas: &[Option<Arc<Meta>>],
+    ) -> (Vec<Option<Arc<Status>>>, Vec<Option<Look>>) {
+        // Before any stamp is taken: what `/proc` says after it is kept
+        // with it (see `currents`).
+        let begun = Instant::now();
+        let known: Vec<Option<Known>> = panes
+            .iter()
+            .zip(dirs)
+            .zip(metas)
+            .map(|((pane, dir), meta)| meta.as_ref().map(|_| self.known_before_listing(pane, dir)))
+            .collect();
+        let asks = panes
+            .iter()
+            .zip(&known)
+            .map(|(pane, k)| Ask { pid: live_pid(pane), known: k.as_ref().and_then(|k| k.found.clone()) });
+        let statuses = futures_util::future::join_all(dirs.iter().zip(&known).map(|(dir, k)| async move {
+            let k = k.as_ref()?;
+            match &k.status {
+                Some(status) => Some(Arc::clone(status)),
+                None => self.ask_status(dir, k.written).await,
+            }
+        }));
+        let ((founds, looks), statuses) = tokio::join!(currents_and_looks(asks.collect()), statuses);
+        let fresh = panes.iter().zip(dirs).zip(&known).zip(&founds).zip(&statuses);
+        for ((((pane, dir), k), found), status) in fresh {
+            if let Some(k) = k.as_ref().filter(|k| k.found.is_none()) {
+                self.inner.currents.keep(dir, live_pid(pane), k.written, begun, status.as_deref(), found);
+            }
+        }
+        for (pane, found) in panes.iter_mut().zip(founds) {
+            pane.pane_current_command = found.current.command;
+            pane.pane_current_path = found.current.path;
+        }
+        (statuses, looks)
     }
 
     /// The lines of `session_list` about one session, and its row as data.
@@ -137,11 +180,9 @@ impl Terminal {
         (out, row)
     }
 
-    /// The status of the logger of `pane`'s session (in `dir`): the one
-    /// the last listing had while it still holds (see
-    /// [`crate::tools::sessions::statuses`]), else
-    /// asked now; `None` when it does not answer.
-    async fn status_for_listing(&self, pane: &PaneInfo, dir: &Path) -> Option<Arc<Status>> {
+    /// What the last listing found of `pane`'s session (in `dir`) that
+    /// still holds, and the stamps of its files now.
+    fn known_before_listing(&self, pane: &PaneInfo, dir: &Path) -> Known {
         let written = Written::of(dir);
         let holds = &self.inner.holds;
         let since = Since {
@@ -149,15 +190,41 @@ impl Terminal {
             held: holds.holder(&pane.session_name).is_some(),
             connected: self.sessions().loggers.connected(dir),
         };
-        if let Some(kept) = self.inner.statuses.get(dir, written.as_ref(), &since) {
-            return Some(kept);
-        }
-        let taken = std::time::Instant::now();
+        let status = self.inner.statuses.get(dir, written.as_ref(), &since);
+        let found = match (&status, &written, live_pid(pane)) {
+            (Some(status), Some(now), pid) if pid != 0 => self.inner.currents.get(dir, pid, status, now, &since),
+            _ => None,
+        };
+        Known { written, status, found }
+    }
+
+    /// The status of the logger of the session in `dir`, whose files
+    /// were `before`, asked now and kept for the next listing if it may
+    /// be; `None` when it does not answer.
+    async fn ask_status(&self, dir: &Path, before: Option<Written>) -> Option<Arc<Status>> {
+        let taken = Instant::now();
         let mut logger = self.sessions().loggers.connect(&dir.join(files::SOCKET)).await.ok()?;
         let status = Arc::new(logger.status().await.ok()?);
-        self.inner.statuses.keep(dir, written, &status, taken);
+        self.inner.statuses.keep(dir, before, &status, taken);
         Some(status)
     }
+}
+
+/// What a listing knows of one session before it asks anyone: what the
+/// last listing found that still holds.
+struct Known {
+    /// The stamps of its logger's files, taken before anything else was
+    /// asked about it; `None` without a `raw.log`.
+    written: Option<Written>,
+    /// Its logger's status, when the kept one holds.
+    status: Option<Arc<Status>>,
+    /// What `/proc` said of its pane, when that holds.
+    found: Option<Found>,
+}
+
+/// The first process of `pane`; 0 for a dead pane, which has none.
+fn live_pid(pane: &PaneInfo) -> u32 {
+    if pane.pane_dead { 0 } else { pane.pane_pid }
 }
 
 /// Every string in `value`, to be rewritten in place.
@@ -170,51 +237,83 @@ fn texts_of<'a>(value: &'a mut Value, out: &mut Vec<&'a mut String>) {
     }
 }
 
+/// What a listing asks of one pane's processes.
+struct Ask {
+    /// Its first process; 0 for a dead pane.
+    pid: u32,
+    /// What `/proc` said of it, kept from an earlier listing.
+    known: Option<Found>,
+}
+
+impl Ask {
+    /// Whether answering it reads `/proc`: its current command unless it
+    /// is known, its ports unless it is known to be a shell alone.
+    fn reads(&self) -> bool {
+        self.pid != 0 && self.known.as_ref().is_none_or(|k| !k.lone_shell())
+    }
+}
+
 /// Each live pane's current command and directory as tmux would name them
-/// (see [`dtmcp_core::procs::current`]) and what its processes listen on,
-/// on the blocking pool, the panes shared between two threads (a listing
-/// of a hundred panes reads a few hundred `/proc` files); a dead pane has
-/// neither.
-async fn currents_and_looks(panes: &[PaneInfo]) -> (Vec<Current>, Vec<Option<Look>>) {
-    let pids: Vec<u32> = panes.iter().map(|p| if p.pane_dead { 0 } else { p.pane_pid }).collect();
-    let halves = if pids.len() < SHARED_FROM {
-        vec![pids]
-    } else {
-        pids.chunks(pids.len().div_ceil(2)).map(<[u32]>::to_vec).collect()
-    };
-    let found = futures_util::future::join_all(halves.into_iter().map(|pids| async move {
-        let n = pids.len();
+/// (see [`dtmcp_core::procs::current`]), whether its first process has a
+/// child, and what its processes listen on; a dead pane has none of them.
+/// Read on the blocking pool, shared between two threads when there are
+/// many to read (a listing of a hundred panes reads a few hundred `/proc`
+/// files), and not at all when every answer is known.
+async fn currents_and_looks(asks: Vec<Ask>) -> (Vec<Found>, Vec<Option<Look>>) {
+    let reads = asks.iter().filter(|a| a.reads()).count();
+    if reads == 0 {
+        return currents_and_looks_here(asks);
+    }
+    let parts = if reads < SHARED_FROM { vec![asks] } else { halves(asks, reads) };
+    let found = futures_util::future::join_all(parts.into_iter().map(|asks| async move {
+        let n = asks.len();
         // A look that failed to run leaves its panes unlooked at, none missing.
-        tokio::task::spawn_blocking(move || currents_and_looks_here(&pids))
+        tokio::task::spawn_blocking(move || currents_and_looks_here(asks))
             .await
-            .unwrap_or_else(|_| ((0..n).map(|_| Current::default()).collect(), (0..n).map(|_| None).collect()))
+            .unwrap_or_else(|_| ((0..n).map(|_| Found::default()).collect(), (0..n).map(|_| None).collect()))
     }))
     .await;
-    found.into_iter().fold((Vec::new(), Vec::new()), |(mut currents, mut looks), (c, l)| {
-        currents.extend(c);
+    found.into_iter().fold((Vec::new(), Vec::new()), |(mut founds, mut looks), (f, l)| {
+        founds.extend(f);
         looks.extend(l);
-        (currents, looks)
+        (founds, looks)
     })
 }
 
-/// From how many panes a listing's look at their processes is shared
-/// between two threads.
+/// From how many panes to read a listing's look at their processes is
+/// shared between two threads.
 const SHARED_FROM: usize = 16;
 
-/// [`currents_and_looks`] of `pids` (0 for a dead pane), in this thread.
-fn currents_and_looks_here(pids: &[u32]) -> (Vec<Current>, Vec<Option<Look>>) {
-    let mut currents = Vec::with_capacity(pids.len());
-    let mut known = Vec::with_capacity(pids.len());
-    for &pid in pids {
-        if pid == 0 {
-            currents.push(Current::default());
-            known.push((0, false));
-            continue;
-        }
-        let (current, childless) = current::now(pid);
+/// `asks` cut in two, each with about half of the `reads` panes to read.
+fn halves(mut asks: Vec<Ask>, reads: usize) -> Vec<Vec<Ask>> {
+    let mut seen = 0;
+    let cut = asks
+        .iter()
+        .position(|a| {
+            seen += usize::from(a.reads());
+            seen > reads / 2
+        })
+        .unwrap_or(asks.len());
+    let second = asks.split_off(cut);
+    vec![asks, second]
+}
+
+/// [`currents_and_looks`] of `asks`, in this thread.
+fn currents_and_looks_here(asks: Vec<Ask>) -> (Vec<Found>, Vec<Option<Look>>) {
+    let mut founds = Vec::with_capacity(asks.len());
+    let mut known = Vec::with_capacity(asks.len());
+    for ask in asks {
+        let found = match (ask.pid, ask.known) {
+            (0, _) => Found::default(),
+            (_, Some(kept)) => kept,
+            (pid, None) => {
+                let (current, childless) = current::now(pid);
+                Found { current, childless }
+            }
+        };
         // A shell with no child listens on nothing of its own.
-        known.push((pid, childless == Some(true) && is_shell_name(&current.command)));
-        currents.push(current);
+        known.push((ask.pid, ask.pid != 0 && found.lone_shell()));
+        founds.push(found);
     }
-    (currents, ports::looks_known(&known))
+    (founds, ports::looks_known(&known))
 }

@@ -3,6 +3,7 @@
 //! and `guide`, and who else is in a session (people attached, commands
 //! others started) before one is closed.
 
+pub mod currents;
 pub mod guide;
 pub mod integrate;
 pub mod lifecycle;

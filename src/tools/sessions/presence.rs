@@ -56,6 +56,7 @@ impl Terminal {
             self.inner.holds.forget(s.pane.pane_id.as_str());
         }
         let dir = self.sessions().close(name).await?;
+        self.inner.currents.forget(&dir);
         if !dir.exists() {
             return Ok(format!("session {name} closed; its logs were deleted, as it was marked"));
         }
