@@ -85,11 +85,7 @@ pub fn at_rest(status: &Status) -> bool {
 /// Whether `kept` may stand in for a fresh look at pane `pid`, whose
 /// session's files are `now`, given what may have happened `since`.
 fn still_true(kept: &Kept, pid: u32, now: &Written, since: &Since) -> bool {
-    kept.pid == pid
-        && kept.written == *now
-        && since.connected
-        && !since.held
-        && since.typed.is_none_or(|t| t < kept.read)
+    kept.pid == pid && since.nothing_since(&kept.written, now, kept.read)
 }
 
 /// The answers kept, by session directory.

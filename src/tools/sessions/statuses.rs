@@ -75,7 +75,17 @@ fn keepable(before: &Written, status: &Status) -> bool {
 /// Whether `kept` still says what the logger would: nothing written since
 /// (the files are `now`), nothing typed here since, its logger still there.
 fn still_true(kept: &Kept, now: &Written, since: &Since) -> bool {
-    kept.written == *now && since.connected && !since.held && since.typed.is_none_or(|t| t < kept.taken)
+    since.nothing_since(&kept.written, now, kept.taken)
+}
+
+impl Since {
+    /// Whether nothing can have changed a session since what was learned
+    /// of it at `taken`, when its files were `then`: they are `now` still,
+    /// its logger is still connected, and no agent typed there since or
+    /// holds it.
+    pub fn nothing_since(&self, then: &Written, now: &Written, taken: Instant) -> bool {
+        then == now && self.connected && !self.held && self.typed.is_none_or(|t| t < taken)
+    }
 }
 
 /// The statuses kept, by session directory.
