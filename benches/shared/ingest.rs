@@ -10,8 +10,10 @@
 //!   marker after the output (what tmux alone takes to carry the output);
 //! - ours: a `run` of the same command over MCP stdio in a fresh session
 //!   of the router under test, from the call to its reply (typing, the
-//!   logger's wait, and the reply made from a clipped output: its summary
-//!   and its region file).
+//!   logger's wait, and the reply made from a clipped output: its summary,
+//!   and where the whole output is; a reply copies a region into a file of
+//!   its own only up to 16 MiB, so at the default size it names the lines
+//!   of `session.txt` instead).
 //!
 //! The rounds' ratios are judged by their median, since a shared machine
 //! drifts between rounds; the router's CPU time is read around each call.

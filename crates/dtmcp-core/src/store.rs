@@ -423,11 +423,9 @@ pub fn region_file(dir: &Path, id: RegionId) -> PathBuf {
     dir.join(files::REGION_DIR).join(format!("{:04}.txt", id.0))
 }
 
-/// Writes region `r`'s output to its file (again), then removes the least
-/// recently written region files beyond [`KEEP_REGION_FILES`]. The output is
-/// the bytes of `session.txt` between the region's start and end (or the
-/// last complete line, while it runs), so the file is copied, never held.
-pub fn write_region_file(dir: &Path, r: &Region) -> Result<PathBuf, StoreError> {
+/// The bytes of `session.txt` that hold region `r`'s output: from its start
+/// to its end, or to the last complete line while it runs.
+pub fn region_bytes(dir: &Path, r: &Region) -> Result<std::ops::Range<u64>, StoreError> {
     let reader = LineReader::open(dir)?;
     let (lines, text_end) = reader.extent()?;
     let at = |pos: LinePos| -> Result<u64, StoreError> {
@@ -442,11 +440,26 @@ pub fn write_region_file(dir: &Path, r: &Region) -> Result<PathBuf, StoreError> 
         Some(pos) => at(pos)?.max(start),
         None => text_end.max(start),
     };
+    Ok(start..end)
+}
+
+/// Writes region `r`'s output to its file (again), then removes the least
+/// recently written region files beyond [`KEEP_REGION_FILES`]. The output is
+/// the bytes of `session.txt` that [`region_bytes`] names, so the file is
+/// copied, never held.
+pub fn write_region_file(dir: &Path, r: &Region) -> Result<PathBuf, StoreError> {
+    let span = region_bytes(dir, r)?;
+    write_region_span(dir, r, span)
+}
+
+/// Writes bytes `span` of `session.txt` as region `r`'s file (see
+/// [`write_region_file`]), for a caller that has already measured them.
+pub fn write_region_span(dir: &Path, r: &Region, span: std::ops::Range<u64>) -> Result<PathBuf, StoreError> {
     let regions = dir.join(files::REGION_DIR);
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&regions).map_err(io_err(&regions))?;
     let path = region_file(dir, r.id);
     let tmp = regions.join(format!(".{:04}.tmp", r.id.0));
-    copy_range(&dir.join(files::TEXT), start, end, &tmp)?;
+    copy_range(&dir.join(files::TEXT), span.start, span.end, &tmp)?;
     std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
     prune_region_files(&regions)?;
     Ok(path)

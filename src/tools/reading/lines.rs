@@ -32,9 +32,48 @@ pub(crate) fn store_fetch(
 /// Writes the region's file again and says where it is.
 pub(crate) fn region_file_note(dir: &Path, r: &Region) -> String {
     match store::write_region_file(dir, r) {
-        Ok(path) => format!("the whole region is also in {}\n", path.display()),
+        Ok(path) => written_note(&path),
         Err(e) => format!("(its file could not be written: {e})\n"),
     }
+}
+
+/// The most bytes of output a clipped reply copies, unasked, into the
+/// region's own file. Beyond it the copy would cost the reply time and the
+/// disk space in proportion to the output (about half a millisecond per
+/// megabyte here, and the output's size again on disk): the reply names the
+/// region's lines in `session.txt` instead, which grep and less read as
+/// well, and `read region=N` still writes the file when asked.
+pub(crate) const UNASKED_REGION_FILE_MAX: u64 = 16 << 20;
+
+/// After a clipped reply of finished region `r`, whose output is on lines
+/// `lines` of the log: its file is written (it is the region most likely to
+/// be read again) unless the output is over [`UNASKED_REGION_FILE_MAX`];
+/// says where the whole output is.
+pub(crate) fn clipped_region_note(dir: &Path, r: &Region, lines: (LineNo, LineNo)) -> String {
+    region_note_upto(dir, r, lines, UNASKED_REGION_FILE_MAX)
+}
+
+fn region_note_upto(dir: &Path, r: &Region, lines: (LineNo, LineNo), max: u64) -> String {
+    let written = store::region_bytes(dir, r).and_then(|span| match span.end - span.start {
+        n if n > max => Ok(Err(n)),
+        _ => store::write_region_span(dir, r, span).map(Ok),
+    });
+    match written {
+        Ok(Ok(path)) => written_note(&path),
+        Ok(Err(bytes)) => format!(
+            "the whole region is lines {}-{} of {} ({} MB; read region={} also writes it to a file of its own)\n",
+            lines.0,
+            lines.1,
+            dir.join(store::files::TEXT).display(),
+            bytes.div_ceil(1 << 20),
+            r.id
+        ),
+        Err(e) => format!("(its file could not be written: {e})\n"),
+    }
+}
+
+fn written_note(path: &Path) -> String {
+    format!("the whole region is also in {}\n", path.display())
 }
 
 /// The last line of the log that has text: the unfinished line if it has
@@ -104,6 +143,38 @@ fn prefix(s: &str, mut n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dtmcp_core::types::RegionId;
+
+    #[test]
+    fn a_clipped_region_gets_its_file_unless_its_output_is_too_big_to_copy_unasked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = store::LineWriter::open(dir.path()).expect("open");
+        w.push("$ seq 1 3").expect("push");
+        for n in 1..=3 {
+            w.push(&n.to_string()).expect("push");
+        }
+        w.flush().expect("flush");
+        // Its output is lines 2-4: "1\n2\n3\n", 6 bytes.
+        let r = Region {
+            id: RegionId(1),
+            start: LinePos { line: LineNo(2), bytes: 0 },
+            end: Some(LinePos { line: LineNo(5), bytes: 0 }),
+            ..Region::default()
+        };
+        let file = store::region_file(dir.path(), RegionId(1));
+        let big = region_note_upto(dir.path(), &r, (LineNo(2), LineNo(4)), 5);
+        assert!(!file.exists(), "a region over the limit was copied: {big}");
+        let text = dir.path().join("session.txt").display().to_string();
+        assert_eq!(
+            big,
+            format!(
+                "the whole region is lines 2-4 of {text} (1 MB; read region=1 also writes it to a file of its own)\n"
+            )
+        );
+        let small = region_note_upto(dir.path(), &r, (LineNo(2), LineNo(4)), 6);
+        assert_eq!(small, format!("the whole region is also in {}\n", file.display()));
+        assert_eq!(std::fs::read_to_string(&file).expect("region file"), "1\n2\n3\n");
+    }
 
     #[test]
     fn region_bounds_cut_the_prompt_off_a_partial_last_line() {

@@ -107,10 +107,11 @@ pub(crate) async fn describe(
             if let Some(r) = region.filter(|r| r.end.is_some()) {
                 let dir = s.dir.clone();
                 let r = r.clone();
-                let note =
-                    tokio::task::spawn_blocking(move || crate::tools::reading::lines::region_file_note(&dir, &r))
-                        .await
-                        .unwrap_or_default();
+                let note = tokio::task::spawn_blocking(move || {
+                    crate::tools::reading::lines::clipped_region_note(&dir, &r, (first, last))
+                })
+                .await
+                .unwrap_or_default();
                 out.push_str(&note);
             }
         }
