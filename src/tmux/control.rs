@@ -202,6 +202,29 @@ fn control_command(bin: &Path, socket: &str) -> Command {
     ]);
     super::scrub_env(&mut command);
     command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    // The client dies with its router, even a killed one. Left behind, it
+    // can hold a whole socket: tmux 3.3a ends `kill-server` only once every
+    // client has gone, and a client whose router died before reading what
+    // the server sent it never goes; the server then turns every new
+    // client away ("server exited unexpectedly"). The kernel sends the
+    // signal when the thread that spawned the client ends: a runtime's
+    // worker or the thread blocking on it, which last as long as the
+    // runtime (whose end kills the client anyway, `kill_on_drop`).
+    let router = std::process::id();
+    // SAFETY: the hook runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: `prctl` and `getppid` are plain
+    // system calls, and neither the hook nor the error it may return
+    // allocates.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+            // The router died before the signal was set: go now.
+            if u32::try_from(nix::unistd::getppid().as_raw()).ok() != Some(router) {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
     command
 }
 

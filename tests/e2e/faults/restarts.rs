@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::raw_holds;
 use crate::assert_has;
 use crate::support::raw::{RawClient, tool_text};
-use crate::support::{Serve, World, bridged, regions, size, slow};
+use crate::support::{Serve, World, bridged, poll, regions, size, slow};
 
 /// A pseudo-random number from the clock, for kill moments; printed so a
 /// failure can be told apart from another.
@@ -208,4 +208,46 @@ async fn a_bridge_whose_input_closes_with_a_call_in_flight_exits() {
     let status =
         tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("the bridge exits").expect("status");
     assert!(status.code().is_some(), "{status:?}");
+}
+
+/// The pids of the processes whose parent is `parent` and whose command
+/// line holds `needle`.
+fn children_with(parent: u32, needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(&parent.to_string()) && String::from_utf8_lossy(&cmdline).contains(needle)
+        })
+        .collect()
+}
+
+/// tmux 3.3a ends `kill-server` only once every client has gone. A router
+/// killed a moment after it left its control client behind (it had not
+/// yet read what the server sent it), and the server then turned every new
+/// client away with "server exited unexpectedly": no router could start
+/// on that socket until a person found and killed the stray client. The
+/// control client now dies with its router.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_killed_just_after_kill_server_leaves_its_socket_usable() {
+    let world = World::new();
+    let server = world.server().await;
+    server.create("ks1").await;
+    let router = server.pid();
+    let control = children_with(router, "__dtmcp_ctl");
+    assert_eq!(control.len(), 1, "the router's control client: {control:?}");
+    let out = world.tmux(&["kill-server"]);
+    assert!(out.status.success(), "kill-server: {}", String::from_utf8_lossy(&out.stderr));
+    server.kill().await;
+    let client = format!("/proc/{}", control[0]);
+    poll::until("the control client to go with its router", Duration::from_secs(5), || {
+        !std::path::Path::new(&client).exists()
+    });
+    // A new router starts on the same socket and makes a session there.
+    let again = world.server().await;
+    assert_has!(again.create("ks2").await, "ready");
 }
