@@ -73,7 +73,7 @@ impl Terminal {
             self.journal().note_created(name, who.actor.as_deref());
         }
         let created = outcome.as_ref().ok().and_then(|r| r.facts.created.clone());
-        let mut facts = structured(tool, session, &outcome);
+        let facts = structured(tool, session, &outcome);
         let note = session.and_then(|name| self.sessions().take_note(name));
         let warning = self.inner.governor.take_warning();
         let leads: String = [warning, finished, note].into_iter().flatten().collect();
@@ -88,7 +88,12 @@ impl Terminal {
             Err(e) => format!("{leads}{e}"),
         };
         let dir = session.or(created.as_deref()).map(|name| self.sessions().cfg.session_dir(name));
-        let (mut text, mut counts) = self.inner.secrets.redact(dir.as_deref(), &text);
+        // The facts pass the redactor too: a session's name, a command
+        // line or a refused text may hold a secret. Their count of
+        // redactions is added below, after the redaction: it holds none.
+        let facts_json = serde_json::to_string(&facts);
+        let (mut text, mut counts, hidden_facts) =
+            self.inner.secrets.redact_reply(dir.as_deref(), &text, facts_json.as_deref().unwrap_or("{}"));
         counts.add(&early);
         if counts.total() > 0 {
             text.push_str(&Secrets::note(dir.as_deref(), &self.actor(), &counts));
@@ -98,15 +103,18 @@ impl Terminal {
         let seen = crate::agents::caller::client_time(elapsed);
         crate::metrics::get().call(tool.as_str(), who.actor.as_deref(), kind, seen, counts.total());
         let content = vec![ContentBlock::text(clean(&text))];
-        facts.insert("redactions".into(), counts.total().into());
-        // The facts pass the redactor too: a session's name, a command
-        // line or a refused text may hold a secret.
-        let facts = match serde_json::to_string(&facts) {
-            Ok(json) => serde_json::from_str(&self.inner.secrets.redact(dir.as_deref(), &json).0),
-            Err(e) => Err(e),
+        let facts = match facts_json {
+            // Nothing hidden (most replies): the facts as they were.
+            Ok(json) if json == hidden_facts => Some(facts),
+            Ok(_) => serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&hidden_facts).ok(),
+            Err(_) => None,
         };
+        let facts = facts.map(|mut f| {
+            f.insert("redactions".into(), counts.total().into());
+            serde_json::Value::Object(f)
+        });
         let mut result = if ok { CallToolResult::success(content) } else { CallToolResult::error(content) };
-        result.structured_content = facts.ok().map(clean_value);
+        result.structured_content = facts.map(clean_value);
         result
     }
 

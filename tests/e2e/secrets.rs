@@ -463,3 +463,23 @@ async fn the_web_view_hides_secrets_unless_the_session_is_not_redacted() {
     assert_has!(lines, gh);
     agent.stop().await;
 }
+
+/// A reply's facts carry text from the session too, such as a background
+/// job's command line: they are redacted with the reply's text, one table
+/// for both, and hold the same placeholder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_in_a_background_jobs_command_line_is_hidden_in_the_facts_too() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("j1").await;
+    let gh = github();
+    let r = s.call("run", json!({"session": "j1", "command": format!("sh -c 'sleep 30' {gh} &")})).await;
+    assert!(!r.is_error, "{}", r.text);
+    assert_clean(&r.text, &[&gh]);
+    assert_has!(r.text, "‹secret:github-token:1›");
+    let facts = r.structured.expect("structuredContent").to_string();
+    assert!(!facts.contains(&gh), "{facts}");
+    assert_has!(facts, "‹secret:github-token:1›");
+    assert_has!(facts, "\"redactions\":");
+    s.run("j1", "kill %1; wait").await;
+}

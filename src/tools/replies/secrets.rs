@@ -93,6 +93,25 @@ impl Secrets {
         self.tables.with_table(&dir.join(TABLE_FILE), |table| redact::redact(text, &self.known, table))
     }
 
+    /// A reply's text and its facts (as JSON) redacted for the session in
+    /// `dir`, with one look at whether the session redacts and at its
+    /// table; what was found in the text. The facts' findings are not
+    /// counted: they repeat what the text says (a session's name, a
+    /// command line).
+    pub fn redact_reply(&self, dir: Option<&Path>, text: &str, facts: &str) -> (String, Counts, String) {
+        let Some(dir) = dir else {
+            let (text, counts) = self.redact(None, text);
+            return (text, counts, self.redact(None, facts).0);
+        };
+        if !self.applies(dir) {
+            return (text.to_string(), Counts::default(), facts.to_string());
+        }
+        self.tables.with_table(&dir.join(TABLE_FILE), |table| {
+            let (text, counts) = redact::redact(text, &self.known, table);
+            (text, counts, redact::redact(facts, &self.known, table).0)
+        })
+    }
+
     /// The rows of a screen `cols` wide of the session in `dir`, redacted
     /// as one text in which a full row goes on in the next (see
     /// [`redact::redact_screen`]), and what was found.
