@@ -76,13 +76,14 @@ pub fn walk_all(roots: &[u32]) -> Vec<Result<Tree, String>> {
 /// Whether `root` is a shell with no child process: nothing under it can
 /// listen or run in the background, and a shell listens on nothing of its
 /// own (zsh's `ztcp -l` aside, which this does not see). Two small reads
-/// through one descriptor of its directory (its `comm`, and its
-/// `children` file, complete since the shells named are single-threaded),
+/// through one descriptor of its directory (its `comm`, taken in one call
+/// since it ends at its newline, and its `children` file, complete since
+/// the shells named are single-threaded),
 /// so a reply at a quiet prompt skips the whole look; `false` whenever it
 /// cannot tell (no `children` files on this kernel, a process gone).
 pub fn lone_shell(root: u32) -> bool {
     let Some(dir) = super::ProcDir::open(root) else { return false };
-    let Some(comm) = dir.read("comm", None) else { return false };
+    let Some(comm) = dir.read("comm", Some(b'\n')) else { return false };
     super::is_shell_name(String::from_utf8_lossy(&comm).trim_end()) && dir.childless(root) == Some(true)
 }
 
