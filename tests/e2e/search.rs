@@ -110,6 +110,31 @@ async fn a_clipped_run_writes_its_region_file_and_says_where() {
     assert!(!short.contains("regions/"), "{short}");
 }
 
+/// Over 16 MiB, a clipped reply does not copy its region: it names the
+/// region's lines in `session.txt`, and those lines are the output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clipped_run_over_16_mib_names_its_lines_instead_of_copying_them() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // 20.9 MB of output.
+    let said = s.ok("run", json!({"session": "t1", "command": "seq 1 3000000", "timeout": 120})).await;
+    let dir = w.session_dir("t1");
+    let text = dir.join("session.txt");
+    let named = format!(" of {} (", text.display());
+    let line = said.lines().find(|l| l.contains(&named)).unwrap_or_else(|| panic!("no line range named:\n{said}"));
+    let range = line.strip_prefix("the whole region is lines ").and_then(|r| r.split(' ').next()).expect("a range");
+    let (a, b) = range.split_once('-').expect("A-B");
+    let (a, b): (usize, usize) = (a.parse().expect("A"), b.parse().expect("B"));
+    assert_has!(line, "read region=");
+    let files = std::fs::read_dir(dir.join("regions")).map(|d| d.flatten().count()).unwrap_or(0);
+    assert_eq!(files, 0, "a region file was written: {said}");
+    let all = std::fs::read_to_string(&text).expect("session.txt");
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(b - a + 1, 3_000_000, "{line}");
+    assert_eq!((lines[a - 1], lines[b - 1]), ("1", "3000000"), "{line}");
+}
+
 /// The peak resident memory of process `pid`, in MiB.
 fn peak_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");

@@ -61,7 +61,7 @@ fn region_note_upto(dir: &Path, r: &Region, lines: (LineNo, LineNo), max: u64) -
     match written {
         Ok(Ok(path)) => written_note(&path),
         Ok(Err(bytes)) => format!(
-            "the whole region is lines {}-{} of {} ({} MB; read region={} also writes it to a file of its own)\n",
+            "the whole region is lines {}-{} of {} ({} MiB; read region={} also writes it to a file of its own)\n",
             lines.0,
             lines.1,
             dir.join(store::files::TEXT).display(),
@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(
             big,
             format!(
-                "the whole region is lines 2-4 of {text} (1 MB; read region=1 also writes it to a file of its own)\n"
+                "the whole region is lines 2-4 of {text} (1 MiB; read region=1 also writes it to a file of its own)\n"
             )
         );
         let small = region_note_upto(dir.path(), &r, (LineNo(2), LineNo(4)), 6);
