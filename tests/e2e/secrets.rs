@@ -473,7 +473,9 @@ async fn a_secret_in_a_background_jobs_command_line_is_hidden_in_the_facts_too()
     let s = w.server().await;
     s.create("j1").await;
     let gh = github();
-    let r = s.call("run", json!({"session": "j1", "command": format!("sh -c 'sleep 30' {gh} &")})).await;
+    // The pause lets the job's fork of bash become `sh` before the reply
+    // looks at it.
+    let r = s.call("run", json!({"session": "j1", "command": format!("sh -c 'sleep 30' {gh} & sleep 0.3")})).await;
     assert!(!r.is_error, "{}", r.text);
     assert_clean(&r.text, &[&gh]);
     assert_has!(r.text, "‹secret:github-token:1›");
