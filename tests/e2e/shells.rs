@@ -383,3 +383,55 @@ async fn a_line_typed_past_the_right_margin_is_logged_and_labelled_whole() {
         assert_has!(log, theirs);
     }
 }
+
+/// A home whose `.bash_profile` (which a session's bash reads, as a login
+/// shell does) holds `rc`.
+fn home_with_profile(w: &World, dir: &str, rc: &str) -> PathBuf {
+    let home = w.tmp.path().join(dir);
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(home.join(".bash_profile"), rc).expect(".bash_profile");
+    home
+}
+
+/// Whether the last end-of-command marker in `raw` is followed at once
+/// by the next prompt's marker (they came in one write).
+fn end_rides_on_prompt(raw: &[u8]) -> bool {
+    let Some(d) = memchr::memmem::rfind(raw, b"\x1b]133;D;") else { return false };
+    let Some(bel) = memchr::memchr(0x07, &raw[d..]) else { return false };
+    raw[d + bel + 1..].starts_with(b"\x1b]133;A;")
+}
+
+/// The end of a bash command reaches the terminal with the next prompt
+/// when nothing can print between them (tmux reads the pane once, and the
+/// logger wakes once). A prompt command of the user's may print: then the
+/// end goes first, and what it prints stays out of the command's output.
+/// A prompt redrawn (ctrl+L) prints the end again, and the log ignores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commands_end_comes_with_the_next_prompt_unless_a_prompt_command_may_print() {
+    let w = World::new();
+    let s = w.server().await;
+    let plain = home_with_profile(&w, "plain", "PS1='plain\\$ '\n");
+    s.ok("session_create", json!({"name": "e1", "env": {"HOME": plain.display().to_string()}})).await;
+    assert_has!(s.run("e1", "echo one").await, "exit 0");
+    let raw_of = |name: &str| std::fs::read(w.session_dir(name).join("raw.log")).expect("raw.log");
+    assert!(end_rides_on_prompt(&raw_of("e1")), "{}", String::from_utf8_lossy(&raw_of("e1")));
+    // The redrawn prompt prints the same end marker again.
+    let ends = |raw: &[u8]| memchr::memmem::find_iter(raw, b"\x1b]133;D;").count();
+    let before = ends(&raw_of("e1"));
+    w.tmux(&["send-keys", "-t", "=e1:", "C-l"]);
+    poll::until("the prompt redrawn", std::time::Duration::from_secs(5), || ends(&raw_of("e1")) > before);
+    assert_has!(s.run("e1", "(exit 4)").await, "exit 4");
+    let listed = s.regions("e1").await;
+    assert_has!(listed, "2 regions");
+    assert!(listed.lines().any(|l| l.starts_with("#1 exit 0") && l.ends_with("`echo one`")), "{listed}");
+    assert!(listed.lines().any(|l| l.starts_with("#2 exit 4") && l.ends_with("`(exit 4)`")), "{listed}");
+
+    let pc = home_with_profile(&w, "pc", "PROMPT_COMMAND='echo pc-said'\n");
+    s.ok("session_create", json!({"name": "e2", "env": {"HOME": pc.display().to_string()}})).await;
+    let r = s.run("e2", "echo two").await;
+    assert_has!(r, "two");
+    assert!(!r.contains("pc-said"), "{r}");
+    let raw = String::from_utf8_lossy(&raw_of("e2")).into_owned();
+    assert_has!(raw, "pc-said");
+    assert!(!end_rides_on_prompt(&raw_of("e2")), "the end waited for the prompt past a prompt command");
+}
