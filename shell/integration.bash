@@ -23,8 +23,7 @@
 # Per process, not exported (a child starts its own sequence):
 #   __DTMCP_PID, __DTMCP_SEQ, __DTMCP_KIND, __DTMCP_RAN, __DTMCP_PF,
 #   __DTMCP_HOST, __DTMCP_USER, __DTMCP_ON, __DTMCP_NONCE_SEEN,
-#   __DTMCP_USER_PC, __DTMCP_WRAPPED, __DTMCP_PS1, __DTMCP_PS2, __DTMCP_PS0,
-#   __DTMCP_D
+#   __DTMCP_USER_PC, __DTMCP_WRAPPED, __DTMCP_PS1, __DTMCP_PS2, __DTMCP_PS0
 
 # Returns its argument as a status, so the user's prompt commands see the
 # `$?` they would have seen without us.
@@ -87,26 +86,14 @@ __dtmcp_start() {
     __dtmcp_pct __DTMCP_USER "${u@P}"
 }
 
-# Makes the end-of-command marker: $1 the exit status, the rest the
-# statuses of the pipeline's stages.  The next prompt carries it (PS1's
-# first marker prints __DTMCP_D), so that the command's end and the prompt
-# reach the terminal in one write: tmux then reads the pane once, and the
-# pane's logger wakes once, where they did twice.  Only when nothing can
-# print between here and the prompt: a prompt command of the user's, or a
-# command substitution in PS1, may print, and what it prints must follow
-# the marker, outside the command's output; then the marker goes now.  A
-# redrawn prompt prints the marker again, with a sequence number already
-# used, which the logger ignores.
+# Prints the end-of-command marker: $1 the exit status, the rest the
+# statuses of the pipeline's stages.
 __dtmcp_done() {
     local s=$1 seq IFS=,
     shift
     __DTMCP_KIND=4
     seq=$((++__DTMCP_SEQ))
-    printf -v __DTMCP_D '\e]133;D;%s;dtmcp=%s.%s.%s;ps=%s\a' "$s" "$__DTMCP_PID" "$seq" "$((__DTMCP_PF))" "$*"
-    if [[ -n ${__DTMCP_USER_PC-} || ${PS1-} == *'$('[!\(]* || ${PS1-} == *'`'* ]]; then
-        printf %s "$__DTMCP_D" >&2
-        __DTMCP_D=
-    fi
+    printf '\e]133;D;%s;dtmcp=%s.%s.%s;ps=%s\a' "$s" "$__DTMCP_PID" "$seq" "$((__DTMCP_PF))" "$*" >&2
 }
 
 # Takes over PROMPT_COMMAND: whatever it holds (a string, or the array
@@ -147,7 +134,7 @@ __dtmcp_wrap() {
     local m='dtmcp=${__DTMCP_PID}.$((__DTMCP_KIND='
     # shellcheck disable=SC2016
     local p='++__DTMCP_SEQ)).$((__DTMCP_PF))'
-    local a="\[\${__DTMCP_D-}\e]133;A;${m}1,$p;host=\${__DTMCP_HOST};user=\${__DTMCP_USER}\a\]"
+    local a="\[\e]133;A;${m}1,$p;host=\${__DTMCP_HOST};user=\${__DTMCP_USER}\a\]"
     local s="\[\e]133;A;k=s;${m}5,$p\a\]"
     local b="\[\e]133;B;${m}2,$p;cols=\${COLUMNS-}\a\]"
     local c="\e]133;C;${m}3,__DTMCP_RAN=1,$p\a"
@@ -168,7 +155,6 @@ __dtmcp_wrap() {
 __dtmcp_hook() {
     local __dtmcp_s=$? __dtmcp_ps=("${PIPESTATUS[@]}") - __dtmcp_on=0
     set +eux
-    __DTMCP_D=
     if [[ ${__DTMCP_NONCE-} != "${__DTMCP_NONCE_SEEN-}" || -z ${__DTMCP_ON-} ]]; then __dtmcp_keys; fi
     if [[ ${__DTMCP_PID-} != "$$" ]]; then __dtmcp_start; fi
     # Markers only go to the session's own terminal: a shell on a pty of
