@@ -31,10 +31,7 @@ pub(crate) fn store_fetch(
 
 /// Writes the region's file again and says where it is.
 pub(crate) fn region_file_note(dir: &Path, r: &Region) -> String {
-    match store::write_region_file(dir, r) {
-        Ok(path) => written_note(&path),
-        Err(e) => format!("(its file could not be written: {e})\n"),
-    }
+    written_note(store::write_region_file(dir, r))
 }
 
 /// The most bytes of output a clipped reply copies, unasked, into the
@@ -54,26 +51,30 @@ pub(crate) fn clipped_region_note(dir: &Path, r: &Region, lines: (LineNo, LineNo
 }
 
 fn region_note_upto(dir: &Path, r: &Region, lines: (LineNo, LineNo), max: u64) -> String {
-    let written = store::region_bytes(dir, r).and_then(|span| match span.end - span.start {
-        n if n > max => Ok(Err(n)),
-        _ => store::write_region_span(dir, r, span).map(Ok),
-    });
-    match written {
-        Ok(Ok(path)) => written_note(&path),
-        Ok(Err(bytes)) => format!(
-            "the whole region is lines {}-{} of {} ({} MiB; read region={} also writes it to a file of its own)\n",
-            lines.0,
-            lines.1,
-            dir.join(store::files::TEXT).display(),
-            bytes.div_ceil(1 << 20),
-            r.id
-        ),
-        Err(e) => format!("(its file could not be written: {e})\n"),
+    let span = match store::region_bytes(dir, r) {
+        Ok(span) => span,
+        Err(e) => return written_note(Err(e)),
+    };
+    let bytes = span.end - span.start;
+    if bytes <= max {
+        return written_note(store::write_region_span(dir, r, span));
     }
+    format!(
+        "the whole region is lines {}-{} of {} ({} MiB; read region={} also writes it to a file of its own)\n",
+        lines.0,
+        lines.1,
+        dir.join(store::files::TEXT).display(),
+        bytes.div_ceil(1 << 20),
+        r.id
+    )
 }
 
-fn written_note(path: &Path) -> String {
-    format!("the whole region is also in {}\n", path.display())
+/// Where a region's file was written, or why it could not be.
+fn written_note(written: Result<std::path::PathBuf, store::StoreError>) -> String {
+    match written {
+        Ok(path) => format!("the whole region is also in {}\n", path.display()),
+        Err(e) => format!("(its file could not be written: {e})\n"),
+    }
 }
 
 /// The last line of the log that has text: the unfinished line if it has
