@@ -82,6 +82,41 @@ async fn a_clipped_reply_leads_with_the_errors_it_leaves_out() {
     assert_has!(r, "note: the middle of this output was left out");
 }
 
+/// The lines `summary.idx` of session directory `dir` notes, as text.
+fn noted_lines(dir: &std::path::Path) -> Vec<String> {
+    let idx = std::fs::read(dir.join("summary.idx")).expect("summary.idx");
+    assert_eq!(&idx[..8], b"dtmcpmk1", "its header");
+    let text = std::fs::read_to_string(dir.join("session.txt")).expect("session.txt");
+    let lines: Vec<&str> = text.lines().collect();
+    idx[16..]
+        .chunks_exact(16)
+        .map(|r| u64::from_le_bytes(r[..8].try_into().expect("8 bytes")))
+        .map(|n| lines[n as usize - 1].to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_logger_notes_the_lines_a_summary_needs_and_an_older_session_is_scanned() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.run("t1", NOISY).await;
+    assert_has!(r, "summary of lines");
+    let dir = w.session_dir("t1");
+    let noted = noted_lines(&dir);
+    assert!(noted.iter().any(|l| l == "a.c:2:49: error: y undeclared"), "{noted:?}");
+    assert!(noted.iter().any(|l| l == "make: *** [Makefile:5: a.o] Error 1"), "{noted:?}");
+    assert!(!noted.iter().any(|l| l.trim().parse::<u32>().is_ok()), "no plain line is noted: {noted:?}");
+    // A session whose lines a logger without the index cooked: the
+    // summary is found by reading them all.
+    for name in ["summary.idx", "tallies.idx"] {
+        std::fs::remove_file(dir.join(name)).expect("rm");
+    }
+    let r = s.run("t1", NOISY).await;
+    assert_has!(r, "summary of lines");
+    assert_has!(r, "a.c:2:49: error: y undeclared");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summaries_can_be_turned_off() {
     let w = World::new();

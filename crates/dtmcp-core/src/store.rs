@@ -23,6 +23,9 @@
 //! - `timing.idx`: when each stretch of `raw.log` arrived, where regions
 //!   start and end in it, and the pane's size over time (see
 //!   [`crate::cast::timing`]).
+//! - `summary.idx`, `tallies.idx`: the lines a summary of clipped output
+//!   looks at (failures, errors and their locations; result tallies), noted
+//!   as the lines are cooked (see [`marks`]).
 //! - `regions/NNNN.txt`: the output of a region (id zero-padded to four
 //!   digits), for the [`KEEP_REGION_FILES`] regions used most recently.
 //!
@@ -43,6 +46,8 @@ use serde::{Deserialize, Serialize};
 use crate::region::{LinePos, Region};
 use crate::types::{LineNo, RegionId};
 
+pub mod marks;
+
 /// File names inside a session directory.
 pub mod files {
     /// Every byte of output.
@@ -51,6 +56,10 @@ pub mod files {
     pub const TEXT: &str = "session.txt";
     /// Line end offsets.
     pub const INDEX: &str = "lines.idx";
+    /// Failure and error lines, and the locations after rustc errors.
+    pub const SUMMARY: &str = "summary.idx";
+    /// Result tally lines.
+    pub const TALLIES: &str = "tallies.idx";
     /// Region changes.
     pub const REGIONS: &str = "regions.jsonl";
     /// Session facts.
@@ -151,11 +160,12 @@ fn open_append(path: &Path) -> Result<File, StoreError> {
     OpenOptions::new().create(true).append(true).mode(0o600).open(path).map_err(io_err(path))
 }
 
-/// Appends cooked lines to `session.txt` and `lines.idx`.
+/// Appends cooked lines to `session.txt` and `lines.idx`, noting the
+/// lines a summary looks at in the summary index ([`marks`]).
 ///
 /// Lines collect in two buffers of its own, written out by [`flush`]
-/// (text first, then index) or when the text buffer fills up: one write
-/// per file for many lines. If a write fails (a full disk), [`reopen`]
+/// (the block's summary records, its text, then its index) or when the
+/// text buffer fills up: one write per file for many lines. If a write fails (a full disk), [`reopen`]
 /// drops what is buffered and cuts the files back to their last whole
 /// line, so the writer can go on after the disk has room again.
 ///
@@ -172,6 +182,9 @@ pub struct LineWriter {
     text_len: u64,
     /// Lines written, buffered or not.
     lines: u64,
+    /// Of those, the lines in `text_buf`.
+    buf_lines: u64,
+    marks: marks::MarkWriter,
     dir: PathBuf,
 }
 
@@ -184,16 +197,20 @@ impl LineWriter {
     pub fn open(dir: &Path) -> Result<LineWriter, StoreError> {
         let text_path = dir.join(files::TEXT);
         let index_path = dir.join(files::INDEX);
+        let (text, index) = (open_append(&text_path)?, open_append(&index_path)?);
+        let (lines, text_len) = LineReader::open(dir)?.extent()?;
         let mut w = LineWriter {
-            text: open_append(&text_path)?,
-            index: open_append(&index_path)?,
+            text,
+            index,
             text_buf: Vec::new(),
             index_buf: Vec::new(),
             text_len: 0,
             lines: 0,
+            buf_lines: 0,
+            marks: marks::MarkWriter::open(dir, lines)?,
             dir: dir.to_path_buf(),
         };
-        w.cut_back()?;
+        w.cut_to(lines, text_len)?;
         Ok(w)
     }
 
@@ -202,11 +219,13 @@ impl LineWriter {
     pub fn reopen(&mut self) -> Result<(), StoreError> {
         self.text_buf.clear();
         self.index_buf.clear();
-        self.cut_back()
+        self.buf_lines = 0;
+        let (lines, text_len) = LineReader::open(&self.dir)?.extent()?;
+        self.marks.cut_back(lines)?;
+        self.cut_to(lines, text_len)
     }
 
-    fn cut_back(&mut self) -> Result<(), StoreError> {
-        let (lines, text_len) = LineReader::open(&self.dir)?.extent()?;
+    fn cut_to(&mut self, lines: u64, text_len: u64) -> Result<(), StoreError> {
         self.text.set_len(text_len).map_err(io_err(&self.dir.join(files::TEXT)))?;
         self.index.set_len(lines * 8).map_err(io_err(&self.dir.join(files::INDEX)))?;
         self.lines = lines;
@@ -225,6 +244,7 @@ impl LineWriter {
         self.text_buf.push(b'\n');
         self.text_len += text.len() as u64 + 1;
         self.lines += 1;
+        self.buf_lines += 1;
         self.index_buf.extend_from_slice(&self.text_len.to_le_bytes());
         if self.text_buf.len() >= LINE_BUF {
             self.flush()?;
@@ -232,11 +252,15 @@ impl LineWriter {
         Ok(())
     }
 
-    /// Makes every pushed line visible to readers: text first, then index.
+    /// Makes every pushed line visible to readers: summary records first,
+    /// then text, then index.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         if self.text_buf.is_empty() && self.index_buf.is_empty() {
             return Ok(());
         }
+        self.marks.note(&self.text_buf, self.lines - self.buf_lines + 1);
+        self.buf_lines = 0;
+        self.marks.flush()?;
         self.text.write_all(&self.text_buf).map_err(io_err(&self.dir.join(files::TEXT)))?;
         self.text_buf.clear();
         self.index.write_all(&self.index_buf).map_err(io_err(&self.dir.join(files::INDEX)))?;
@@ -290,6 +314,19 @@ impl LineReader {
             None => Ok(0),
             Some(f) => Ok(f.metadata().map_err(|e| StoreError::Io { path: files::INDEX.into(), source: e })?.len() / 8),
         }
+    }
+
+    /// The text of line `line`, which must be in the index (read with no
+    /// look at the index's length).
+    pub fn one(&self, line: u64) -> Result<String, StoreError> {
+        let (start, end) = (self.end_of(line.saturating_sub(1))?, self.end_of(line)?);
+        let Some(text) = &self.text else { return Ok(String::new()) };
+        let mut buf = vec![0u8; end.saturating_sub(start) as usize];
+        text.read_exact_at(&mut buf, start).map_err(|e| StoreError::Io { path: files::TEXT.into(), source: e })?;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 
     /// The offset in `session.txt` just past line `line` (0 for line 0).

@@ -14,6 +14,12 @@
 //! finds the words every summary line holds ([`HINTS`]), and only the
 //! lines holding one, and the few after a rustc error, are classified.
 //! The result is the same as feeding every line; a test holds it so.
+//!
+//! The logger runs the same pass ([`mark_text`], with the [`Marker`] the
+//! summarizer classifies with) over every block of lines it stores and
+//! notes the lines found in the session's summary index
+//! ([`crate::store::marks`]). A summary then reads those lines alone:
+//! feeding only them, in order, gives what feeding every line would.
 
 use std::sync::LazyLock;
 
@@ -139,17 +145,55 @@ static TALLIES: LazyLock<RegexSet> = LazyLock::new(|| {
 /// How many lines after a rustc error its `-->` location may come.
 const LOCATION_WITHIN: u64 = 3;
 
+/// Tells, line by line, which lines a summary would look at and as what:
+/// the classifier with the one thing it carries from line to line (a
+/// rustc error whose location may follow). The summarizer uses it, and so
+/// does the logger as it cooks, to note those lines in the session's
+/// summary index ([`crate::store::marks`]).
+#[derive(Clone, Debug, Default)]
+pub struct Marker {
+    /// The line of the last rustc error, whose location may follow.
+    rust_error_at: Option<u64>,
+}
+
+impl Marker {
+    /// What line `number` is to a summary, if anything.
+    pub fn look(&mut self, number: u64, line: &str) -> Option<Kind> {
+        if let Some(kind) = classify(line) {
+            if line.starts_with("error") {
+                self.rust_error_at = Some(number);
+            }
+            return Some(kind);
+        }
+        if self.near(number) && line.trim_start().starts_with("--> ") {
+            self.rust_error_at = None;
+            return Some(Kind::Location);
+        }
+        None
+    }
+
+    /// Whether line `number` may still hold the last rustc error's location.
+    fn near(&self, number: u64) -> bool {
+        self.rust_error_at.is_some_and(|at| number <= at + LOCATION_WITHIN)
+    }
+}
+
 /// The summary being gathered from fed lines.
 #[derive(Clone, Debug, Default)]
 pub struct Summarizer {
+    marker: Marker,
+    picks: Picks,
+}
+
+/// The lines a summary keeps so far.
+#[derive(Clone, Debug, Default)]
+struct Picks {
     /// Kept failure and location lines, in order.
     picked: Vec<(u64, Kind, String)>,
     /// Kept tally lines, the last [`MAX_TALLIES`].
     tallies: Vec<(u64, String)>,
     /// Failure lines seen beyond [`MAX_PICKED`].
     more: u64,
-    /// The line of the last rustc error, whose location may follow.
-    rust_error_at: Option<u64>,
 }
 
 /// What a summary holds, in line order.
@@ -169,45 +213,55 @@ impl Summarizer {
 
     /// Looks at line `number`, keeping it if it is a summary line.
     pub fn feed(&mut self, number: u64, line: &str) {
-        if let Some(kind) = classify(line) {
-            match kind {
-                Kind::Tally => {
-                    if self.tallies.len() == MAX_TALLIES {
-                        self.tallies.remove(0);
-                    }
-                    self.tallies.push((number, cut(line)));
-                }
-                Kind::Failure | Kind::Location => self.pick(number, kind, line),
-            }
-            if line.starts_with("error") {
-                self.rust_error_at = Some(number);
-            }
-            return;
-        }
-        let near = self.rust_error_at.is_some_and(|at| number <= at + LOCATION_WITHIN);
-        if near && line.trim_start().starts_with("--> ") {
-            self.rust_error_at = None;
-            self.pick(number, Kind::Location, line);
+        if let Some(kind) = self.marker.look(number, line) {
+            self.picks.keep(number, kind, line);
         }
     }
 
-    fn pick(&mut self, number: u64, kind: Kind, line: &str) {
-        // A location belongs to its error: keep it whenever the error was kept.
-        let room = self.picked.len() < MAX_PICKED || (kind == Kind::Location && self.more == 0);
-        if room {
-            self.picked.push((number, kind, cut(line)));
-        } else if kind == Kind::Failure {
-            self.more += 1;
-        }
+    /// Whether no line fed from now on can be kept: the failures and
+    /// locations are full and a failure has been left out already (a
+    /// tally can still be kept). Later failures only add to the count.
+    pub fn full(&self) -> bool {
+        self.picks.picked.len() >= MAX_PICKED && self.picks.more > 0
+    }
+
+    /// Counts `n` failure lines that were left out unfed, once [`full`].
+    ///
+    /// [`full`]: Summarizer::full
+    pub fn count_more(&mut self, n: u64) {
+        self.picks.more += n;
     }
 
     /// The summary, failures and tallies merged in line order.
     pub fn finish(self) -> Summary {
-        let mut lines: Vec<(u64, String)> = self.picked.into_iter().map(|(n, _, t)| (n, t)).collect();
-        lines.extend(self.tallies);
+        let Picks { picked, tallies, more } = self.picks;
+        let mut lines: Vec<(u64, String)> = picked.into_iter().map(|(n, _, t)| (n, t)).collect();
+        lines.extend(tallies);
         lines.sort_by_key(|(n, _)| *n);
         lines.dedup_by_key(|(n, _)| *n);
-        Summary { lines, more: self.more }
+        Summary { lines, more }
+    }
+}
+
+impl Picks {
+    fn keep(&mut self, number: u64, kind: Kind, line: &str) {
+        match kind {
+            Kind::Tally => {
+                if self.tallies.len() == MAX_TALLIES {
+                    self.tallies.remove(0);
+                }
+                self.tallies.push((number, cut(line)));
+            }
+            Kind::Failure | Kind::Location => {
+                // A location belongs to its error: keep it whenever the error was kept.
+                let room = self.picked.len() < MAX_PICKED || (kind == Kind::Location && self.more == 0);
+                if room {
+                    self.picked.push((number, kind, cut(line)));
+                } else if kind == Kind::Failure {
+                    self.more += 1;
+                }
+            }
+        }
     }
 }
 
@@ -249,8 +303,28 @@ pub fn hinted(line: &str) -> bool {
 /// error (its location); what `s` gathers is what feeding every line
 /// would. Returns the number of the line after the last one in `text`.
 pub fn feed_text(s: &mut Summarizer, text: &[u8], first: u64) -> u64 {
+    let picks = &mut s.picks;
+    mark_text(&mut s.marker, text, first, |number, kind, line| picks.keep(number, kind, line))
+}
+
+/// Hands each line of `text` (numbered from `first`, as in [`feed_text`])
+/// that `marker` finds to be a summary line to `found`, with its kind,
+/// looking only at the lines holding a hint word and the few after a rustc
+/// error. Returns the number of the line after the last one in `text`.
+pub fn mark_text(marker: &mut Marker, text: &[u8], first: u64, mut found: impl FnMut(u64, Kind, &str)) -> u64 {
     let mut at = 0usize; // start of the line numbered `number`
     let mut number = first;
+    // A rustc error at the end of the last block may have its location
+    // at the start of this one.
+    while marker.near(number) && at < text.len() {
+        let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i);
+        let line = String::from_utf8_lossy(&text[at..end]);
+        if let Some(kind) = marker.look(number, &line) {
+            found(number, kind, &line);
+        }
+        at = (end + 1).min(text.len());
+        number += 1;
+    }
     while at < text.len() {
         let Some(hit) = HINTER.find(aho_corasick::Input::new(text).span(at..text.len())) else { break };
         let start = memchr::memrchr(b'\n', &text[at..hit.start()]).map_or(at, |i| at + i + 1);
@@ -260,11 +334,13 @@ pub fn feed_text(s: &mut Summarizer, text: &[u8], first: u64) -> u64 {
         // location.
         loop {
             let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i);
-            s.feed(number, &String::from_utf8_lossy(&text[at..end]));
+            let line = String::from_utf8_lossy(&text[at..end]);
+            if let Some(kind) = marker.look(number, &line) {
+                found(number, kind, &line);
+            }
             at = (end + 1).min(text.len());
             number += 1;
-            let near = s.rust_error_at.is_some_and(|e| number <= e + LOCATION_WITHIN);
-            if !near || at >= text.len() {
+            if !marker.near(number) || at >= text.len() {
                 break;
             }
         }
@@ -421,6 +497,18 @@ mod tests {
         }
         for text in ["", "\n", "a\nb", "error: x\n --> y\n", "x\nerror[E1]: a\n\n\n --> late\n", "FAIL: a\nFAIL: b"] {
             assert_eq!(by_text(text), by_lines(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_location_in_the_next_block_is_kept() {
+        let text = "x\nerror[E1]: a\n\n --> src/a.rs:1:2\nFAIL: t\n";
+        let ends: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+        for cut in ends {
+            let mut s = Summarizer::new();
+            let next = feed_text(&mut s, &text.as_bytes()[..cut], 1);
+            feed_text(&mut s, &text.as_bytes()[cut..], next);
+            assert_eq!(s.finish(), by_lines(text), "cut after byte {cut}");
         }
     }
 

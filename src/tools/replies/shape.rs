@@ -14,7 +14,7 @@ use crate::docent::summary;
 use crate::tools::ToolError;
 use crate::tools::replies::output;
 use dtmcp_core::search::{self, Page, Scope};
-use dtmcp_core::store::LineReader;
+use dtmcp_core::store::{LineReader, marks};
 use dtmcp_core::types::LineNo;
 
 /// The most `show` hits a reply lists.
@@ -180,13 +180,17 @@ impl Shape {
 
 /// The summary lines of `first..=last` (the part a clipped reply leaves
 /// out), rendered to lead the reply; empty when there are none or
-/// `DOCENT_TERMINAL_MCP_SUMMARY=0`. The text is read in blocks and only
-/// the lines holding a word a summary line needs are looked at (see
-/// [`summary::feed_text`]), so a huge output is never held whole and
-/// costs little more than reading it.
+/// `DOCENT_TERMINAL_MCP_SUMMARY=0`. The logger noted the lines a summary
+/// looks at as it cooked them ([`marks`]): only those are read, so the
+/// cost does not grow with the output. A session cooked by a logger that
+/// kept no such index is scanned instead, in blocks, looking only at the
+/// lines holding a word a summary line needs ([`summary::feed_text`]).
 pub fn summary(dir: &Path, first: LineNo, last: LineNo) -> Result<String, ToolError> {
     if !summary::enabled() || last < first {
         return Ok(String::new());
+    }
+    if let Some(s) = marks::summarize(dir, first, last)? {
+        return Ok(render_summary(&s, first, last));
     }
     let mut s = summary::Summarizer::new();
     LineReader::open(dir)?.scan(first, last, |number, block| {
