@@ -118,6 +118,23 @@ async fn the_logger_notes_the_lines_a_summary_needs_and_an_older_session_is_scan
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_logger_keeps_noting_summary_lines_where_the_last_one_stopped() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let dir = w.session_dir("t1");
+    s.run("t1", NOISY).await;
+    crate::support::kill_logger(&dir);
+    let r = s.run("t1", &NOISY.replace("y undeclared", "z undeclared")).await;
+    assert_has!(r, "a.c:2:49: error: z undeclared");
+    let noted = noted_lines(&dir);
+    let count = |l: &str| noted.iter().filter(|n| *n == l).count();
+    assert_eq!(count("a.c:2:49: error: y undeclared"), 1, "{noted:?}");
+    assert_eq!(count("a.c:2:49: error: z undeclared"), 1, "{noted:?}");
+    assert_eq!(count("make: *** [Makefile:5: a.o] Error 1"), 2, "{noted:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summaries_can_be_turned_off() {
     let w = World::new();
     let s = w.server_with(&[("DOCENT_TERMINAL_MCP_SUMMARY", "0")]).await;
