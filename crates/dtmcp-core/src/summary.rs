@@ -317,12 +317,7 @@ pub fn mark_text(marker: &mut Marker, text: &[u8], first: u64, mut found: impl F
     // A rustc error at the end of the last block may have its location
     // at the start of this one.
     while marker.near(number) && at < text.len() {
-        let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i);
-        let line = String::from_utf8_lossy(&text[at..end]);
-        if let Some(kind) = marker.look(number, &line) {
-            found(number, kind, &line);
-        }
-        at = (end + 1).min(text.len());
+        at = look_at(marker, text, at, number, &mut found);
         number += 1;
     }
     while at < text.len() {
@@ -333,12 +328,7 @@ pub fn mark_text(marker: &mut Marker, text: &[u8], first: u64, mut found: impl F
         // This line and, after a rustc error, the few that may hold its
         // location.
         loop {
-            let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i);
-            let line = String::from_utf8_lossy(&text[at..end]);
-            if let Some(kind) = marker.look(number, &line) {
-                found(number, kind, &line);
-            }
-            at = (end + 1).min(text.len());
+            at = look_at(marker, text, at, number, &mut found);
             number += 1;
             if !marker.near(number) || at >= text.len() {
                 break;
@@ -348,6 +338,18 @@ pub fn mark_text(marker: &mut Marker, text: &[u8], first: u64, mut found: impl F
     number
         + memchr::memchr_iter(b'\n', &text[at..]).count() as u64
         + u64::from(!text.ends_with(b"\n") && at < text.len())
+}
+
+/// Shows `marker` the line of `text` starting at `at` (numbered
+/// `number`), handing it to `found` if it is a summary line; returns where
+/// the next line starts.
+fn look_at(marker: &mut Marker, text: &[u8], at: usize, number: u64, found: &mut impl FnMut(u64, Kind, &str)) -> usize {
+    let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i);
+    let line = String::from_utf8_lossy(&text[at..end]);
+    if let Some(kind) = marker.look(number, &line) {
+        found(number, kind, &line);
+    }
+    (end + 1).min(text.len())
 }
 
 fn cut(line: &str) -> String {

@@ -183,13 +183,16 @@ impl Shape {
 /// `DOCENT_TERMINAL_MCP_SUMMARY=0`. The logger noted the lines a summary
 /// looks at as it cooked them ([`marks`]): only those are read, so the
 /// cost does not grow with the output. A session cooked by a logger that
-/// kept no such index is scanned instead, in blocks, looking only at the
-/// lines holding a word a summary line needs ([`summary::feed_text`]).
+/// kept no such index, or whose index cannot be read, is scanned instead,
+/// in blocks, looking only at the lines holding a word a summary line
+/// needs ([`summary::feed_text`]).
 pub fn summary(dir: &Path, first: LineNo, last: LineNo) -> Result<String, ToolError> {
     if !summary::enabled() || last < first {
         return Ok(String::new());
     }
-    if let Some(s) = marks::summarize(dir, first, last)? {
+    // An index that cannot be read (damaged, or cut short by a full disk)
+    // costs a scan, not the reply.
+    if let Ok(Some(s)) = marks::summarize(dir, first, last) {
         return Ok(render_summary(&s, first, last));
     }
     let mut s = summary::Summarizer::new();

@@ -262,7 +262,7 @@ pub fn summarize(dir: &Path, first: LineNo, last: LineNo) -> Result<Option<Summa
     }
     let before = failures.count_before(lo).map_err(at(files::SUMMARY))?;
     let through = failures.count_before(hi).map_err(at(files::SUMMARY))?;
-    sum.count_more((through - before).saturating_sub(fed));
+    sum.count_more(through.saturating_sub(before).saturating_sub(fed));
 
     // The last tallies of the range.
     let lo = tallies.lower_bound(first.0).map_err(at(files::TALLIES))?;
@@ -396,6 +396,20 @@ mod tests {
         let s = open_index(dir.path(), files::SUMMARY).expect("open").expect("index");
         let idx = Index { file: &s.file, records: s.records };
         assert_eq!(idx.record(s.records - 1).expect("record").count, 3);
+    }
+
+    #[test]
+    fn a_record_past_the_text_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("tmp");
+        write(dir.path(), &["FAIL: a", "plain"], 1);
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(files::SUMMARY)).expect("open");
+        f.write_all(&2u64.to_le_bytes()).and_then(|()| f.write_all(&(2u64 << 2 | 1).to_le_bytes())).expect("write");
+        f.write_all(&9u64.to_le_bytes()).and_then(|()| f.write_all(&(3u64 << 2 | 1).to_le_bytes())).expect("write");
+        // Line 2 is plain, which a summary of it then leaves out; line 9
+        // does not exist.
+        let got = summarize(dir.path(), LineNo(1), LineNo(2)).expect("summarize").expect("covered");
+        assert_eq!(got.lines, [(1, "FAIL: a".to_string())]);
+        assert!(summarize(dir.path(), LineNo(1), LineNo(9)).is_err());
     }
 
     #[test]
