@@ -143,7 +143,7 @@ static TALLIES: LazyLock<RegexSet> = LazyLock::new(|| {
 });
 
 /// How many lines after a rustc error its `-->` location may come.
-const LOCATION_WITHIN: u64 = 3;
+pub const LOCATION_WITHIN: u64 = 3;
 
 /// Tells, line by line, which lines a summary would look at and as what:
 /// the classifier with the one thing it carries from line to line (a

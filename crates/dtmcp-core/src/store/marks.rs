@@ -54,6 +54,7 @@ pub(super) struct MarkWriter {
     summary: IndexFile,
     tallies: IndexFile,
     marker: Marker,
+    dir: PathBuf,
 }
 
 #[derive(Debug)]
@@ -74,17 +75,25 @@ impl MarkWriter {
             let path = dir.join(name);
             Ok(IndexFile { file: open_append(&path)?, path, buf: Vec::new(), counted: 0 })
         };
-        let mut w =
-            MarkWriter { summary: open(files::SUMMARY)?, tallies: open(files::TALLIES)?, marker: Marker::default() };
+        let (summary, tallies) = (open(files::SUMMARY)?, open(files::TALLIES)?);
+        let mut w = MarkWriter { summary, tallies, marker: Marker::default(), dir: dir.to_path_buf() };
         w.cut_back(lines)?;
         Ok(w)
     }
 
-    /// Drops buffered records and those past line `lines` on disk.
+    /// Drops buffered records and those past line `lines` on disk, and
+    /// shows the classifier the last lines kept again: a rustc error among
+    /// them still claims the location that may come next, as it would have
+    /// in a writer that never stopped.
     pub(super) fn cut_back(&mut self, lines: u64) -> Result<(), StoreError> {
-        self.marker = Marker::default();
         self.summary.cut_back(lines)?;
-        self.tallies.cut_back(lines)
+        self.tallies.cut_back(lines)?;
+        self.marker = Marker::default();
+        let text = LineReader::open(&self.dir)?;
+        for n in lines.saturating_sub(summary::LOCATION_WITHIN - 1).max(1)..=lines {
+            self.marker.look(n, &text.one(n)?);
+        }
+        Ok(())
     }
 
     /// Notes the summary lines of `text`, whole lines numbered from `first`.
@@ -410,6 +419,18 @@ mod tests {
         let got = summarize(dir.path(), LineNo(1), LineNo(2)).expect("summarize").expect("covered");
         assert_eq!(got.lines, [(1, "FAIL: a".to_string())]);
         assert!(summarize(dir.path(), LineNo(1), LineNo(9)).is_err());
+    }
+
+    #[test]
+    fn a_location_after_a_restart_still_follows_its_error() {
+        let dir = tempfile::tempdir().expect("tmp");
+        write(dir.path(), &["plain", "error[E0308]: mismatched types"], 1);
+        // A writer started again (a restarted logger) between the error and
+        // its location.
+        write(dir.path(), &["  |", " --> src/lib.rs:2:48"], 1);
+        let got = summarize(dir.path(), LineNo(1), LineNo(4)).expect("summarize").expect("covered");
+        assert_eq!(got, scanned(dir.path(), 1, 4));
+        assert_eq!(got.lines.len(), 2, "{got:?}");
     }
 
     #[test]
