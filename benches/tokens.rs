@@ -17,6 +17,9 @@ use dtmcp::mcp_client::McpChild;
 use regex::Regex;
 use serde_json::{Value, json};
 
+#[path = "shared/cleanup.rs"]
+mod cleanup;
+
 /// The largest reply a client should ever get, in characters.
 const MAX_REPLY: usize = 20_000;
 /// Outputs above this size must shrink to under [`BIG_RATIO`] of it.
@@ -35,13 +38,20 @@ struct Row {
 fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let tmp = tempfile::Builder::new().prefix("dtmcp-tokens-").tempdir()?;
-    let fixtures = prepare(tmp.path())?;
+    let measured = measure(&rt, tmp.path());
+    cleanup::remove_when_let_go(tmp);
+    report(&measured?);
+    Ok(())
+}
+
+/// Every scenario, with summaries on and then off.
+fn measure(rt: &tokio::runtime::Runtime, tmp: &Path) -> anyhow::Result<Vec<Row>> {
+    let fixtures = prepare(tmp)?;
     let mut rows = Vec::new();
     for summary in ["1", "0"] {
-        rows.extend(rt.block_on(scenarios(tmp.path(), &fixtures, summary))?);
+        rows.extend(rt.block_on(scenarios(tmp, &fixtures, summary))?);
     }
-    report(&rows);
-    Ok(())
+    Ok(rows)
 }
 
 /// What the scenarios need on disk, made before any server starts.

@@ -38,6 +38,8 @@
 //! HTTP/1.1 kept alive over the server's Unix socket), so the client's own
 //! cost stays near a tenth of a millisecond.
 
+#[path = "../shared/cleanup.rs"]
+mod cleanup;
 mod clients;
 mod floor;
 // Shared with the ingest bench, which uses the helpers this one does not.
@@ -89,7 +91,7 @@ fn main() -> anyhow::Result<()> {
         let n = value("--sessions").and_then(|n| n.parse().ok()).unwrap_or(1);
         let result = rt.block_on(profile_loop(&world, &how, n));
         dtmcp::tmux::kill_server_now(&world.socket);
-        remove_when_let_go(tmp);
+        cleanup::remove_when_let_go(tmp);
         return result;
     }
     let asked = ingest_rows::Asked::from_args(&args);
@@ -102,7 +104,7 @@ fn main() -> anyhow::Result<()> {
         Ok(_) => rt.block_on(ingest_rows::measure(&asked, tmp.path(), Path::new(&exe()))),
         Err(_) => Ok(None),
     };
-    remove_when_let_go(tmp);
+    cleanup::remove_when_let_go(tmp);
     let table = result?;
     let ingested = ingested?;
     let mut missed = if asked.only { Vec::new() } else { table.print(&levels) };
@@ -116,27 +118,6 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
     Ok(())
-}
-
-/// Removes the bench's directory. A logger or shell still ending after
-/// its tmux server went writes its last files (a checkpoint, the history)
-/// there, and a removal that meets a file made under its feet fails and
-/// leaves megabytes behind; it is tried again until it goes through, for
-/// five seconds at most.
-fn remove_when_let_go(tmp: tempfile::TempDir) {
-    let path = tmp.path().to_path_buf();
-    let mut removed = tmp.close();
-    let started = Instant::now();
-    while removed.is_err() && started.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(100));
-        removed = match std::fs::remove_dir_all(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            other => other,
-        };
-    }
-    if let Err(e) = removed {
-        eprintln!("could not remove {}: {e}", path.display());
-    }
 }
 
 /// For a profiler, 20 s of `how`: `run true` over `stdio` or `http` in
