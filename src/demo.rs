@@ -123,9 +123,36 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     if result.is_err() || !opts.keep {
         // Only the demo's own tmux server, by its private socket.
         crate::tmux::kill_server_now(&socket);
-        let _ = std::fs::remove_dir_all(&tmp);
+        remove_when_loggers_left(&tmp);
     }
     result
+}
+
+/// Removes the demo's directory once the pane loggers that wrote into it
+/// are gone. A logger still ending when its logs vanish puts the session's
+/// directory back to say so (that is how a person who deletes a live
+/// session's logs learns it), which would leave it behind in `/tmp`. Waits
+/// five seconds at most.
+fn remove_when_loggers_left(tmp: &Path) {
+    let sessions = tmp.join("state").join("sessions");
+    let pids: Vec<i32> = std::fs::read_dir(&sessions)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join(dtmcp_core::store::files::PID)).ok())
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    let alive = |pid: i32| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        memchr::memmem::find(&cmdline, sessions.as_os_str().as_encoded_bytes()).is_some()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while std::fs::remove_dir_all(tmp).is_err() && tmp.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 async fn narrate(tmp: &Path, socket: &str, opts: Options) -> anyhow::Result<()> {

@@ -19,6 +19,12 @@ async fn the_demo_runs_every_step_and_exits_zero() {
     assert_eq!(out.matches(" (error)").count(), 1, "only the step meant to be refused was:\n{out}");
     assert_has!(out, "hello from Linux");
     assert_has!(out, "done sleeping");
+    // Its directory is gone, and stays gone once its loggers have ended.
+    let home = out.split_once("state home: ").and_then(|(_, rest)| rest.split_once(" (")).expect("the state home").0;
+    let dir = Path::new(home).parent().expect("the demo's directory");
+    assert!(dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("dtmcp-demo-")), "{}", dir.display());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!dir.exists(), "the demo left {} behind", dir.display());
 }
 
 /// The server binary alone in a directory of its own, as a build that made
