@@ -7,7 +7,9 @@
 //! default; targets are judged only at that size or above, since a smaller
 //! run weighs the reply's fixed cost more), `--ingest-rounds R` the rounds
 //! (5), `--ingest-lines 0` leaves the rows out and `--ingest-only` runs
-//! nothing else.
+//! nothing else. A few rounds with a tenth of the lines follow, and the
+//! router's CPU for them is printed beside the full size's: the reply's
+//! cost must not grow with the output (no target; it shows the flatness).
 
 use super::ingest::{self, Turns};
 
@@ -42,24 +44,38 @@ impl Asked {
     }
 }
 
+/// The ingest's rounds, and a few more of a tenth of the lines: the
+/// router's work for the reply must not grow with the output.
+pub(crate) struct Measured {
+    full: Turns,
+    tenth: Turns,
+}
+
+/// Rounds of the tenth-size ingest.
+const TENTH_ROUNDS: usize = 3;
+
 /// Runs the rounds in `tmp` against router `exe`; `None` when not asked.
-pub(crate) async fn measure(asked: &Asked, tmp: &Path, exe: &Path) -> anyhow::Result<Option<Turns>> {
+pub(crate) async fn measure(asked: &Asked, tmp: &Path, exe: &Path) -> anyhow::Result<Option<Measured>> {
     if asked.lines == 0 {
         return Ok(None);
     }
     eprintln!("ingest: {} lines, {} rounds of the tmux floor and a run over MCP…", asked.lines, asked.rounds);
-    let dir = tmp.join("ingest");
-    std::fs::create_dir_all(&dir)?;
-    let plan = ingest::Plan { exe, tmp: &dir, lines: asked.lines, rounds: asked.rounds };
-    let turns = ingest::measure(&plan).await?;
+    let full = ingest_in(&tmp.join("ingest"), exe, asked.lines, asked.rounds).await?;
+    let tenth = ingest_in(&tmp.join("ingest-tenth"), exe, (asked.lines / 10).max(1), TENTH_ROUNDS).await?;
+    Ok(Some(Measured { full, tenth }))
+}
+
+async fn ingest_in(dir: &Path, exe: &Path, lines: u64, rounds: usize) -> anyhow::Result<Turns> {
+    std::fs::create_dir_all(dir)?;
+    let turns = ingest::measure(&ingest::Plan { exe, tmp: dir, lines, rounds }).await;
     // 33 MB per round of session text and region files go now.
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(Some(turns))
+    let _ = std::fs::remove_dir_all(dir);
+    turns
 }
 
 /// Prints the rows; returns the targets measured and missed.
-pub(crate) fn print(turns: Option<&Turns>, asked: &Asked, exe: &Path) -> Vec<String> {
-    let Some(t) = turns else { return Vec::new() };
+pub(crate) fn print(measured: Option<&Measured>, asked: &Asked, exe: &Path) -> Vec<String> {
+    let Some(Measured { full: t, tenth }) = measured else { return Vec::new() };
     let ms = |v: &[Duration]| ingest::median(&ingest::secs(v)).unwrap_or(f64::NAN) * 1e3;
     println!(
         "\ningest of `cat` of {} lines ({:.1} MB), {} rounds in turns (median of the rounds):",
@@ -73,6 +89,10 @@ pub(crate) fn print(turns: Option<&Turns>, asked: &Asked, exe: &Path) -> Vec<Str
     let made: Vec<Duration> = t.ours.iter().zip(&t.logged).map(|(o, l)| o.saturating_sub(*l)).collect();
     println!("    and the reply's making after it                            {:>9.0} ms", ms(&made));
     println!("  router CPU per call                                          {:>9.1} ms", ms(&t.router_cpu));
+    println!(
+        "    (with a tenth of the lines: {:.1} ms; flat, as the reply reads only what it shows)",
+        ms(&tenth.router_cpu)
+    );
     println!("  logger CPU per call                                          {:>9.0} ms", ms(&t.logger_cpu));
     println!(
         "  tmux CPU per call, ours / the floor's                        {:>4.0}/{:.0} ms",
@@ -104,7 +124,7 @@ pub(crate) fn print(turns: Option<&Turns>, asked: &Asked, exe: &Path) -> Vec<Str
     println!("    ({})", ingest::spread(&cpu));
     let peak = (t.router_kb > 0 && t.logger_kb > 0).then(|| (t.router_kb + t.logger_kb) as f64);
     verdict("peak RSS router + logger, that session read and searched", peak, PEAK_LIMIT_KB, (0, " kB"));
-    if !t.complete {
+    if !t.complete || !tenth.complete {
         missed.push("the ingest was incomplete: a reply without `exit 0`, or lines missing".to_string());
         println!("  (INCOMPLETE: a reply without `exit 0`, or lines missing from session.txt)");
     }
