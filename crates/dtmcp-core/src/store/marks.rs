@@ -348,6 +348,28 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn a_writer_started_again_anywhere_keeps_the_index_a_scan_agrees_with(
+            picks in proptest::collection::vec(0usize..POOL.len(), 1..200),
+            restarts in proptest::collection::vec(1usize..200, 0..4),
+        ) {
+            let dir = tempfile::tempdir().expect("tmp");
+            let lines: Vec<&str> = picks.iter().map(|&i| POOL[i]).collect();
+            let mut cuts: Vec<usize> = restarts.into_iter().filter(|&c| c < lines.len()).collect();
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([lines.len()]) {
+                write(dir.path(), &lines[from..cut], 7);
+                from = cut;
+            }
+            let n = lines.len() as u64;
+            let got = summarize(dir.path(), LineNo(1), LineNo(n)).expect("summarize");
+            proptest::prop_assert_eq!(got, Some(scanned(dir.path(), 1, n)));
+        }
+    }
+
     #[test]
     fn a_hundred_thousand_failures_are_counted_without_being_read() {
         let dir = tempfile::tempdir().expect("tmp");
