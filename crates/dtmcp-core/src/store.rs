@@ -165,9 +165,10 @@ fn open_append(path: &Path) -> Result<File, StoreError> {
 ///
 /// Lines collect in two buffers of its own, written out by [`flush`]
 /// (the block's summary records, its text, then its index) or when the
-/// text buffer fills up: one write per file for many lines. If a write fails (a full disk), [`reopen`]
-/// drops what is buffered and cuts the files back to their last whole
-/// line, so the writer can go on after the disk has room again.
+/// text buffer fills up: one write per file for many lines. If a write
+/// fails (a full disk), [`reopen`] drops what is buffered and cuts the
+/// files back to their last whole line, so the writer can go on after the
+/// disk has room again.
 ///
 /// [`flush`]: LineWriter::flush
 /// [`reopen`]: LineWriter::reopen
@@ -198,7 +199,8 @@ impl LineWriter {
         let text_path = dir.join(files::TEXT);
         let index_path = dir.join(files::INDEX);
         let (text, index) = (open_append(&text_path)?, open_append(&index_path)?);
-        let (lines, text_len) = LineReader::open(dir)?.extent()?;
+        let reader = LineReader::open(dir)?;
+        let (lines, text_len) = reader.extent()?;
         let mut w = LineWriter {
             text,
             index,
@@ -207,7 +209,7 @@ impl LineWriter {
             text_len: 0,
             lines: 0,
             buf_lines: 0,
-            marks: marks::MarkWriter::open(dir, lines)?,
+            marks: marks::MarkWriter::open(dir, &reader, lines)?,
             dir: dir.to_path_buf(),
         };
         w.cut_to(lines, text_len)?;
@@ -220,8 +222,9 @@ impl LineWriter {
         self.text_buf.clear();
         self.index_buf.clear();
         self.buf_lines = 0;
-        let (lines, text_len) = LineReader::open(&self.dir)?.extent()?;
-        self.marks.cut_back(lines)?;
+        let reader = LineReader::open(&self.dir)?;
+        let (lines, text_len) = reader.extent()?;
+        self.marks.cut_back(&reader, lines)?;
         self.cut_to(lines, text_len)
     }
 
@@ -319,10 +322,7 @@ impl LineReader {
     /// The text of line `line`, which must be in the index (read with no
     /// look at the index's length).
     pub fn one(&self, line: u64) -> Result<String, StoreError> {
-        let (start, end) = (self.end_of(line.saturating_sub(1))?, self.end_of(line)?);
-        let Some(text) = &self.text else { return Ok(String::new()) };
-        let mut buf = vec![0u8; end.saturating_sub(start) as usize];
-        text.read_exact_at(&mut buf, start).map_err(|e| StoreError::Io { path: files::TEXT.into(), source: e })?;
+        let mut buf = self.text_between(self.end_of(line.saturating_sub(1))?, self.end_of(line)?)?;
         if buf.last() == Some(&b'\n') {
             buf.pop();
         }
@@ -386,13 +386,17 @@ impl LineReader {
         if first >= last {
             return Ok(Vec::new());
         }
-        let start = self.end_of(first - 1)?;
-        let end = self.end_of(last - 1)?;
+        let buf = self.text_between(self.end_of(first - 1)?, self.end_of(last - 1)?)?;
+        let body = String::from_utf8_lossy(&buf);
+        Ok(body.split_terminator('\n').map(str::to_string).collect())
+    }
+
+    /// Bytes `start..end` of `session.txt` (none when there is no text).
+    fn text_between(&self, start: u64, end: u64) -> Result<Vec<u8>, StoreError> {
         let Some(text) = &self.text else { return Ok(Vec::new()) };
         let mut buf = vec![0u8; end.saturating_sub(start) as usize];
         text.read_exact_at(&mut buf, start).map_err(|e| StoreError::Io { path: files::TEXT.into(), source: e })?;
-        let body = String::from_utf8_lossy(&buf);
-        Ok(body.split_terminator('\n').map(str::to_string).collect())
+        Ok(buf)
     }
 }
 

@@ -78,9 +78,9 @@ pub fn walk_all(roots: &[u32]) -> Vec<Result<Tree, String>> {
 /// own (zsh's `ztcp -l` aside, which this does not see). Two small reads
 /// through one descriptor of its directory (its `comm`, taken in one call
 /// since it ends at its newline, and its `children` file, complete since
-/// the shells named are single-threaded),
-/// so a reply at a quiet prompt skips the whole look; `false` whenever it
-/// cannot tell (no `children` files on this kernel, a process gone).
+/// the shells named are single-threaded), so a reply at a quiet prompt
+/// skips the whole look; `false` whenever it cannot tell (no `children`
+/// files on this kernel, a process gone).
 pub fn lone_shell(root: u32) -> bool {
     let Some(dir) = super::ProcDir::open(root) else { return false };
     let Some(comm) = dir.read("comm", Some(b'\n')) else { return false };

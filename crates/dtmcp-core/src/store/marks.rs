@@ -40,7 +40,7 @@ const HEADER: u64 = 16;
 const CHUNK: u64 = 64;
 
 /// The two low bits of a record's tag.
-pub fn code(kind: Kind) -> u64 {
+fn code(kind: Kind) -> u64 {
     match kind {
         Kind::Failure => 1,
         Kind::Location => 2,
@@ -54,7 +54,6 @@ pub(super) struct MarkWriter {
     summary: IndexFile,
     tallies: IndexFile,
     marker: Marker,
-    dir: PathBuf,
 }
 
 #[derive(Debug)]
@@ -70,14 +69,14 @@ impl MarkWriter {
     /// Opens both files of `dir`, keeping only the records of its first
     /// `lines` lines; a missing or unreadable file starts over, covering
     /// the lines after those.
-    pub(super) fn open(dir: &Path, lines: u64) -> Result<MarkWriter, StoreError> {
+    pub(super) fn open(dir: &Path, text: &LineReader, lines: u64) -> Result<MarkWriter, StoreError> {
         let open = |name: &str| -> Result<IndexFile, StoreError> {
             let path = dir.join(name);
             Ok(IndexFile { file: open_append(&path)?, path, buf: Vec::new(), counted: 0 })
         };
         let (summary, tallies) = (open(files::SUMMARY)?, open(files::TALLIES)?);
-        let mut w = MarkWriter { summary, tallies, marker: Marker::default(), dir: dir.to_path_buf() };
-        w.cut_back(lines)?;
+        let mut w = MarkWriter { summary, tallies, marker: Marker::default() };
+        w.cut_back(text, lines)?;
         Ok(w)
     }
 
@@ -85,11 +84,10 @@ impl MarkWriter {
     /// shows the classifier the last lines kept again: a rustc error among
     /// them still claims the location that may come next, as it would have
     /// in a writer that never stopped.
-    pub(super) fn cut_back(&mut self, lines: u64) -> Result<(), StoreError> {
+    pub(super) fn cut_back(&mut self, text: &LineReader, lines: u64) -> Result<(), StoreError> {
         self.summary.cut_back(lines)?;
         self.tallies.cut_back(lines)?;
         self.marker = Marker::default();
-        let text = LineReader::open(&self.dir)?;
         for n in lines.saturating_sub(summary::LOCATION_WITHIN - 1).max(1)..=lines {
             self.marker.look(n, &text.one(n)?);
         }
