@@ -281,10 +281,15 @@ async fn session_list_and_split_panes_use_their_sessions_placeholders() {
     s.run("p1", &format!("echo {gh}")).await;
     let out = s.run("p1", &format!("echo {gh2}")).await;
     assert_has!(out, "‹secret:github-token:2›");
-    // The list quotes the last command with the session's own number.
-    let list = s.ok("session_list", json!({})).await;
+    // The list quotes the last command with the session's own number, and
+    // counts what it hid like any reply.
+    let listed = s.call("session_list", json!({})).await;
+    let list = listed.text;
     assert_clean(&list, &[&gh, &gh2]);
     assert_has!(list, "echo ‹secret:github-token:2›");
+    assert_has!(list, "[redacted 1 secret: ");
+    let facts = listed.structured.expect("structuredContent");
+    assert_eq!(facts["redactions"], json!(1), "{facts}");
 
     // A pane split from p1 keeps p1's placeholders and learns its own
     // environment.

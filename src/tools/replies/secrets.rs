@@ -145,23 +145,29 @@ impl Secrets {
         self.tables.with_table(&dir.join(TABLE_FILE), |table| redact::redact_lines(lines, &self.known, table))
     }
 
-    /// Each of `texts` redacted alone for the session in `dir`, in place,
-    /// with one look at its table. They are first read as one text: when
-    /// that holds no secret (most often), none of them does, and each is
-    /// read alone only when it does.
-    pub fn redact_each(&self, dir: &Path, texts: &mut [&mut String]) {
-        if texts.is_empty() || !self.applies(dir) {
-            return;
+    /// A text and the facts that repeat it (a row of a list), each
+    /// redacted alone for the session in `dir`, in place, with one look at
+    /// its table; what was hidden in `text`. The facts' findings are not
+    /// counted, as in [`Secrets::redact_reply`]. All are first read as one
+    /// text: when that holds no secret (most often), none of them does,
+    /// and each is read alone only when it does.
+    pub fn redact_row(&self, dir: &Path, text: &mut String, facts: &mut [&mut String]) -> Counts {
+        if !self.applies(dir) {
+            return Counts::default();
         }
         self.tables.with_table(&dir.join(TABLE_FILE), |table| {
-            let joined = texts.iter().map(|t| t.as_str()).collect::<Vec<_>>().join("\n");
+            let all = std::iter::once(text.as_str()).chain(facts.iter().map(|f| f.as_str()));
+            let joined = all.collect::<Vec<_>>().join("\n");
             if redact::redact(&joined, &self.known, table).0 == joined {
-                return;
+                return Counts::default();
             }
-            for text in texts.iter_mut() {
-                **text = redact::redact(text, &self.known, table).0;
+            let (hidden, counts) = redact::redact(text, &self.known, table);
+            *text = hidden;
+            for fact in facts.iter_mut() {
+                **fact = redact::redact(fact, &self.known, table).0;
             }
-        });
+            counts
+        })
     }
 
     /// `input` with the placeholders of the session in `dir` replaced by

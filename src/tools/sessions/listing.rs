@@ -78,9 +78,12 @@ impl Terminal {
             // Each session's lines and row with its own placeholders: the
             // pass over the whole reply knows the server's secrets only.
             let mut row = Value::Object(row);
-            let mut texts = vec![&mut entry];
-            texts_of(&mut row, &mut texts);
-            self.inner.secrets.redact_each(dir, &mut texts);
+            let mut facts = Vec::new();
+            texts_of(&mut row, &mut facts);
+            let counts = self.inner.secrets.redact_row(dir, &mut entry, &mut facts);
+            // Counted in the reply's note and `redactions`: the pass over
+            // the whole reply finds none of them again.
+            crate::tools::replies::secrets::hidden_early(&counts);
             reply.push_str(&entry);
             rows.push(row);
         }
