@@ -125,7 +125,7 @@ async fn one_session(
         "attach": sessions.attach_command(&pane.tmux_session),
         "agents_typed_ms": terminal.journal().agents_typed_ms(name),
         "started_by": terminal.journal().creator_of(name),
-        "pinned": sessions.pinned(pane.pane_id.as_str()).await,
+        "pinned": pane.window_pinned,
         "place": Value::Null,
     });
     let seen = terminal.seen(pane).await;

@@ -327,23 +327,6 @@ impl Sessions {
         let mut f = shown.split_whitespace().map(|n| n.parse().unwrap_or(0));
         Ok((f.next().unwrap_or(0), f.next().unwrap_or(0)))
     }
-
-    /// Whether session `name`'s window keeps its size whatever clients
-    /// attach (`window-size` is manual for it).
-    pub async fn pinned(&self, pane: &str) -> bool {
-        self.tmux.display(pane, "#{window-size}").await.is_ok_and(|v| v.trim() == "manual")
-    }
-
-    /// The windows whose size is pinned, in one listing (for replies
-    /// that show many sessions; [`Sessions::pinned`] asks for one pane).
-    pub async fn pinned_windows(&self) -> std::collections::HashSet<String> {
-        let listed = self.tmux.run(&["list-windows", "-a", "-F", "#{window_id} #{window-size}"]).await;
-        listed
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split_once(' ').filter(|(_, size)| size.trim() == "manual").map(|(id, _)| id.to_string()))
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -367,6 +350,7 @@ mod tests {
             pane_active: true,
             window_id: "@0".into(),
             session_attached: 0,
+            window_pinned: false,
             dtmcp_name: name.into(),
         }
     }

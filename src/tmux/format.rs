@@ -35,13 +35,13 @@ macro_rules! fixed_fields {
         concat!(
             "#{pane_id}\x1f#{session_name}\x1f#{window_index}\x1f#{pane_index}\x1f",
             "#{pane_pid}\x1f#{pane_tty}\x1f#{pane_dead}\x1f#{pane_width}\x1f#{pane_height}\x1f",
-            "#{pane_active}\x1f#{window_id}\x1f#{session_attached}\x1f",
+            "#{pane_active}\x1f#{window_id}\x1f#{session_attached}\x1f#{window-size}\x1f",
         )
     };
 }
 
 /// How many fields come before the free ones.
-const FIXED_FIELDS: usize = 12;
+const FIXED_FIELDS: usize = 13;
 
 /// The word that, after [`SEP`], ends each free field: 16 hex digits from
 /// `/dev/urandom`, the same for the life of the process.
@@ -136,6 +136,10 @@ pub struct PaneInfo {
     pub window_id: String,
     /// How many clients are attached to its tmux session.
     pub session_attached: u32,
+    /// Whether its window keeps its size whatever clients attach (the
+    /// window option `window-size` is `manual`): read with the rest, so
+    /// that a listing needs no second scan of the windows.
+    pub window_pinned: bool,
     /// The session name we gave the pane (the pane option `@dtmcp_name`,
     /// which anyone may set to anything: check it with
     /// [`crate::session::validate_name`]); empty for a pane we did not name.
@@ -225,6 +229,7 @@ fn pane_from(fixed: &[&str; FIXED_FIELDS], [name, command, path]: [&str; 3]) -> 
         pane_active: flag(fixed[9], "pane active")?,
         window_id: fixed[10].to_string(),
         session_attached: number(fixed[11], "attached clients")?,
+        window_pinned: fixed[12] == "manual",
         dtmcp_name: name.to_string(),
     })
 }
@@ -255,24 +260,24 @@ mod tests {
 
     /// The hidden session's pane (no command or path asked for), a live
     /// pane, a dead pane kept by `remain-on-exit` (no path), and a pane in
-    /// a session named `é€ x` whose directory is `/tmp/dtx-x<newline>y<US>z`
+    /// a pinned window of a session named `é€ x` whose directory is `/tmp/dtx-x<newline>y<US>z`
     /// and whose `@dtmcp_name` someone set to `a<US>b<newline>c`.
     fn listed() -> String {
         [
             record(
-                "%3\x1f__dtmcp_ctl\x1f0\x1f0\x1f6980\x1f/dev/pts/2\x1f0\x1f80\x1f24\x1f1\x1f@2\x1f0\x1f",
+                "%3\x1f__dtmcp_ctl\x1f0\x1f0\x1f6980\x1f/dev/pts/2\x1f0\x1f80\x1f24\x1f1\x1f@2\x1f0\x1flatest\x1f",
                 ["", "", ""],
             ),
             record(
-                "%0\x1ft1\x1f0\x1f0\x1f6947\x1f/dev/pts/0\x1f0\x1f100\x1f7\x1f1\x1f@0\x1f0\x1f",
+                "%0\x1ft1\x1f0\x1f0\x1f6947\x1f/dev/pts/0\x1f0\x1f100\x1f7\x1f1\x1f@0\x1f0\x1flatest\x1f",
                 ["t1", "sleep", "/tmp"],
             ),
             record(
-                "%1\x1ft1\x1f0\x1f1\x1f6954\x1f/dev/pts/1\x1f1\x1f100\x1f7\x1f0\x1f@0\x1f0\x1f",
+                "%1\x1ft1\x1f0\x1f1\x1f6954\x1f/dev/pts/1\x1f1\x1f100\x1f7\x1f0\x1f@0\x1f0\x1flatest\x1f",
                 ["t1+1", "true", ""],
             ),
             record(
-                "%2\x1fé€ x\x1f0\x1f0\x1f6975\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@1\x1f0\x1f",
+                "%2\x1fé€ x\x1f0\x1f0\x1f6975\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@1\x1f0\x1fmanual\x1f",
                 ["a\x1fb\nc", "sleep", "/tmp/dtx-x\ny\x1fz"],
             ),
         ]
@@ -296,6 +301,7 @@ mod tests {
             pane_active: true,
             window_id: "@0".to_string(),
             session_attached: 0,
+            window_pinned: false,
             dtmcp_name: session.to_string(),
         }
     }
@@ -324,6 +330,7 @@ mod tests {
             window_id: "@1".into(),
             pane_tty: "/dev/pts/1".into(),
             dtmcp_name: "a\x1fb\nc".into(),
+            window_pinned: true,
             ..pane("%2", "é€ x", 0, 6975, "sleep", "/tmp/dtx-x\ny\x1fz")
         };
         assert_eq!(parse_panes(&listed()), Ok(vec![hidden, live, dead, odd]));
@@ -362,10 +369,10 @@ mod tests {
 
     #[test]
     fn separator_and_newline_inside_the_free_fields_are_kept() {
-        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1flatest\x1f";
         // A value that looks like the end of a field and a next record,
         // without the word, is only a value.
-        let sly = "/x\x1f\n%6\x1fs\x1f0\x1f0\x1f1\x1f/dev/pts/6\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        let sly = "/x\x1f\n%6\x1fs\x1f0\x1f0\x1f1\x1f/dev/pts/6\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1flatest\x1f";
         let text = record(fixed, ["s", "a\x1fb", sly]);
         let parsed = parse_panes(&text).expect("parses");
         assert_eq!(parsed.len(), 1);
@@ -376,7 +383,7 @@ mod tests {
     #[test]
     fn text_not_valid_utf8_is_read_by_its_ends() {
         // tmux output decoded with replacement characters.
-        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1flatest\x1f";
         let text = record(fixed, ["", "\u{fffd}b", "/\u{fffd}"]) + "%6";
         let err = parse_panes(&text).expect_err("second record is cut short");
         assert_eq!(err.reason, "too few fields");
@@ -387,7 +394,7 @@ mod tests {
 
     #[test]
     fn a_record_cut_inside_its_free_fields_is_an_error() {
-        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f";
+        let fixed = "%5\x1fs\x1f1\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1flatest\x1f";
         let whole = record(fixed, ["s", "bash", "/home"]);
         let cut = &whole[..whole.len() - field_end().len() - 1];
         assert_eq!(parse_panes(cut).map_err(|e| e.reason), Err("no end to the path".to_string()));
@@ -408,7 +415,10 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let text = record("%5\x1fs\x1fone\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1f", ["", "", ""]);
+        let text = record(
+            "%5\x1fs\x1fone\x1f2\x1f77\x1f/dev/pts/5\x1f0\x1f80\x1f24\x1f0\x1f@1\x1f0\x1flatest\x1f",
+            ["", "", ""],
+        );
         let err = parse_panes(&text).expect_err("window index is not a number");
         assert_eq!(err.reason, "window index is not a number: \"one\"");
     }

@@ -371,6 +371,7 @@ mod tests {
             pane_active: true,
             window_id: "@1".into(),
             session_attached: 0,
+            window_pinned: false,
             dtmcp_name: "t1".into(),
         }
     }

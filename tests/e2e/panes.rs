@@ -129,6 +129,8 @@ async fn a_pinned_size_holds_against_a_person_and_follow_gives_it_back() {
     let followed = server.ok("session_resize", json!({"session": "z1", "follow": true})).await;
     assert_has!(followed, "follows");
     poll::until("the window to follow again", Duration::from_secs(5), || pane_size(&world, "=z1:") == "90x24");
+    let listed = server.ok("session_list", json!({})).await;
+    assert!(!listed.contains("size pinned"), "{listed}");
     // Bad input is refused whole.
     let bad = server.err("session_resize", json!({"session": "z1", "cols": 1})).await;
     assert_has!(bad, "between 2 and 1000");

@@ -193,6 +193,13 @@ async fn the_api_lists_closes_and_sweeps() {
     assert_eq!(ls[0]["agents"][0]["typed_ms"], s["agents_typed_ms"]["alice"], "one unit: {ls} {s}");
     assert_eq!(s["running"]["started_by"], "alice", "{s}");
     assert_has!(s["attach"].as_str().expect("attach"), "attach -t api1");
+    // A size set by an agent holds against people, and the list says so.
+    assert_eq!(s["pinned"], false, "{s}");
+    let resized = agent.call("session_resize", json!({"session": "api1", "cols": 70, "rows": 20})).await;
+    assert!(!resized.is_error, "{}", resized.text);
+    let (_, body) = unix_get(&serve.socket, "/api/sessions");
+    let list: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(list["sessions"][0]["pinned"], true, "{body}");
     // Another agent may not close it while alice's command runs; a person may, with force.
     let bob = bridge(&world, "bob").await;
     let refused = bob.call("session_close", json!({"session": "api1"})).await;

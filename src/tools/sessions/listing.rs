@@ -40,8 +40,6 @@ use crate::tools::{Terminal, ToolError};
 /// What a listing found out about one session.
 struct Gathered<'a> {
     pane: &'a PaneInfo,
-    /// Whether its window's size is pinned.
-    pinned: bool,
     /// Its `meta.json`; `None` for a tmux session that is not ours.
     meta: Option<Arc<Meta>>,
     /// Its logger's status; `None` when it did not answer.
@@ -56,8 +54,7 @@ impl Terminal {
         let sessions = self.sessions();
         // Listed bare: the current command and directory are found below,
         // off tmux's one thread and beside the loggers' answers.
-        let (panes, pinned) = tokio::join!(sessions.panes_with(Listing::Bare), sessions.pinned_windows());
-        let mut panes = panes?;
+        let mut panes = sessions.panes_with(Listing::Bare).await?;
         // The sessions just listed are the live ones: no second listing.
         let live = panes.iter().map(|p| p.session_name.clone()).collect();
         let closed = self.closed_lines(&live);
@@ -73,7 +70,7 @@ impl Terminal {
         let mut rows = Vec::with_capacity(panes.len());
         let gathered = panes.iter().zip(metas).zip(statuses).zip(looks);
         for ((((pane, meta), status), look), dir) in gathered.zip(&dirs) {
-            let g = Gathered { pane, pinned: pinned.contains(&pane.window_id), meta, status, look };
+            let g = Gathered { pane, meta, status, look };
             let (mut entry, row) = self.list_entry(&g).await;
             // Each session's lines and row with its own placeholders: the
             // pass over the whole reply knows the server's secrets only.
@@ -171,7 +168,7 @@ impl Terminal {
         }
         let _ = writeln!(out, "\n  {}", pane_line(pane));
         let seen = self.seen_given(pane, g.status.as_deref()).await;
-        if let Some(who) = Terminal::presence_line(g.pinned, g.meta.as_deref(), &seen) {
+        if let Some(who) = Terminal::presence_line(pane.window_pinned, g.meta.as_deref(), &seen) {
             let _ = writeln!(out, "  {who}");
         }
         if let Some(look) = &g.look {
