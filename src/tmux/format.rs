@@ -260,8 +260,9 @@ mod tests {
 
     /// The hidden session's pane (no command or path asked for), a live
     /// pane, a dead pane kept by `remain-on-exit` (no path), and a pane in
-    /// a pinned window of a session named `é€ x` whose directory is `/tmp/dtx-x<newline>y<US>z`
-    /// and whose `@dtmcp_name` someone set to `a<US>b<newline>c`.
+    /// a pinned window of a session named `é€ x` whose directory is
+    /// `/tmp/dtx-x<newline>y<US>z` and whose `@dtmcp_name` someone set to
+    /// `a<US>b<newline>c`.
     fn listed() -> String {
         [
             record(
