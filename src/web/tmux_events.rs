@@ -57,11 +57,17 @@ impl Drop for TmuxEvents {
 
 impl TmuxEvents {
     /// Starts a client on `tmux`'s server that bumps `tell` at every
-    /// notification of interest. Fails when no tmux server runs, or it has
-    /// no hidden session yet (the router makes it at its first command).
+    /// notification of interest. When no tmux server runs, or it has no
+    /// hidden session yet (the router makes it at its first command), the
+    /// client ends at once and [`TmuxEvents::alive`] says so; it never
+    /// starts a server.
     pub fn start(tmux: &Tmux, tell: watch::Sender<u64>) -> std::io::Result<TmuxEvents> {
         let mut child = Command::new(tmux.bin())
-            .args(["-u", "-L", tmux.socket(), "-C", "attach-session", "-t", &session_target(CONTROL_SESSION)])
+            // `-N`: without it attach-session starts a server when none
+            // runs, an empty one that was seen to outlive the test that
+            // made it, held by its stuck control client. With it the
+            // client fails at once, and the feed tries again later.
+            .args(["-N", "-u", "-L", tmux.socket(), "-C", "attach-session", "-t", &session_target(CONTROL_SESSION)])
             .args(["-f", "read-only,no-output,ignore-size"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

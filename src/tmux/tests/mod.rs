@@ -111,6 +111,20 @@ async fn without_a_server_nothing_is_listed_and_nothing_starts() {
 }
 
 #[tokio::test]
+async fn the_web_views_notification_client_starts_no_server() {
+    let h = TmuxHarness::new();
+    let (tell, _told) = tokio::sync::watch::channel(0);
+    let events = crate::web::tmux_events::TmuxEvents::start(&h.tmux, tell).expect("tmux runs");
+    assert!(eventually(Duration::from_secs(5), || !events.alive()).await, "the client gave up");
+    // attach-session alone starts a server when none runs: its socket
+    // would be there.
+    assert!(h.side(&["list-sessions"]).is_err(), "no server was started");
+    let dir = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    let socket = format!("{dir}/tmux-{}/{}", nix::unistd::getuid(), h.socket);
+    assert!(!std::path::Path::new(&socket).exists(), "{socket} was made");
+}
+
+#[tokio::test]
 async fn list_panes_leaves_out_the_control_session() {
     let h = TmuxHarness::with_session();
     let other = h.start_session("other", "sleep 1000");
