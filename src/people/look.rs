@@ -647,7 +647,7 @@ mod tests {
     fn pane(id: &str, tmux_session: &str, named: &str) -> PaneInfo {
         let end = crate::tmux::field_end();
         let line = format!(
-            "{id}\x1f{tmux_session}\x1f0\x1f0\x1f100\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@0\x1f0\x1f{named}{end}bash{end}/tmp{end}\n"
+            "{id}\x1f{tmux_session}\x1f0\x1f0\x1f100\x1f/dev/pts/1\x1f0\x1f80\x1f24\x1f1\x1f@0\x1f0\x1flatest\x1f{named}{end}bash{end}/tmp{end}\n"
         );
         crate::tmux::parse_panes(&line).expect("pane").remove(0)
     }
