@@ -130,9 +130,7 @@ impl IndexFile {
         self.buf.clear();
         // The file is open for appending only: it is read through a
         // descriptor of its own.
-        let reading = File::open(&self.path).map_err(io_err(&self.path))?;
-        let len = reading.metadata().map_err(io_err(&self.path))?.len();
-        if read_header(&reading, len).is_none_or(|f| f > lines + 1) {
+        let Some(reading) = Opened::at(&self.path)?.filter(|o| o.from <= lines + 1) else {
             // No index, or one whose lines were cut away: it covers what
             // comes from now on.
             self.file.set_len(0).map_err(io_err(&self.path))?;
@@ -140,8 +138,8 @@ impl IndexFile {
             header.extend_from_slice(&(lines + 1).to_le_bytes());
             self.counted = 0;
             return self.file.write_all(&header).map_err(io_err(&self.path));
-        }
-        let reader = Index { file: &reading, records: (len - HEADER) / RECORD };
+        };
+        let reader = reading.index();
         let keep = reader.lower_bound(lines + 1).map_err(io_err(&self.path))?;
         self.file.set_len(HEADER + keep * RECORD).map_err(io_err(&self.path))?;
         self.counted = match keep {
@@ -150,17 +148,6 @@ impl IndexFile {
         };
         Ok(())
     }
-}
-
-/// The first line a file with this header covers, if it has a header.
-fn read_header(file: &File, len: u64) -> Option<u64> {
-    if len < HEADER {
-        return None;
-    }
-    let mut h = [0u8; HEADER as usize];
-    file.read_exact_at(&mut h, 0).ok()?;
-    let (magic, from) = h.split_at(8);
-    (magic == MAGIC).then(|| u64::from_le_bytes(from.try_into().unwrap_or_default()))
 }
 
 /// One record.
@@ -224,15 +211,32 @@ struct Opened {
     records: u64,
 }
 
-fn open_index(dir: &Path, name: &str) -> Result<Option<Opened>, StoreError> {
-    let path = dir.join(name);
-    let file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(&path)(e)),
-    };
-    let len = file.metadata().map_err(io_err(&path))?.len();
-    Ok(read_header(&file, len).map(|from| Opened { file, from, records: (len - HEADER) / RECORD }))
+impl Opened {
+    /// The file at `path`; `None` when it is missing or has no header.
+    fn at(path: &Path) -> Result<Option<Opened>, StoreError> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(path)(e)),
+        };
+        let len = file.metadata().map_err(io_err(path))?.len();
+        if len < HEADER {
+            return Ok(None);
+        }
+        let mut h = [0u8; HEADER as usize];
+        file.read_exact_at(&mut h, 0).map_err(io_err(path))?;
+        let (magic, from) = h.split_at(8);
+        if magic != MAGIC {
+            return Ok(None);
+        }
+        let from = u64::from_le_bytes(from.try_into().unwrap_or_default());
+        Ok(Some(Opened { file, from, records: (len - HEADER) / RECORD }))
+    }
+
+    /// Its records.
+    fn index(&self) -> Index<'_> {
+        Index { file: &self.file, records: self.records }
+    }
 }
 
 /// The summary of lines `first..=last` from the summary index, reading
@@ -240,7 +244,7 @@ fn open_index(dir: &Path, name: &str) -> Result<Option<Opened>, StoreError> {
 /// does not reach back to `first` (a session a logger without it cooked),
 /// for the caller to scan those lines instead.
 pub fn summarize(dir: &Path, first: LineNo, last: LineNo) -> Result<Option<Summary>, StoreError> {
-    let (Some(s), Some(t)) = (open_index(dir, files::SUMMARY)?, open_index(dir, files::TALLIES)?) else {
+    let (Some(s), Some(t)) = (Opened::at(&dir.join(files::SUMMARY))?, Opened::at(&dir.join(files::TALLIES))?) else {
         return Ok(None);
     };
     if first.0 < s.from.max(t.from) {
@@ -248,8 +252,7 @@ pub fn summarize(dir: &Path, first: LineNo, last: LineNo) -> Result<Option<Summa
     }
     let text = LineReader::open(dir)?;
     let at = |name: &'static str| move |source| StoreError::Io { path: dir.join(name), source };
-    let failures = Index { file: &s.file, records: s.records };
-    let tallies = Index { file: &t.file, records: t.records };
+    let (failures, tallies) = (s.index(), t.index());
     let mut sum = Summarizer::new();
 
     // Failures and locations in line order, until no more can be kept.
@@ -422,9 +425,8 @@ mod tests {
         let texts: Vec<&str> = got.lines.iter().map(|(_, t)| t.as_str()).collect();
         assert_eq!(texts, ["FAIL: a", "FAIL: b", "Result: PASS", "FAIL: d"]);
         // The failure count carried on from the records kept.
-        let s = open_index(dir.path(), files::SUMMARY).expect("open").expect("index");
-        let idx = Index { file: &s.file, records: s.records };
-        assert_eq!(idx.record(s.records - 1).expect("record").count, 3);
+        let s = Opened::at(&dir.path().join(files::SUMMARY)).expect("open").expect("index");
+        assert_eq!(s.index().record(s.records - 1).expect("record").count, 3);
     }
 
     #[test]
