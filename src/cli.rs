@@ -315,19 +315,13 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
     }
     // Built per command, not before: `serve` binds its socket first, while
     // no other thread exists.
-    let runtime = || tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
     match cli.command {
         Some(Command::Serve { socket, tcp, host, allowed_hosts, .. }) => {
             serve(socket, crate::server::ServeOptions { tcp, host, allowed_hosts })
         }
         Some(Command::Connect { actor, socket }) => {
             let path = crate::config::server_socket_path(socket.as_deref())?;
-            // One thread: the bridge only passes messages on, and a message
-            // that stays on one thread is not handed between two.
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?
-                .block_on(crate::bridge::run(path, actor))
+            runtime()?.block_on(crate::bridge::run(path, actor))
         }
         Some(Command::Token { agent }) => {
             let cfg = Config::from_env()?;
@@ -472,8 +466,20 @@ fn serve(socket: Option<std::path::PathBuf>, opts: crate::server::ServeOptions) 
     let _lock = crate::lock::acquire(&cfg.home)?;
     let path = crate::config::server_socket_path(socket.as_deref())?;
     let bound = crate::server::socket::bind(&path)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(crate::server::run(cfg, bound, opts))
+    runtime()?.block_on(crate::server::run(cfg, bound, opts))
+}
+
+/// The runtime of every command: one thread. The router's async work is
+/// waiting on tmux, the loggers and its clients; a call's own CPU is a few
+/// hundred microseconds. Whatever could take longer (a search over a whole
+/// log, a region's lines, a recording, a look through `/proc` at many
+/// panes) already runs on tokio's blocking pool, so no agent waits behind
+/// another's. One thread means no message is handed between two threads on
+/// its way through, and the multi-threaded scheduler is not linked at all
+/// (nor libm, for its `powf`): the router's resident memory is smaller by
+/// its code, its worker threads' stacks and that library.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
 
 /// `close [--force] NAME`: closes a session of this user's server.
