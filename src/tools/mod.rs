@@ -124,8 +124,25 @@ impl Terminal {
                 currents: Default::default(),
             }),
             conn: Arc::default(),
-            tool_router: Arc::new(Self::router()),
+            tool_router: Arc::new(Self::router_apart()),
         }
+    }
+
+    /// [`Terminal::router`], built on a thread of its own. rmcp keeps every
+    /// schema it derives in caches local to the thread that asked (the
+    /// schema as schemars wrote it, and again with its title stripped),
+    /// and keeps them for that thread's life; with the router's one
+    /// runtime thread, that would be for good, beside the portable copies
+    /// the routes hold. Built apart, those caches (a few hundred kB of
+    /// JSON maps) end with the thread, and their pages are handed back.
+    fn router_apart() -> ToolRouter<Terminal> {
+        let router = std::thread::scope(|scope| match std::thread::Builder::new().spawn_scoped(scope, Self::router) {
+            Ok(building) => building.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to spare: the caches stay, nothing else changes.
+            Err(_) => Self::router(),
+        });
+        crate::allocator::give_back();
+        router
     }
 
     /// Every tool's route, combined, with schemas every client can load
