@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::bytes::Regex;
 
 use dtmcp_core::agent_state::AgentState;
 
@@ -77,11 +77,15 @@ impl Note {
     }
 }
 
-static TAIL_HEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\|\s*(tail|head)\b").expect("regex"));
-static PAGER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\|\s*(less|more)\b").expect("regex"));
-static TEE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\|\s*tee\b").expect("regex"));
+// The habits are spelled in ASCII (`(?-u)`), over the command's bytes: a
+// Unicode `\s` or `.` is compiled through a UTF-8 automaton whose working
+// table takes 320 kB while it is built, a spike in the router's resident
+// memory on the first `run`, for spellings no shell command needs.
+static TAIL_HEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?-u)\|\s*(tail|head)\b").expect("regex"));
+static PAGER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?-u)\|\s*(less|more)\b").expect("regex"));
+static TEE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?-u)\|\s*tee\b").expect("regex"));
 static POLL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bsleep\s+[\d.]+[smh]?\s*(;|&&)\s*(cat|tail|head|grep|ls|wc|jobs|ps|curl)\b|\bwhile\b.*\bsleep\b")
+    Regex::new(r"(?-u)\bsleep\s+[\d.]+[smh]?\s*(;|&&)\s*(cat|tail|head|grep|ls|wc|jobs|ps|curl)\b|\bwhile\b.*\bsleep\b")
         .expect("regex")
 });
 
@@ -281,18 +285,18 @@ fn leave(program: &str) -> String {
 /// Notes about shell habits a session makes unnecessary.
 fn habits(name: &str, command: &str) -> Vec<Note> {
     let mut out = Vec::new();
-    if let Some(m) = TAIL_HEAD.captures(command).and_then(|c| c.get(1)) {
+    if let Some(m) = TAIL_HEAD.captures(command.as_bytes()).and_then(|c| c.get(1)) {
         out.push(Note::new(
             "pipe-tail-head",
             format!(
                 "note: `| {}` is unnecessary here: long output comes back clipped to its head and tail, \
                  last_lines=N gives only the end, and read session={name} region=N any part, so the \
                  command's whole output stays available.",
-                m.as_str()
+                String::from_utf8_lossy(m.as_bytes())
             ),
         ));
     }
-    if PAGER.is_match(command) {
+    if PAGER.is_match(command.as_bytes()) {
         out.push(Note::new(
             "pipe-pager",
             "note: `| less` is unnecessary: run returns the output itself, and read pages through it. \
@@ -300,7 +304,7 @@ fn habits(name: &str, command: &str) -> Vec<Note> {
                 .to_string(),
         ));
     }
-    if TEE.is_match(command) {
+    if TEE.is_match(command.as_bytes()) {
         out.push(Note::new(
             "pipe-tee",
             "note: `| tee` (and `2>&1`) are unnecessary: the session logs everything the command prints, \
@@ -308,7 +312,7 @@ fn habits(name: &str, command: &str) -> Vec<Note> {
                 .to_string(),
         ));
     }
-    if POLL.is_match(command) {
+    if POLL.is_match(command.as_bytes()) {
         out.push(Note::new(
             "polling",
             format!(
