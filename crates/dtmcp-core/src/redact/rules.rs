@@ -14,7 +14,7 @@
 
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
 
 /// One shape of secret.
@@ -150,9 +150,14 @@ impl Rules {
                 owner.push(i);
             }
         }
+        // A contiguous NFA, not the DFA the builder picks for so few
+        // keywords: 15 kB held for the router's life instead of 110 kB, for
+        // a scan about a tenth slower over text that is only ever a reply's
+        // shown lines.
         let keywords = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
             .build(&words)
             .expect("the keywords are constants");
         let regexes = RULES.iter().map(|_| OnceLock::new()).collect();

@@ -13,7 +13,7 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use super::Span;
 use super::rules::Rules;
@@ -58,8 +58,13 @@ const MAX_GAPS: usize = 3;
 /// The most blanks a terminal draws for one tab.
 const TAB_WIDTH: usize = 8;
 
+/// A contiguous NFA, as for the rules' keywords (see `Rules::compile`).
 static PREFIX_FINDER: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(PREFIXES).expect("constant prefixes")
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostLongest)
+        .kind(Some(AhoCorasickKind::ContiguousNFA))
+        .build(PREFIXES)
+        .expect("constant prefixes")
 });
 
 /// A character of a token in any of the prefixed formats.
