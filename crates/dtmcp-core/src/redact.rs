@@ -556,14 +556,24 @@ fn fills(row: &str, cols: usize) -> bool {
     use unicode_width::UnicodeWidthStr;
     let width = match memchr::memchr(0x1b, row.as_bytes()) {
         None => row.width(),
-        Some(_) => REAL_ESCAPE.split(row).map(UnicodeWidthStr::width).sum(),
+        Some(_) => {
+            // Each match ends after an ASCII byte (see `project`), so the
+            // pieces between are whole characters.
+            let mut last = 0;
+            let mut width = 0;
+            for m in REAL_ESCAPE.find_iter(row.as_bytes()) {
+                width += row.get(last..m.start()).map_or(0, UnicodeWidthStr::width);
+                last = m.end();
+            }
+            width + row.get(last..).map_or(0, UnicodeWidthStr::width)
+        }
     };
     width + 1 >= cols
 }
 
 /// [`project::REAL_ESCAPE_PATTERN`], compiled.
-static REAL_ESCAPE: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(project::REAL_ESCAPE_PATTERN).expect("a constant pattern"));
+static REAL_ESCAPE: LazyLock<regex::bytes::Regex> =
+    LazyLock::new(|| regex::bytes::Regex::new(project::REAL_ESCAPE_PATTERN).expect("a constant pattern"));
 
 /// The values of `table` (but a private key's whole block) and `known`,
 /// each with its kind.

@@ -11,26 +11,37 @@
 //! space, the soft hyphen and the Mongolian vowel separator. A find's
 //! range in the projection maps back to a range of the text that covers
 //! what was taken out of it.
+//!
+//! The patterns are matched over the text's bytes with Unicode off
+//! (`(?-u)`), the invisible characters spelled as their UTF-8 bytes: a
+//! Unicode class (a `[^\n\\]` as much as the invisible ones) is compiled
+//! through a UTF-8 automaton whose working table takes 320 kB while it is
+//! built, a spike in the router's resident memory on the first reply that
+//! needs the pattern. Every match starts at an ASCII byte or at the first
+//! byte of an invisible character, and ends after an ASCII byte or a whole
+//! character, so its bounds are always bounds of the text's characters.
 
 use std::sync::LazyLock;
 
 /// A real escape sequence (CSI, OSC, or a short one), as in a screen
-/// captured with its colours.
-pub(super) const REAL_ESCAPE_PATTERN: &str = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])";
+/// captured with its colours; over bytes, Unicode off.
+pub(super) const REAL_ESCAPE_PATTERN: &str =
+    r"(?-u:\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~]))";
 
-/// The characters that show nothing and may stand inside a secret.
-const INVISIBLE_PATTERN: &str = r"[\x{AD}\x{180E}\x{200B}-\x{200D}\x{2060}-\x{2064}\x{FEFF}]";
+/// The characters that show nothing and may stand inside a secret, in
+/// UTF-8: U+00AD, U+180E, U+200B to U+200D, U+2060 to U+2064, U+FEFF.
+const INVISIBLE_PATTERN: &str = r"(?-u:\xC2\xAD|\xE1\xA0\x8E|\xE2\x80[\x8B-\x8D]|\xE2\x81[\xA0-\xA4]|\xEF\xBB\xBF)";
 
-/// [`INVISIBLE_PATTERN`], compiled: a text without any is looked at no
-/// further for them.
-static INVISIBLE: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(INVISIBLE_PATTERN).expect("a constant pattern"));
+/// Whether `c` is one of [`INVISIBLE_PATTERN`]'s characters.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{AD}' | '\u{180E}' | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+}
 
 /// Everything taken out: an escape sequence spelled out or real, or an
 /// invisible character.
-static HIDING: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(&format!(
-        r"\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|{REAL_ESCAPE_PATTERN}|{INVISIBLE_PATTERN}",
+static HIDING: LazyLock<regex::bytes::Regex> = LazyLock::new(|| {
+    regex::bytes::Regex::new(&format!(
+        r"(?-u)\\\\?(?:e|E|033|x1[bB]|u001[bB])(?:\[[0-?]*[ -/]*[@-~]|\][^\n\\]*(?:\\x07|\\a|\\e\\\\)|[()][0-9A-Za-z]|[ -/]*[0-~])|{REAL_ESCAPE_PATTERN}|{INVISIBLE_PATTERN}",
     ))
     .expect("a constant pattern")
 });
@@ -40,24 +51,25 @@ static HIDING: LazyLock<regex::Regex> = LazyLock::new(|| {
 /// nothing to take out: the text is its own projection.
 pub(super) fn project(text: &str) -> Option<(String, Vec<usize>)> {
     let escapes = memchr::memchr2(b'\\', 0x1b, text.as_bytes()).is_some();
-    if !escapes && (text.is_ascii() || !INVISIBLE.is_match(text)) {
+    if !escapes && (text.is_ascii() || !text.chars().any(invisible)) {
         return None;
     }
-    if !HIDING.is_match(text) {
+    if !HIDING.is_match(text.as_bytes()) {
         return None;
     }
     let mut out = String::with_capacity(text.len());
     let mut map = Vec::with_capacity(text.len() + 1);
     let mut last = 0;
-    let mut keep = |from: usize, to: usize, out: &mut String| {
-        out.push_str(&text[from..to]);
+    let mut keep = |from: usize, to: usize, out: &mut String| -> Option<()> {
+        out.push_str(text.get(from..to)?);
         map.extend(from..to);
+        Some(())
     };
-    for m in HIDING.find_iter(text) {
-        keep(last, m.start(), &mut out);
+    for m in HIDING.find_iter(text.as_bytes()) {
+        keep(last, m.start(), &mut out)?;
         last = m.end();
     }
-    keep(last, text.len(), &mut out);
+    keep(last, text.len(), &mut out)?;
     map.push(text.len());
     Some((out, map))
 }
@@ -76,5 +88,30 @@ mod tests {
         assert_eq!(&text[map[0]..map[e] + 1], text, "the range covers what was taken out");
         assert_eq!(project("plain ‹secret:x:1› text"), None);
         assert_eq!(project("no escapes here"), None);
+    }
+
+    #[test]
+    fn every_invisible_character_is_found_by_both_spellings() {
+        let hiding = regex::bytes::Regex::new(INVISIBLE_PATTERN).expect("pattern");
+        for c in ['\u{AD}', '\u{180E}', '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{2064}', '\u{FEFF}'] {
+            let text = format!("a{c}b");
+            assert!(invisible(c), "{c:?}");
+            assert!(hiding.is_match(text.as_bytes()), "{c:?}");
+            assert_eq!(project(&text).map(|(seen, _)| seen).as_deref(), Some("ab"), "{c:?}");
+        }
+        for c in ['\u{AC}', '\u{180D}', '\u{200A}', '\u{200E}', '\u{205F}', '\u{2065}', '\u{FEFE}', 'é', '‹'] {
+            let text = format!("a{c}b");
+            assert!(!invisible(c), "{c:?}");
+            assert!(!hiding.is_match(text.as_bytes()), "{c:?}");
+            assert_eq!(project(&text), None, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_match_over_multibyte_text_keeps_its_characters_whole() {
+        let text = "é\\e]0;tïtle\\aü\u{1b}]2;ñ\u{7}z";
+        let (seen, map) = project(text).expect("something to take out");
+        assert_eq!(seen, "éüz");
+        assert_eq!(map.len(), seen.len() + 1);
     }
 }
