@@ -1,5 +1,7 @@
 //! `run`, `wait` and `read` on an integrated bash.
 
+use std::time::Instant;
+
 use serde_json::json;
 
 use crate::assert_has;
@@ -171,4 +173,29 @@ async fn show_last_lines_and_save_to_shape_the_reply() {
     assert_has!(e, "show: invalid pattern");
     let log = std::fs::read_to_string(w.session_dir("t1").join("session.txt")).expect("log");
     assert!(!log.contains("NOT-RUN"), "a refused call typed nothing");
+}
+
+/// The router answers every agent on one thread (`cli::runtime`): a call
+/// waiting on a long command holds that thread for nothing, and another
+/// session's call meanwhile comes back first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_on_a_long_command_holds_up_no_other_call() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("slow").await;
+    s.create("quick").await;
+    let slow = async {
+        let r = s.ok("run", json!({"session": "slow", "command": "sleep 3", "timeout": 30})).await;
+        (Instant::now(), r)
+    };
+    let quick = async {
+        // Once the slow call is under way.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let r = s.run("quick", "echo fine").await;
+        (Instant::now(), r)
+    };
+    let ((slow_done, slow), (quick_done, quick)) = tokio::join!(slow, quick);
+    assert_has!(slow, "exit 0");
+    assert_has!(quick, "fine");
+    assert!(quick_done < slow_done, "the quick call waited for the slow one:\n{quick}\n---\n{slow}");
 }
