@@ -556,17 +556,12 @@ fn fills(row: &str, cols: usize) -> bool {
     use unicode_width::UnicodeWidthStr;
     let width = match memchr::memchr(0x1b, row.as_bytes()) {
         None => row.width(),
-        Some(_) => {
-            // Each match ends after an ASCII byte (see `project`), so the
-            // pieces between are whole characters.
-            let mut last = 0;
-            let mut width = 0;
-            for m in REAL_ESCAPE.find_iter(row.as_bytes()) {
-                width += row.get(last..m.start()).map_or(0, UnicodeWidthStr::width);
-                last = m.end();
-            }
-            width + row.get(last..).map_or(0, UnicodeWidthStr::width)
-        }
+        // Each match ends after an ASCII byte (see `project`), so the
+        // pieces between are whole characters.
+        Some(_) => REAL_ESCAPE
+            .split(row.as_bytes())
+            .map(|piece| std::str::from_utf8(piece).map_or(0, UnicodeWidthStr::width))
+            .sum(),
     };
     width + 1 >= cols
 }
