@@ -24,7 +24,8 @@
 //! `raw20` 20 raw panes at once (the floors), `bridge` `run true` through
 //! the `connect` bridge (the bridge's pid printed after the server's), and
 //! `split` prints where one call's CPU goes, process by process, beside
-//! the raw floor's (see `split.rs`).
+//! the raw floor's at as many panes (see `split.rs`); `split20` does the
+//! same for 20 agents at once.
 //!
 //! Nothing is timed until the machine is quiet (under a tenth of it busy
 //! for half a second) after a world, server or set of raw panes starts;
@@ -198,7 +199,12 @@ async fn profile_loop(world: &World, how: &str, sessions: usize) -> anyhow::Resu
         }
         "split" => {
             stdio.stop().await;
-            split::split(world, 2000).await?
+            split::split(world, sessions, 2000).await?
+        }
+        "split20" => {
+            stdio.grow(sessions.max(1), sessions.max(20)).await?;
+            stdio.stop().await;
+            split::split20(world, 200).await?
         }
         "list" => {
             // session_list over HTTP among `--sessions N`.

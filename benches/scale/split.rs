@@ -38,7 +38,7 @@ fn children(pid: u32) -> Vec<u32> {
     all
 }
 
-pub(crate) async fn split(world: &World, calls: usize) -> anyhow::Result<usize> {
+pub(crate) async fn split(world: &World, sessions: usize, calls: usize) -> anyhow::Result<usize> {
     let serve = Serve::start(world).await?;
     let result = async {
         let mut http = HttpClient::connect(&world.server_socket(), "split").await?;
@@ -54,7 +54,7 @@ pub(crate) async fn split(world: &World, calls: usize) -> anyhow::Result<usize> 
     .await;
     serve.stop();
     let (ping, run) = result?;
-    let raw = RawServer::start(&world.root, 1, 0).await?;
+    let raw = RawServer::start(&world.root, 1, sessions.max(1) - 1).await?;
     let floor = async {
         let (tmux, shell) = server_and_pane(raw.socket(), "=f0:").context("the raw pane's pids")?;
         let cat: Vec<u32> = children(tmux).into_iter().filter(|&p| p != shell).collect();
@@ -64,7 +64,7 @@ pub(crate) async fn split(world: &World, calls: usize) -> anyhow::Result<usize> 
     .await;
     raw.stop();
     let floor = floor?;
-    println!("CPU per call, µs ({calls} calls, one agent):");
+    println!("CPU per call, µs ({calls} calls, one agent, {} sessions; the floor as many panes):", sessions.max(1));
     println!("  {:<28} {:>8} {:>8}", "", "ours", "floor");
     println!("  {:<28} {:>8.1} {:>8}", "router, ping", ping, "—");
     println!("  {:<28} {:>8.1} {:>8}", "router, run true", run[0], "—");
@@ -75,4 +75,53 @@ pub(crate) async fn split(world: &World, calls: usize) -> anyhow::Result<usize> 
     let theirs: f64 = floor.iter().sum();
     println!("  {:<28} {:>8.1} {:>8.1}  ({:.2}×)", "all", ours, theirs, ours / theirs);
     Ok(calls * 2)
+}
+
+/// The pid of every pane on tmux server `socket` (the hidden session's
+/// `sleep` among them, idle).
+fn pane_pids(socket: &str) -> Vec<u32> {
+    let out = std::process::Command::new("tmux").args(["-L", socket, "list-panes", "-a", "-F", "#{pane_pid}"]).output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
+}
+
+/// Where the CPU of 20 agents at once goes (`-- --loop split20`): as
+/// [`split`], with 20 agents each calling `run true` in a session of its
+/// own over HTTP, beside 20 raw panes at once. The bench's own CPU (its
+/// HTTP clients, or its tmux client and FIFO reads) is a row too: at 20 at
+/// once the machine is busy, and every process's share counts.
+pub(crate) async fn split20(world: &World, per_agent: usize) -> anyhow::Result<usize> {
+    let me = vec![std::process::id()];
+    let serve = Serve::start(world).await?;
+    let ours = async {
+        twenty_agents(world, 20).await?;
+        let tmux = tmux_pid(world).context("the tmux server's pid")?;
+        let groups = [vec![serve.pid()], logger_pids(world), vec![tmux], pane_pids(&world.socket), me.clone()];
+        quiet("the split's server started").await;
+        per_call(&groups, async || Ok(twenty_agents(world, per_agent).await?.len())).await
+    }
+    .await;
+    serve.stop();
+    let ours = ours?;
+    let raw = RawServer::start(&world.root, 20, 0).await?;
+    let floor = async {
+        raw.round(20, 0).await?;
+        let (tmux, _) = server_and_pane(raw.socket(), "=f0:").context("the raw pane's pids")?;
+        let shells = pane_pids(raw.socket());
+        let cat: Vec<u32> = children(tmux).into_iter().filter(|p| !shells.contains(p)).collect();
+        per_call(&[cat, vec![tmux], shells, me.clone()], async || Ok(raw.round(0, per_agent).await?.len())).await
+    }
+    .await;
+    raw.stop();
+    let floor = floor?;
+    println!("CPU per call, µs (20 agents at once, {per_agent} calls each; the floor 20 raw panes at once):");
+    println!("  {:<28} {:>8} {:>8}", "", "ours", "floor");
+    println!("  {:<28} {:>8.1} {:>8}", "router", ours[0], "—");
+    println!("  {:<28} {:>8.1} {:>8.1}", "loggers (floor: cat)", ours[1], floor[0]);
+    println!("  {:<28} {:>8.1} {:>8.1}", "tmux server", ours[2], floor[1]);
+    println!("  {:<28} {:>8.1} {:>8.1}", "shells", ours[3], floor[2]);
+    println!("  {:<28} {:>8.1} {:>8.1}", "the bench's clients", ours[4], floor[3]);
+    let (a, b): (f64, f64) = (ours.iter().sum(), floor.iter().sum());
+    println!("  {:<28} {:>8.1} {:>8.1}  ({:.2}×)", "all", a, b, a / b);
+    Ok(per_agent * 40)
 }
