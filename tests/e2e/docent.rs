@@ -185,6 +185,29 @@ async fn a_shell_without_integration_is_pointed_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_in_a_command_or_a_script_is_no_shell_without_integration() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // The session's own shell at a `read` of its command line.
+    let r = s.ok("run", json!({"session": "t1", "command": "read -p 'name? ' n; echo hi $n", "timeout": 2})).await;
+    assert_has!(r, "waiting for input at `name?`");
+    assert!(!r.contains("no shell integration"), "{r}");
+    let r = s.ok("run", json!({"session": "t1", "command": "bob", "timeout": 5})).await;
+    assert_has!(r, "hi bob");
+    // A bash running a script, at the script's `read`.
+    let script = w.tmp.path().join("ask.sh");
+    std::fs::write(&script, "read -p 'Continue? ' a\necho got $a\n").expect("script");
+    let line = format!("bash {}", script.display());
+    let r = s.ok("run", json!({"session": "t1", "command": line, "timeout": 2})).await;
+    assert_has!(r, "waiting for input at `Continue?`");
+    assert!(!r.contains("no shell integration"), "{r}");
+    let r = s.ok("run", json!({"session": "t1", "command": "y", "timeout": 5})).await;
+    assert_has!(r, "got y");
+    assert!(!r.contains("no shell integration"), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_of_another_user_is_pointed_out() {
     needs!("su");
     if !nix::unistd::Uid::effective().is_root() {

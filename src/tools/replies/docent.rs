@@ -122,6 +122,19 @@ impl Terminal {
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
         let is_shell = job.as_ref().is_some_and(procs::Job::shell_holds);
         let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
+        // A shell reading the terminal is at a prompt without our
+        // integration, unless it is the pane's own integrated shell inside
+        // one of its commands (a builtin that reads, such as `read`; after
+        // an `exec` the program's name differs) or a shell running a script.
+        let started = s.meta.command.first().map(|p| p.rsplit('/').next().unwrap_or(p).trim_start_matches('-'));
+        let builtin_reads = job.as_ref().is_some_and(|j| {
+            j.own_shell && status.shell.integrated && !status.shell.open.is_empty() && started == Some(j.comm.as_str())
+        });
+        let bare_prompt = is_shell
+            && waiting
+            && !integrated_prompt
+            && !builtin_reads
+            && job.as_ref().is_some_and(procs::Job::shell_for_a_person);
         let place = job.as_ref().map(|j| &j.place);
         // Where the integrated shell itself says it is, when no carrier in
         // the process chain tells (an integrated shell on another host
@@ -135,7 +148,7 @@ impl Terminal {
             prompt: Some(status.current_text.clone()).filter(|_| waiting),
             running: !status.shell.open.is_empty() && !waiting,
             fullscreen,
-            plain_shell: is_shell && waiting && !integrated_prompt,
+            plain_shell: bare_prompt,
             host: place.and_then(|p| p.host.clone()).or(marked_host.map(str::to_string)),
             user: place.and_then(|p| p.user.clone()).or(marked_user.map(str::to_string)),
             carrier: place.and_then(|p| p.carrier.clone()),

@@ -56,7 +56,9 @@ pub(crate) async fn describe(
         true => Some(target::job(s)),
         false => None,
     };
-    let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(dtmcp_core::procs::Job::shell_holds));
+    // A shell running a script (`bash build.sh` at its `read`) shows no
+    // shell's prompt.
+    let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(dtmcp_core::procs::Job::shell_for_a_person));
     let back = back_at_shell(s, waited, shell);
     let mut out = note.map_or_else(|| headline(s, waited, back), |n| format!("{n}\n"));
     // Back at a shell's prompt, the headline says what the job does.

@@ -103,6 +103,13 @@ impl Job {
     pub fn shell_holds(&self) -> bool {
         self.own_shell || is_shell_name(&self.comm)
     }
+
+    /// As [`Job::shell_holds`], for a shell at a prompt: not one that runs
+    /// a script or a command string (`bash build.sh` waiting at its
+    /// `read`), told by its command line.
+    pub fn shell_for_a_person(&self) -> bool {
+        self.own_shell || (is_shell_name(&self.comm) && !parse::shell_runs_script(&argv(self.pgid)))
+    }
 }
 
 /// The command names of the shells this project knows: a pane without our
@@ -111,6 +118,11 @@ impl Job {
 /// people's command line alike.
 pub const SHELLS: [&str; 14] =
     ["bash", "zsh", "sh", "dash", "ash", "fish", "ksh", "mksh", "tcsh", "csh", "busybox", "nu", "elvish", "xonsh"];
+
+/// A process's arguments (empty for a kernel thread, or once it is gone).
+pub fn argv(pid: i32) -> Vec<String> {
+    parse::cmdline(&fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
+}
 
 /// Whether `comm` names a shell (a login shell's leading `-` aside).
 pub fn is_shell_name(comm: &str) -> bool {

@@ -297,6 +297,49 @@ pub fn cmdline(raw: &[u8]) -> Vec<String> {
     raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
 }
 
+/// Whether a shell's command line (`argv`, its name first) runs a script
+/// or a command string (`bash build.sh`, `sh -c '…'`) rather than a shell
+/// for a person: an operand after the options, or `-c`. `-i` makes it
+/// interactive whatever else is given, and `-s` (commands from standard
+/// input, a terminal here) leaves the operands to the shell's positional
+/// parameters. `-o`/`+o`/`-O`/`+O` and `--rcfile`/`--init-file` take the
+/// next argument.
+pub fn shell_runs_script(argv: &[String]) -> bool {
+    let (mut command, mut interactive, mut stdin) = (false, false, false);
+    let mut operand = false;
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--" | "-" => {
+                operand = args.next().is_some();
+                break;
+            }
+            "--rcfile" | "--init-file" => {
+                args.next();
+            }
+            long if long.starts_with("--") => {}
+            flags if flags.len() > 1 && (flags.starts_with('-') || flags.starts_with('+')) => {
+                for flag in flags.chars().skip(1) {
+                    match flag {
+                        'c' => command = true,
+                        'i' => interactive = true,
+                        's' => stdin = true,
+                        'o' | 'O' => {
+                            args.next();
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {
+                operand = true;
+                break;
+            }
+        }
+    }
+    !interactive && (command || (operand && !stdin))
+}
+
 /// `ssh` options that take a value, given separately or joined (`-p22`).
 pub const SSH_VALUED: &str = "bcDEeFIiJLlmOopQRSWw";
 
@@ -701,6 +744,25 @@ mod tests {
     #[case("0", None)]
     fn wait_channels(#[case] wchan: &str, #[case] want: Option<WaitKind>) {
         assert_eq!(wchan_kind(wchan), want);
+    }
+
+    #[rstest]
+    #[case::script("bash build.sh", true)]
+    #[case::script_after_options("bash -e -o pipefail ./x.sh arg", true)]
+    #[case::command_string("sh -c 'read a'", true)]
+    #[case::joined_flags("bash -ec true", true)]
+    #[case::after_double_dash("bash -- x.sh", true)]
+    #[case::plain("bash", false)]
+    #[case::login("-bash", false)]
+    #[case::our_own("bash --rcfile /s/bashrc -i", false)]
+    #[case::forced_interactive("bash -i x.sh", false)]
+    #[case::option_value_is_no_script("bash -o vi", false)]
+    #[case::stdin_takes_operands("bash -s a b", false)]
+    #[case::long_options("zsh -l --no-rcs", false)]
+    #[case::bare_double_dash("bash --", false)]
+    fn a_shell_runs_a_script_or_is_for_a_person(#[case] line: &str, #[case] script: bool) {
+        let argv: Vec<String> = line.split(' ').map(|w| w.trim_matches('\'').to_string()).collect();
+        assert_eq!(shell_runs_script(&argv), script, "{line}");
     }
 
     #[test]

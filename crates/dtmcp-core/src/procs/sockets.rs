@@ -213,7 +213,7 @@ pub fn looks(roots: &[u32]) -> Vec<Result<Look, String>> {
         }
     }
     let mut commands: HashMap<i32, Vec<String>> = HashMap::new();
-    let mut argv = |pid: i32| commands.entry(pid).or_insert_with(|| read_argv(pid)).clone();
+    let mut argv = |pid: i32| commands.entry(pid).or_insert_with(|| super::argv(pid)).clone();
     for (ino, socket) in place(&walked, &held) {
         let Some(&(t, i)) = held.get(&ino) else { continue };
         let p = &walked[t].procs[i];
@@ -366,11 +366,6 @@ pub fn socket_inodes(pid: i32) -> Result<Vec<u64>, String> {
         }
     }
     Ok(out)
-}
-
-/// A process's arguments (empty for a kernel thread, or once it is gone).
-fn read_argv(pid: i32) -> Vec<String> {
-    parse::cmdline(&fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
 }
 
 #[cfg(test)]
