@@ -82,6 +82,8 @@ pub struct Inner {
     /// What each agent was last told of each session's listening ports
     /// and background jobs.
     pub ports: replies::ports::PortMemory,
+    /// How far each agent was shown each running command's output.
+    pub shown: replies::shown::Shown,
     /// The texts agents left at each session's prompt, as its
     /// `state.json` said when last read (read again when replaced).
     pub left: crate::stamped::Stamped<Vec<(String, dtmcp_core::agent_state::LeftText)>>,
@@ -119,6 +121,7 @@ impl Terminal {
                 http: caller::HttpSessions::default(),
                 governor: Arc::new(governor),
                 ports: Default::default(),
+                shown: Default::default(),
                 left: crate::stamped::Stamped::new(LEFT_HELD),
                 statuses: Default::default(),
                 currents: Default::default(),

@@ -106,6 +106,42 @@ async fn a_timeout_leaves_the_command_running_and_wait_picks_it_up() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_goes_on_after_the_lines_the_last_reply_showed() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let cmd = "echo alpha; echo beta; sleep 1.5; echo gamma; sleep 0.5; echo delta";
+    let r = s.ok("run", json!({"session": "t1", "command": cmd, "timeout": 0.5})).await;
+    assert_has!(r, "still running");
+    assert_has!(r, "alpha\nbeta");
+    // Nothing new yet: said so, with where the earlier lines are.
+    let r = s.ok("wait", json!({"session": "t1", "timeout": 0.2})).await;
+    assert_has!(r, "were in an earlier reply; read session=t1 from_line=");
+    assert_has!(r, "(no new output)");
+    assert!(!r.contains("alpha"), "{r}");
+    let r = s.ok("wait", json!({"session": "t1", "until": "gamma", "timeout": 10})).await;
+    assert_has!(r, "gamma");
+    assert!(!r.contains("beta"), "{r}");
+    let r = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "delta");
+    assert!(!r.contains("gamma"), "{r}");
+    // The lines it points at are the ones left out.
+    let from = r.split("from_line=").nth(1).and_then(|t| t.split_whitespace().next()).expect("from_line");
+    let to = r.split("to_line=").nth(1).and_then(|t| t.split_whitespace().next()).expect("to_line");
+    let args = json!({"session": "t1", "from_line": from.parse::<u64>().expect("n"), "to_line": to.parse::<u64>().expect("n")});
+    let earlier = s.ok("read", args).await;
+    assert_has!(earlier, "alpha");
+    assert_has!(earlier, "gamma");
+    // A shaped reply, and the next command, show their whole output.
+    let r = s.ok("run", json!({"session": "t1", "command": "echo one; sleep 0.8; echo two", "timeout": 0.3})).await;
+    assert_has!(r, "one");
+    let r = s.ok("wait", json!({"session": "t1", "last_lines": 5, "timeout": 10})).await;
+    assert_has!(r, "one");
+    assert_has!(r, "two");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_router_loses_nothing() {
     let w = World::new();
     let s = w.server().await;

@@ -42,6 +42,10 @@ pub struct Facts {
     pub pipeline: Vec<i32>,
     /// The lines of `session.txt` the command's output spans (first, last).
     pub lines: Option<(LineNo, LineNo)>,
+    /// The last complete line of that output the text showed with every
+    /// line before it, in full or clipped (not a `show` or `last_lines`
+    /// selection): where a later `wait` goes on from.
+    pub shown_through: Option<LineNo>,
     /// What else a tool knows as data (the sessions listed, a search's
     /// counts), carried in its structured result beside the text.
     pub details: serde_json::Map<String, serde_json::Value>,

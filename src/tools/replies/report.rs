@@ -29,6 +29,9 @@ pub(crate) struct Waited<'a> {
     /// The line the command was typed on: without a region, its output is
     /// what follows.
     pub typed_on: LineNo,
+    /// The last line of the command's output an earlier reply to this
+    /// agent showed while it ran: the text goes on after it.
+    pub seen: Option<LineNo>,
 }
 
 /// The reply for a finished (or timed-out) command; `note`, a caller's own
@@ -40,7 +43,7 @@ pub(crate) async fn describe(
     shape: &Shape,
     note: Option<&str>,
 ) -> Result<Reply, ToolError> {
-    let Waited { status, reason, region, typed_on } = *waited;
+    let Waited { status, reason, region, typed_on, seen } = *waited;
     let mut facts = Facts {
         region: region.map(|r| r.id),
         outcome: Outcome::of(reason, region),
@@ -89,6 +92,23 @@ pub(crate) async fn describe(
         Some(r) => format!("read session={} region={} (or from_line={a} to_line={b})", s.name, r.id),
         None => format!("read session={} from_line={a} to_line={b}", s.name),
     };
+    facts.shown_through = Some(committed).filter(|&c| c >= first);
+    // What an earlier reply showed this agent of the running command is
+    // not shown again.
+    let whole = (first, last);
+    let first = match seen.filter(|&t| t >= first) {
+        Some(t) => {
+            let again = format!("read session={} from_line={first} to_line={t}", s.name);
+            let _ = writeln!(out, "(lines {first}-{t} were in an earlier reply; {again} shows them again)");
+            if t >= last {
+                out.push_str("(no new output)\n");
+                facts.shown_through = Some(t);
+                return Ok(Reply { text: finish(out, s, reason, region), facts });
+            }
+            t.next()
+        }
+        None => first,
+    };
     match output::plan(first, last) {
         Plan::Empty => out.push_str("(no output)\n"),
         Plan::Whole(a, b) => {
@@ -110,7 +130,7 @@ pub(crate) async fn describe(
                 let dir = s.dir.clone();
                 let r = r.clone();
                 let note = tokio::task::spawn_blocking(move || {
-                    crate::tools::reading::lines::clipped_region_note(&dir, &r, (first, last))
+                    crate::tools::reading::lines::clipped_region_note(&dir, &r, whole)
                 })
                 .await
                 .unwrap_or_default();

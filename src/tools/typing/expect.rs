@@ -295,7 +295,7 @@ impl Terminal {
             false => None,
         };
         let note = (!note.is_empty()).then_some(note.as_str());
-        let waited = Waited { status, reason, region: region.as_ref(), typed_on: start.line };
+        let waited = Waited { status, reason, region: region.as_ref(), typed_on: start.line, seen: None };
         let body = describe(s, logger, &waited, &Shape::default(), note).await?;
         Ok(body.lead(&log))
     }

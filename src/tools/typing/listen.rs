@@ -230,7 +230,8 @@ impl Terminal {
         // Told here: the reply's own line about new ports does not repeat it.
         self.told_ports(&s.name, now);
         let reason = WaitReason::Timeout;
-        let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: after.line };
+        let waited =
+            Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: after.line, seen: None };
         let mut reply = describe(s, logger, &waited, shape, Some(&note)).await?;
         reply.facts.details.insert("now_listening".into(), met.iter().map(listener_json).collect());
         Ok(reply)

@@ -309,7 +309,7 @@ async fn finished_reply(s: &Session, region: RegionId, mark: Mark, p: &RunParams
         Err(e) => return Some(Err(e)),
     };
     let reason = WaitReason::RegionEnded(region);
-    let waited = Waited { status: &status, reason: &reason, region: Some(&r), typed_on: mark.line };
+    let waited = Waited { status: &status, reason: &reason, region: Some(&r), typed_on: mark.line, seen: None };
     Some(describe(s, &mut logger, &waited, &shape, None).await)
 }
 

@@ -393,8 +393,15 @@ impl Terminal {
                 false => None,
             };
         }
-        let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: before.mark.line };
+        let waited = Waited {
+            status: &status,
+            reason: &reason,
+            region: region.as_ref(),
+            typed_on: before.mark.line,
+            seen: None,
+        };
         let reply = describe(s, logger, &waited, &call.opts.shape, None).await?;
+        self.inner.shown.note(&actor, &s.name, &reply.facts);
         Ok(Want::unmet_in(call.want.as_ref(), &reason, reply))
     }
 
@@ -435,8 +442,13 @@ impl Terminal {
                 return self.listening_reply(&s, &mut logger, after, &want, &look, &opts.shape).await;
             }
         };
-        let waited = Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line };
+        // An earlier reply's lines of this command are not shown again.
+        let actor = self.actor();
+        let seen = region.as_ref().and_then(|r| self.inner.shown.through(&actor, &s.name, r.id));
+        let waited =
+            Waited { status: &status, reason: &reason, region: region.as_ref(), typed_on: status.mark.line, seen };
         let reply = describe(&s, &mut logger, &waited, &opts.shape, None).await?;
+        self.inner.shown.note(&actor, &s.name, &reply.facts);
         Ok(Want::unmet_in(want.as_ref(), &reason, reply))
     }
 }
