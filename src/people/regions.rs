@@ -125,7 +125,7 @@ impl RegionFacts {
     /// Its status in words: `exit 2`, `running`, ….
     pub fn status_text(&self) -> String {
         match (self.status, self.exit) {
-            (_, Some(code)) => format!("exit {code}"),
+            (_, Some(code)) => dtmcp_core::exit::short(code),
             (Status::Running, _) => "running".to_string(),
             (Status::Unfinished, _) => "unfinished".to_string(),
             _ => "ended".to_string(),

@@ -161,6 +161,9 @@ fn structured(
             }
             if let Outcome::Ended { exit: Some(code) } = facts.outcome {
                 out.insert("exit_code".into(), code.into());
+                if let Some((name, _)) = dtmcp_core::exit::signal(code) {
+                    out.insert("signal".into(), name.into());
+                }
             }
             if !facts.pipeline.is_empty() {
                 out.insert("pipeline".into(), json!(facts.pipeline));

@@ -252,7 +252,7 @@ async fn send_to_logger(loggers: Loggers, dir: PathBuf, actor: String, state: Ag
 fn finished_lines(name: &str, ended: &[Region]) -> String {
     let mut out = String::new();
     for r in ended.iter().take(MAX_FINISHED) {
-        let status = r.exit.map_or_else(|| "exit status unknown".to_string(), |e| format!("exit {e}"));
+        let status = r.exit.map_or_else(|| "exit status unknown".to_string(), dtmcp_core::exit::short);
         let command = r.command.lines().next().unwrap_or_default();
         let _ = writeln!(
             out,

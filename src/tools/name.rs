@@ -196,6 +196,7 @@ impl ToolName {
             "state": {"type": "string", "enum": ["done", "nothing_ran", "waiting_for_input", "matched", "running", "settled", "full_screen", "session_ended"],
                 "description": "How the command stands: done (it ended), running (the wait ran out), waiting_for_input (a program waits at a prompt), matched (until matched), nothing_ran, settled, full_screen, session_ended."},
             "exit_code": {"type": "integer", "description": "The command's exit status; absent when its shell did not tell it."},
+            "signal": {"type": "string", "description": "The signal an exit status of 128 + N names (SIGSEGV for 139, SIGINT for 130, SIGKILL for 137)."},
             "pipeline": {"type": "array", "items": {"type": "integer"}, "description": "The exit status of each stage of its pipeline."},
             "region": {"type": "integer", "description": "The command's region: read session=... region=N reads its output."},
             "lines": span(),

@@ -142,6 +142,21 @@ async fn a_wait_goes_on_after_the_lines_the_last_reply_showed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_of_128_plus_a_signal_names_the_signal() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let r = s.call("run", json!({"session": "t1", "command": "bash -c 'kill -SEGV $$'"})).await;
+    assert_has!(r.text, "exit 139 (SIGSEGV: segmentation fault)");
+    let facts = r.structured.expect("structuredContent");
+    assert_eq!((facts["exit_code"].as_i64(), facts["signal"].as_str()), (Some(139), Some("SIGSEGV")), "{facts}");
+    let r = s.call("run", json!({"session": "t1", "command": "(exit 3)"})).await;
+    let facts = r.structured.expect("structuredContent");
+    assert_eq!((facts["exit_code"].as_i64(), facts.get("signal")), (Some(3), None), "{facts}");
+    assert_has!(s.ok("regions", json!({"session": "t1"})).await, "exit 139 (SIGSEGV) ·");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_router_loses_nothing() {
     let w = World::new();
     let s = w.server().await;

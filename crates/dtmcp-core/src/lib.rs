@@ -20,6 +20,7 @@ pub mod answers;
 pub mod cast;
 pub mod contract;
 pub mod cook;
+pub mod exit;
 pub mod marker;
 pub mod pipeline;
 pub mod policy;

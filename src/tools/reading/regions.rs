@@ -143,7 +143,7 @@ impl Listing<'_> {
 
     fn status(&self, r: &Region) -> String {
         match (r.end, r.exit) {
-            (_, Some(code)) => format!("exit {code}"),
+            (_, Some(code)) => dtmcp_core::exit::short(code),
             (Some(_), None) => "ended (no status)".to_string(),
             (None, None) if self.live => "running".to_string(),
             (None, None) => "unfinished (session closed)".to_string(),

@@ -205,7 +205,7 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
             }
         }
         (WaitReason::RegionEnded(_), Some(r)) => {
-            let exit = r.exit.map_or("finished (exit status unknown)".to_string(), |e| format!("exit {e}"));
+            let exit = r.exit.map_or("finished (exit status unknown)".to_string(), dtmcp_core::exit::words);
             let pipe = if r.pipestatus.len() > 1 {
                 format!(" (pipeline: {})", r.pipestatus.iter().map(i32::to_string).collect::<Vec<_>>().join(" "))
             } else {

@@ -76,7 +76,7 @@ impl Terminal {
         if self.update_agent(&name, |s| s.announced.insert(id.0)).await == Some(false) {
             return;
         }
-        let status = region.exit.map_or_else(|| "exit status unknown".to_string(), |e| format!("exit {e}"));
+        let status = region.exit.map_or_else(|| "exit status unknown".to_string(), dtmcp_core::exit::words);
         let command = region.command.lines().next().unwrap_or_default();
         let text = crate::tools::clean(&format!(
             "{name}: `{command}` (region {id}) finished · {status} · read session={name} region={id} shows its output"

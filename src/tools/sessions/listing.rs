@@ -157,7 +157,7 @@ impl Terminal {
         if let Some(r) = g.status.as_ref().and_then(|s| s.last_region.as_ref()) {
             match r.exit {
                 Some(code) => {
-                    let _ = write!(out, " · last: `{}` exit {code}", r.command);
+                    let _ = write!(out, " · last: `{}` {}", r.command, dtmcp_core::exit::short(code));
                     row.insert("last_exit".into(), code.into());
                 }
                 None => {
