@@ -54,6 +54,8 @@ async fn gdb_breaks_runs_and_shows_the_crash() {
     assert_has!(r, "Breakpoint 1 at");
     let r = line(&s, "run").await;
     assert_has!(r, "Breakpoint 1, sum_to (n=4)");
+    // The program gdb runs is gdb's work, not a job in the background.
+    assert!(!r.contains("in the background"), "{r}");
     let r = line(&s, "bt").await;
     assert_has!(r, "#0  sum_to (n=4)");
     assert_has!(r, "#1  ");

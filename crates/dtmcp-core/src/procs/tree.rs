@@ -14,7 +14,9 @@
 //!
 //! A background job is a process group of the tree that is neither the
 //! shell's own nor the terminal's foreground group, nor one on the way
-//! from the shell to the foreground (a nested shell running a command).
+//! from the shell to the foreground (a nested shell running a command),
+//! nor one a foreground program other than a shell started (a debugger's
+//! inferior).
 //! Its job number (`%1`) is the shell's own bookkeeping, which `/proc`
 //! does not show: jobs are named by their leader's pid.
 
@@ -237,9 +239,32 @@ pub fn background(tree: &Tree) -> Vec<Background> {
             at = by_pid.get(&parent.ppid);
         }
     }
+    // What a foreground program other than a shell started in groups of
+    // their own (a debugger's inferior, a test runner's servers) is that
+    // program's work, not a job of the shell's; a shell in front (a nested
+    // `bash` at its prompt) has background jobs of its own.
+    let shell_in_front = tree.group(foreground).any(|m| m.pid == foreground && super::is_shell_name(&m.comm));
+    let under_foreground = |p: &Stat| {
+        let mut at = by_pid.get(&p.ppid);
+        let mut steps = 0;
+        while let Some(parent) = at {
+            if parent.pgrp == foreground {
+                return true;
+            }
+            steps += 1;
+            if parent.pid == root.pid || steps > MAX_PROCS {
+                return false;
+            }
+            at = by_pid.get(&parent.ppid);
+        }
+        false
+    };
     let mut jobs: Vec<Background> = Vec::new();
     for p in &tree.procs {
         if on_the_way.contains(&p.pgrp) || jobs.iter().any(|j| j.pgid == p.pgrp) {
+            continue;
+        }
+        if !shell_in_front && under_foreground(p) {
             continue;
         }
         let members: Vec<&Stat> = tree.group(p.pgrp).collect();
@@ -324,6 +349,19 @@ mod tests {
         assert_eq!(jobs.iter().map(|j| j.pid).collect::<Vec<_>>(), vec![700], "{jobs:?}");
         let t = tree(200, &[p(200, 100, 200, "make"), p(201, 200, 200, "cc")]);
         assert!(background(&t).is_empty());
+    }
+
+    #[test]
+    fn what_a_program_in_front_started_is_not_the_shells_job() {
+        // gdb 200 in front, its inferior 300 stopped at a breakpoint in a
+        // group of its own; the shell's own `sleep` 400 behind.
+        let mut inferior = p(300, 200, 300, "crash");
+        inferior.state = 't';
+        let t = tree(200, &[p(200, 100, 200, "gdb"), inferior, p(400, 100, 400, "sleep")]);
+        assert_eq!(background(&t).iter().map(|j| j.pid).collect::<Vec<_>>(), vec![400]);
+        // A nested bash 500 at its prompt: its `node` 700 is its job.
+        let t = tree(500, &[p(500, 100, 500, "bash"), p(700, 500, 700, "node")]);
+        assert_eq!(background(&t).iter().map(|j| j.pid).collect::<Vec<_>>(), vec![700]);
     }
 
     #[test]
