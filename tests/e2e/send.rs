@@ -31,6 +31,7 @@ async fn ctrl_c_interrupts_and_the_shell_takes_commands_again() {
     let r = s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
     assert_has!(r, "pressed ctrl+c");
     assert_has!(r, "the shell is in the foreground again");
+    assert_has!(r, "`sleep 100` (region 1) ended: exit 130 (SIGINT: interrupted, as by ctrl+c)");
     let r = s.run("t1", "echo after-interrupt").await;
     assert_has!(r, "exit 0");
     assert_has!(r, "after-interrupt");
@@ -52,6 +53,7 @@ async fn kill_ends_a_program_that_ignores_ctrl_c() {
     let r = s.ok("send", json!({"session": "t1", "signal": "KILL", "wait": 0.5})).await;
     assert_has!(r, "sent SIGKILL to `python");
     assert_has!(r, "the shell is in the foreground again");
+    assert_has!(r, "ended: exit 137 (SIGKILL");
     assert_has!(s.run("t1", "echo alive").await, "alive");
     // With only the shell in front there is nothing to signal.
     assert_has!(s.err("send", json!({"session": "t1", "signal": "TERM"})).await, "only the pane's own process (`bash`");

@@ -219,6 +219,17 @@ impl Terminal {
         } else {
             out.push(appeared(&s, &mut logger, &before, &after).await?);
         }
+        // A command the keys or the signal ended says how (ctrl+c: exit 130).
+        if let Some(&open) = before.shell.open.first()
+            && !after.eof
+            && !after.shell.open.contains(&open)
+            && let Ok(Some(r)) = logger.region(open).await
+            && r.end.is_some()
+        {
+            let status = r.exit.map_or_else(|| "exit status unknown".to_string(), dtmcp_core::exit::words);
+            let command = r.command.lines().next().unwrap_or_default();
+            let _ = writeln!(out, "`{command}` (region {open}) ended: {status}");
+        }
         if (req.interrupts() || req.signal.is_some()) && !after.eof {
             out.push_str(&foreground_note(state.pane_pid).await);
         } else if !after.eof {
