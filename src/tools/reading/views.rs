@@ -201,11 +201,27 @@ pub fn render(screen: &Screen, mode: ScreenMode, previous: Option<&SeenScreen>) 
 }
 
 /// Every row up to the last that holds text or the cursor, then a note for
-/// the blank rows below.
+/// the blank rows below. Three or more equal rows in a row (an editor's
+/// `~` below the end of its file, a blank stretch) show as the first of
+/// them and a note.
 fn full_rows(out: &mut String, screen: &Screen, numbered: impl Fn(&mut String, usize)) {
     let last_text = screen.rows.iter().rposition(|r| !r.is_empty()).map_or(0, |i| i + 1);
     let shown = last_text.max(screen.state.cursor_y as usize + 1).min(screen.rows.len());
-    (0..shown).for_each(|i| numbered(out, i));
+    let mut i = 0;
+    while i < shown {
+        let same = screen.rows[i..shown].iter().take_while(|r| **r == screen.rows[i]).count();
+        match same {
+            3.. if screen.rows[i].is_empty() => {
+                let _ = writeln!(out, "(rows {}-{} are blank)", i + 1, i + same);
+            }
+            3.. => {
+                numbered(out, i);
+                let _ = writeln!(out, "(rows {}-{} are the same as row {})", i + 2, i + same, i + 1);
+            }
+            _ => (i..i + same).for_each(|k| numbered(out, k)),
+        }
+        i += same;
+    }
     if shown < screen.rows.len() {
         let _ = writeln!(out, "(rows {}-{} are blank)", shown + 1, screen.rows.len());
     }
@@ -482,6 +498,17 @@ mod tests {
             text,
             "screen 20x5 (columns x rows) · cursor at row 3, column 3 · alternate screen off\n\
              1  $ echo hi\n2  hi\n3  $\n(rows 4-5 are blank)\n"
+        );
+    }
+
+    #[test]
+    fn runs_of_equal_rows_show_once() {
+        let rows = ["top", "~", "~", "~", "~", "", "", "", "mid", "", "x", "x", "\"f\" 0L"];
+        let text = render(&screen(&rows, (0, 0)), ScreenMode::Full, None);
+        let body = text.split_once('\n').map(|(_, b)| b).unwrap_or_default();
+        assert_eq!(
+            body,
+            " 1  top\n 2  ~\n(rows 3-5 are the same as row 2)\n(rows 6-8 are blank)\n 9  mid\n10  \n11  x\n12  x\n13  \"f\" 0L\n"
         );
     }
 
