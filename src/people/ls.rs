@@ -155,8 +155,8 @@ fn state_paint(f: &Facts) -> Paint {
 /// The last command that finished and how.
 pub fn last_text(f: &Facts) -> String {
     let Some(command) = &f.last_command else { return "-".to_string() };
-    let exit = f.last_exit.map_or_else(|| "?".to_string(), |e| e.to_string());
-    format!("{} (exit {exit})", first_line(command, 24))
+    let exit = f.last_exit.map_or_else(|| "exit ?".to_string(), dtmcp_core::exit::short);
+    format!("{} ({exit})", first_line(command, 24))
 }
 
 fn last_paint(f: &Facts) -> Option<Paint> {
