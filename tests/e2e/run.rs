@@ -157,6 +157,31 @@ async fn a_status_of_128_plus_a_signal_names_the_signal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuation_prompt_takes_the_next_line_at_once() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // Each line of a heredoc goes in as soon as the shell asks for more:
+    // no wait for a primary prompt that is not coming (that was 2 s a line).
+    let started = std::time::Instant::now();
+    let r = s.ok("run", json!({"session": "t1", "command": "cat <<'X'\nline a\nline b\nline c\nX"})).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}:\n{r}", started.elapsed());
+    // The lines that went in say so, and only the whole command reports.
+    assert_has!(r, "$ cat <<'X'\n$ line a\n$ line b\n$ line c\n$ X\nexit 0");
+    assert_has!(r, "line c");
+    assert!(!r.contains("nothing ran") && !r.contains("no shell integration"), "{r}");
+    // A command left open says so, as data too.
+    let r = s.call("run", json!({"session": "t1", "command": "if true; then\necho in-if"})).await;
+    assert_has!(r.text, "the shell waits for the rest of the command at its continuation prompt `>`");
+    assert!(!r.text.contains("no shell integration"), "{}", r.text);
+    let facts = r.structured.expect("structuredContent");
+    assert_eq!(facts["state"], "waiting_for_input", "{facts}");
+    let r = s.ok("run", json!({"session": "t1", "command": "fi"})).await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, "in-if");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_router_loses_nothing() {
     let w = World::new();
     let s = w.server().await;

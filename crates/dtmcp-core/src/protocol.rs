@@ -301,7 +301,9 @@ impl Status {
     /// command that ran it).
     pub fn between_commands(&self, own_integrated: bool) -> bool {
         let shell = &self.shell;
-        if !shell.integrated || shell.at_prompt {
+        // At a continuation prompt the shell waits for the rest of a
+        // command: no command has ended, and no primary prompt is coming.
+        if !shell.integrated || shell.at_prompt || shell.at_continuation {
             return false;
         }
         let own = own_integrated && shell.open.is_empty();
@@ -415,6 +417,18 @@ pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<Option<T>, F
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shell_is_between_commands_only_until_a_prompt_of_either_kind() {
+        let mut status = Status::default();
+        status.shell.integrated = true;
+        assert!(status.between_commands(true), "ended, no prompt yet");
+        status.shell.at_prompt = true;
+        assert!(!status.between_commands(true), "at its prompt");
+        status.shell.at_prompt = false;
+        status.shell.at_continuation = true;
+        assert!(!status.between_commands(true), "waiting for the rest of a command");
+    }
 
     #[test]
     fn requests_round_trip_through_frames() {

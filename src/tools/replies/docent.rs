@@ -109,9 +109,14 @@ impl Terminal {
         let pane = crate::tools::typing::target::pane(&s);
         // A shell with nothing running may have just drawn its prompt and
         // not yet blocked reading the terminal: it gets a moment to settle.
-        let job = match settle && status.shell.open.is_empty() {
-            true => crate::tools::typing::target::settled_job(pane).await.ok(),
-            false => procs::job(pane).ok(),
+        let (job, status) = match settle && status.shell.open.is_empty() {
+            true => {
+                // A command that has just ended: the logger sees the
+                // prompt come (or its grace run out) before the look.
+                let status = crate::tools::typing::target::settled(&s, &mut logger, status).await.ok()?;
+                (crate::tools::typing::target::settled_job(pane).await.ok(), status)
+            }
+            false => (procs::job(pane).ok(), status),
         };
         let shown = self.sessions().tmux.display(s.pane.pane_id.as_str(), "#{alternate_on} #{session_attached}").await;
         let shown = shown.unwrap_or_default();
@@ -121,7 +126,7 @@ impl Terminal {
         let person_typed = attached > 0 && last_reply_s > 0 && self.person_typed_since(name, last_reply_s).await;
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
         let is_shell = job.as_ref().is_some_and(procs::Job::shell_holds);
-        let integrated_prompt = status.shell.integrated && status.shell.at_prompt;
+        let integrated_prompt = status.shell.integrated && (status.shell.at_prompt || status.shell.at_continuation);
         // A shell reading the terminal is at a prompt without our
         // integration, unless it is the pane's own integrated shell inside
         // one of its commands (a builtin that reads, such as `read`; after

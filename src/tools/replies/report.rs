@@ -46,7 +46,11 @@ pub(crate) async fn describe(
     let Waited { status, reason, region, typed_on, seen } = *waited;
     let mut facts = Facts {
         region: region.map(|r| r.id),
-        outcome: Outcome::of(reason, region),
+        outcome: match (reason, region) {
+            // The shell waits for the rest of a command it was given.
+            (WaitReason::Prompt, None) if status.shell.at_continuation => Outcome::Waiting,
+            _ => Outcome::of(reason, region),
+        },
         preface: note.is_some(),
         pipeline: region.map(|r| r.pipestatus.clone()).unwrap_or_default(),
         ..Facts::default()
@@ -217,6 +221,9 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
         (WaitReason::Prompt, Some(_)) if !prompt.is_empty() => format!("waiting for input at `{prompt}`{id}\n"),
         (WaitReason::Prompt, Some(_)) => {
             format!("waiting at a new prompt (a shell or program inside is ready for input){id}\n")
+        }
+        (WaitReason::Prompt, None) if status.shell.at_continuation => {
+            format!("the shell waits for the rest of the command at its continuation prompt `{prompt}`\n")
         }
         (WaitReason::Prompt, None) => {
             "back at the prompt; nothing ran (an empty line, a comment, or a syntax error)\n".to_string()

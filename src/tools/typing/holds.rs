@@ -173,6 +173,16 @@ pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str
     if pending.is_empty() {
         return None;
     }
+    // At a continuation prompt the shell holds a command still being given
+    // (an open `if`, a heredoc): the agent whose line last went into it
+    // may go on with it; anyone else is refused, naming that agent.
+    if let Some(t) = last.filter(|t| continues(t, status)) {
+        if t.actor == actor {
+            return None;
+        }
+        let by = Party::agent(&t.actor, actor);
+        return Some(Refusal::Unsubmitted { session: session.to_string(), by, text: pending.to_string() });
+    }
     let by = match agents_unsubmitted(status, last) {
         Some(t) => Party::agent(&t.actor, actor),
         None if attached > 0 => Party::Person,
@@ -192,6 +202,19 @@ pub fn stray_answer(status: &Status, last: Option<&Typed>) -> Option<String> {
     agents_unsubmitted(status, last).is_none().then(|| status.typed.trim().to_string())
 }
 
+/// Whether `t` is the last line of the command the shell at `status`'s
+/// continuation prompt is still being given: submitted there (the same
+/// shell, no primary prompt since), and among the lines it holds.
+fn continues(t: &Typed, status: &Status) -> bool {
+    let same_shell = t.shell_pid == 0 || t.shell_pid == status.shell.pid;
+    status.shell.at_continuation
+        && !status.eof
+        && same_shell
+        && t.submitted
+        && t.prompts == status.mark.prompts
+        && status.typed.contains(t.text.trim())
+}
+
 /// Whether `t` was typed at the prompt `status` shows: the same shell, no
 /// prompt since.
 fn at_this_prompt(t: &Typed, status: &Status) -> bool {
@@ -202,10 +225,12 @@ fn at_this_prompt(t: &Typed, status: &Status) -> bool {
 /// The count of the prompt that text typed at `before` is at: the one
 /// shown, or, while the shell shows none and runs nothing (starting up, or
 /// between a command's end and its next prompt), the next one, where the
-/// terminal hands over what was typed ahead. Text typed while a command
-/// runs (cat) is that program's, and lands at no prompt.
+/// terminal hands over what was typed ahead. A continuation prompt takes
+/// it at once. Text typed while a command runs (cat) is that program's,
+/// and lands at no prompt.
 pub fn lands_at(before: &Status) -> u64 {
-    let between = !before.shell.at_prompt && before.shell.open.is_empty();
+    let shell = &before.shell;
+    let between = !shell.at_prompt && !shell.at_continuation && shell.open.is_empty();
     before.mark.prompts + u64::from(between)
 }
 
@@ -269,6 +294,28 @@ mod tests {
         let enter = if submitted { Enter::Pressed } else { Enter::NotPressed };
         holds.note_typed("%1", actor, text, enter, &at);
         holds.last_typed("%1").expect("noted")
+    }
+
+    #[test]
+    fn a_command_left_open_at_a_continuation_prompt_is_its_agents_to_go_on_with() {
+        let mut open = status("if true; then\necho in", 3);
+        open.shell.at_prompt = false;
+        open.shell.at_continuation = true;
+        let mut at = open.clone();
+        at.typed.clear();
+        let holds = Holds::default();
+        holds.note_typed("%1", "a", "echo in", Enter::Pressed, &at);
+        let last = holds.last_typed("%1").expect("noted");
+        assert_eq!(last.prompts, 3, "a continuation prompt takes the line at once");
+        assert!(refusal("t1", &open, Some(&last), "a", 0).is_none(), "its own");
+        let why = refusal("t1", &open, Some(&last), "b", 0).expect("another agent's");
+        assert!(matches!(&why, Refusal::Unsubmitted { by: Party::Agent(a), .. } if a == "a"), "{why:?}");
+        // Lines nobody here typed (a person's) stay refused.
+        let theirs = typed("a", "ls", true, 3);
+        assert!(matches!(
+            refusal("t1", &open, Some(&theirs), "a", 1),
+            Some(Refusal::Unsubmitted { by: Party::Person, .. })
+        ));
     }
 
     #[test]

@@ -292,7 +292,14 @@ impl Terminal {
                 let _ = writeln!(out, "$ {line}");
             }
             let finished = part.facts.outcome.lets_next_line_go();
-            out.push(part);
+            // A line the shell took as part of a command still being given
+            // (a heredoc's, an open `if`'s) needs no report of its own when
+            // more lines follow: its `$ line` says it went in.
+            let continues = part.facts.outcome == Outcome::Waiting && part.facts.region.is_none();
+            match continues && i + 1 < lines.len() {
+                true => out.push(Reply { text: String::new(), ..part }),
+                false => out.push(part),
+            }
             if !finished && i + 1 < lines.len() {
                 let _ = writeln!(out, "(the remaining {} lines were not typed)", lines.len() - i - 1);
                 break;
