@@ -196,7 +196,8 @@ const HEADINGS: [&str; 7] = ["#", "STATUS", "TOOK", "STARTED", "BY", "LINES", "C
 
 /// The listing: a heading when `heading`, then one line per region.
 pub fn table(regions: &[RegionFacts], style: Style, heading: bool, width: Option<usize>) -> Vec<String> {
-    let rows: Vec<[String; 7]> = regions.iter().map(row).collect();
+    let here = crate::config::hostname();
+    let rows: Vec<[String; 7]> = regions.iter().map(|r| row(r, &here)).collect();
     let mut widths = [0usize; 7];
     for (i, w) in widths.iter_mut().enumerate() {
         let longest = rows.iter().map(|r| cells(&r[i])).max().unwrap_or(0);
@@ -243,12 +244,14 @@ fn render(cells_: &[String; 7], widths: &[usize; 7], width: Option<usize>) -> St
     }
 }
 
-fn row(r: &RegionFacts) -> [String; 7] {
+/// The cells of region `r`'s row; `here` is this host's name (a command
+/// on it needs no "[on HOST]").
+fn row(r: &RegionFacts, here: &str) -> [String; 7] {
     let mut command = first_line(&r.command, 200);
     if r.kind == RegionKind::Input {
         command = format!("(input) {command}");
     }
-    if r.depth > 0 && !r.host.is_empty() {
+    if r.depth > 0 && !r.host.is_empty() && (r.kind != RegionKind::Input || r.host != here) {
         command.push_str(&format!("  [on {}]", r.host));
     }
     [

@@ -51,6 +51,8 @@ async fn gdb_breaks_runs_and_shows_the_crash() {
     assert_has!(r, "waiting for input at `(gdb)`");
     let r = line(&s, "break sum_to").await;
     assert_has!(r, "at the program's prompt `(gdb)` again");
+    // A line typed into a program on this host names no host.
+    assert!(!r.contains(" · on "), "{r}");
     assert_has!(r, "Breakpoint 1 at");
     let r = line(&s, "run").await;
     assert_has!(r, "Breakpoint 1, sum_to (n=4)");

@@ -84,7 +84,8 @@ impl Terminal {
             shown.len(),
             logs.dir.display()
         );
-        let ctx = Listing { dir: &logs.dir, live: logs.live, lines: LineNo(lines), now: now_ms() };
+        let here = crate::config::hostname();
+        let ctx = Listing { dir: &logs.dir, live: logs.live, lines: LineNo(lines), now: now_ms(), here: &here };
         for (r, by) in shown.iter().zip(starters) {
             // Another agent's command says whose it is.
             out.push_str(&ctx.line(r, by.as_deref().filter(|&a| a != me), allowed.get(&r.id.0).map(String::as_str)));
@@ -102,6 +103,8 @@ struct Listing<'a> {
     live: bool,
     lines: LineNo,
     now: u64,
+    /// This host's name: a region on it needs no "on HOST".
+    here: &'a str,
 }
 
 impl Listing<'_> {
@@ -128,7 +131,7 @@ impl Listing<'_> {
             self.duration(r),
             first_line(&r.command)
         );
-        if !r.host.is_empty() && r.depth > 0 {
+        if dtmcp_core::region::tagged_with_host(r, self.here) {
             let _ = write!(out, " · on {}", r.host);
         }
         if let Some(agent) = by {
@@ -173,7 +176,7 @@ mod tests {
     #[test]
     fn a_listed_region_says_status_duration_lines_and_file() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let ctx = Listing { dir: dir.path(), live: true, lines: LineNo(50), now: 10_000 };
+        let ctx = Listing { dir: dir.path(), live: true, lines: LineNo(50), now: 10_000, here: "laptop" };
         let done = Region {
             id: RegionId(7),
             command: "make check".into(),

@@ -189,7 +189,7 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
     let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
     // A command run by a shell inside the session's own (over ssh, in a
     // container) says where, as region lists do.
-    if let Some(r) = region.filter(|r| r.depth > 0 && !r.host.is_empty()) {
+    if let Some(r) = region.filter(|r| dtmcp_core::region::tagged_with_host(r, &s.meta.host)) {
         let _ = write!(id, " · on {}", r.host);
     }
     let prompt = status.current_text.trim_end();

@@ -104,6 +104,15 @@ pub struct Region {
     pub ended_ms: Option<u64>,
 }
 
+/// Whether a listing or a reply names the host region `r` ran on: a
+/// command of a shell inside the session's own (over ssh, in a
+/// container, even on this host), or a line typed into a program on
+/// another host than `here`. A line typed into a program here needs no
+/// tag.
+pub fn tagged_with_host(r: &Region, here: &str) -> bool {
+    r.depth > 0 && !r.host.is_empty() && (r.kind != RegionKind::Input || r.host != here)
+}
+
 /// A change the tracker made.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RegionChange {

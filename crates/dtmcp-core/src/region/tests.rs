@@ -410,3 +410,20 @@ fn a_program_without_a_known_prompt_settles_and_a_new_input_ends_the_last() {
 fn tails_stay_on_char_boundaries(#[case] text: &str, #[case] start: u32, #[case] want: &str) {
     assert_eq!(tail_from(text, start), want);
 }
+
+#[rstest]
+#[case::own_shell(RegionKind::Command, 0, "vm", false)]
+#[case::a_shell_inside(RegionKind::Command, 1, "vm", true)]
+#[case::far_shell(RegionKind::Command, 1, "db1", true)]
+#[case::a_program_here(RegionKind::Input, 1, "vm", false)]
+#[case::a_program_far(RegionKind::Input, 2, "db1", true)]
+#[case::host_unknown(RegionKind::Command, 1, "", false)]
+fn regions_name_their_host_where_it_tells_something(
+    #[case] kind: RegionKind,
+    #[case] depth: u32,
+    #[case] host: &str,
+    #[case] tagged: bool,
+) {
+    let r = Region { kind, depth, host: host.into(), ..Region::default() };
+    assert_eq!(tagged_with_host(&r, "vm"), tagged);
+}
