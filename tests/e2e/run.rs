@@ -161,14 +161,18 @@ async fn a_continuation_prompt_takes_the_next_line_at_once() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    // Each line of a heredoc goes in as soon as the shell asks for more:
-    // no wait for a primary prompt that is not coming (that was 2 s a line).
+    // Each line of a heredoc goes in as soon as the shell asks for more,
+    // at its continuation prompt: no wait for a primary prompt that is not
+    // coming (that was 2 s a line), nor for the output to go quiet (250 ms).
+    let body: Vec<String> = (1..=30).map(|i| format!("line {i}")).collect();
+    let command = format!("cat <<'X'\n{}\nX", body.join("\n"));
     let started = std::time::Instant::now();
-    let r = s.ok("run", json!({"session": "t1", "command": "cat <<'X'\nline a\nline b\nline c\nX"})).await;
+    let r = s.ok("run", json!({"session": "t1", "command": command})).await;
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}:\n{r}", started.elapsed());
     // The lines that went in say so, and only the whole command reports.
-    assert_has!(r, "$ cat <<'X'\n$ line a\n$ line b\n$ line c\n$ X\nexit 0");
-    assert_has!(r, "line c");
+    assert_has!(r, "$ cat <<'X'\n$ line 1\n$ line 2\n");
+    assert_has!(r, "$ line 30\n$ X\nexit 0");
+    assert_has!(r, "line 30");
     assert!(!r.contains("nothing ran") && !r.contains("no shell integration"), "{r}");
     // A command left open says so, as data too.
     let r = s.call("run", json!({"session": "t1", "command": "if true; then\necho in-if"})).await;

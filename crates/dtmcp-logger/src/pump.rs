@@ -142,6 +142,8 @@ pub struct Pump {
     markers: memchr::memmem::Finder<'static>,
     /// The last chunk ended inside a shell marker.
     in_marker: bool,
+    /// The tracker's count of continuation prompts at the last publication.
+    continuations: u64,
 }
 
 /// A stretch of output the pump could not store.
@@ -202,6 +204,7 @@ impl Pump {
             timing: Timing::open(dir, raw_len, now_ms()),
             markers: memchr::memmem::Finder::new(MARKER_START),
             in_marker: false,
+            continuations: 0,
         };
         p.replay(start, shared)?;
         Ok(p)
@@ -586,7 +589,13 @@ impl Pump {
         let lines = self.lines.lines();
         let raw_len = self.raw_len;
         let changes = std::mem::take(&mut self.changes);
+        // A continuation prompt drawn in this output ended by `raw_len`.
+        let continued = self.pipe.tracker.continuations() > self.continuations;
+        self.continuations = self.pipe.tracker.continuations();
         shared.publish(|live| {
+            if continued {
+                live.continuation_raw = raw_len;
+            }
             live.raw_len = raw_len;
             live.lines = lines;
             live.cursor = cursor;

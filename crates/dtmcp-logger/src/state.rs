@@ -73,6 +73,10 @@ pub struct Live {
     /// A wake-up was written that the loop has not taken yet: publications
     /// meanwhile need not write another.
     pub rung: bool,
+    /// `raw.log`'s size when the output that drew the latest continuation
+    /// prompt (`PS2`) was stored: a wait whose mark is older saw the shell
+    /// ask for the rest of a command since.
+    pub continuation_raw: u64,
 }
 
 impl Live {
@@ -314,6 +318,13 @@ impl Shared {
                 return Some(WaitReason::RegionEnded(r.id));
             }
             if status.mark.prompts > spec.after.prompts && status.shell.at_prompt {
+                return Some(WaitReason::Prompt);
+            }
+            // The shell asks for the rest of a command at a continuation
+            // prompt drawn after the mark (a heredoc's next line), as far
+            // as `status` goes (a newer one is seen at the next look).
+            let drawn = self.lock().continuation_raw;
+            if status.shell.at_continuation && drawn > spec.after.raw.0 && drawn <= status.mark.raw.0 {
                 return Some(WaitReason::Prompt);
             }
         }

@@ -172,6 +172,9 @@ pub struct RegionTracker {
     /// An input region a checkpoint held open: its rules died with the
     /// logger that opened it, so [`RegionTracker::close_orphans`] ends it.
     orphan_input: Option<Region>,
+    /// Continuation prompts shown so far (not on the wire: the logger uses
+    /// it to tell a new one from the one a wait began at).
+    continuations: u64,
 }
 
 impl RegionTracker {
@@ -186,6 +189,7 @@ impl RegionTracker {
             typing: Typing::default(),
             input: None,
             orphan_input: None,
+            continuations: 0,
         }
     }
 
@@ -211,6 +215,11 @@ impl RegionTracker {
     /// What is known now.
     pub fn shell(&self) -> &ShellState {
         &self.state
+    }
+
+    /// How many continuation prompts (`PS2`) have been shown so far.
+    pub fn continuations(&self) -> u64 {
+        self.continuations
     }
 
     /// What has been typed at the innermost shell's prompt and not yet
@@ -381,6 +390,7 @@ impl RegionTracker {
             self.typing.starts = vec![LinePos::at(at)];
         } else if !self.typing.starts.is_empty() {
             self.state.at_continuation = true;
+            self.continuations += 1;
             self.typing.starts.push(LinePos::at(at));
         }
     }
