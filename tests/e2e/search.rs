@@ -71,6 +71,33 @@ async fn regions_list_failures_and_reading_writes_the_region_file() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_of_a_region_reads_as_its_reply_hints() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    s.run("t1", "echo before").await;
+    let r = s.run("t1", "seq -f 'row%g' 1 500").await;
+    // The clipped reply names the region and the lines left out.
+    let hint = r.split("(or from_line=").nth(1).expect("a hint");
+    let first: u64 = hint.split_whitespace().next().and_then(|n| n.parse().ok()).expect("from_line");
+    let region = r.split(" · region ").nth(1).and_then(|t| t.split_whitespace().next()).expect("region");
+    let region: u64 = region.parse().expect("a number");
+    let args = json!({"session": "t1", "region": region, "from_line": first, "to_line": first + 2});
+    let part = s.ok("read", args).await;
+    assert_has!(part, format!("region {region} `seq -f 'row%g' 1 500` · lines {first}-{}", first + 2));
+    assert_eq!(part.lines().filter(|l| l.contains("row")).count(), 4, "{part}");
+    // Only to_line: from the region's start; a range reaching past it is cut to it.
+    let head = s.ok("read", json!({"session": "t1", "region": region, "from_line": 1, "to_line": first})).await;
+    assert!(!head.contains("before"), "{head}");
+    assert!(head.lines().any(|l| l.ends_with("  row1")), "{head}");
+    // 500 lines: past 400 the reply says how to go on within the region.
+    let all = s.ok("read", json!({"session": "t1", "region": region})).await;
+    assert_has!(all, format!("… more: read session=t1 region={region} from_line="));
+    let outside = s.err("read", json!({"session": "t1", "region": region, "from_line": 1, "to_line": 2})).await;
+    assert_has!(outside, format!("are not in region {region}, which holds lines"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_session_can_still_be_read_searched_and_listed() {
     let w = World::new();
     let s = w.server().await;

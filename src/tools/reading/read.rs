@@ -79,7 +79,7 @@ impl Terminal {
         let (dir, mut source, status) = self.open_source(&p.session).await?;
         let last_line = last_line(&status);
         let (first, last, region) = match (p.region, p.from_line, p.to_line) {
-            (Some(id), None, None) => {
+            (Some(id), from, to) => {
                 let r = source.region(&self.inner.searches, RegionId(id)).await?.ok_or_else(|| {
                     ToolError::BadInput(format!(
                         "session {} has no region {id}; it has {} regions",
@@ -87,10 +87,16 @@ impl Terminal {
                     ))
                 })?;
                 let (a, b) = region_lines(&r, &status);
-                (a, b, Some(r))
-            }
-            (Some(_), _, _) => {
-                return Err(ToolError::BadInput("give either region or from_line/to_line, not both".into()));
+                // from_line and to_line pick a part of the region.
+                let (first, last) = (from.map_or(a, |f| a.max(LineNo(f))), to.map_or(b, |t| b.min(LineNo(t))));
+                if (from.is_some() || to.is_some()) && (first > last || b < a) {
+                    let asked = format!("{}-{}", from.map_or(a.0, |f| f), to.map_or(b.0, |t| t));
+                    return Err(ToolError::BadInput(format!(
+                        "lines {asked} are not in region {id}, which holds lines {a}-{b}; read session={} region={id} reads all of it",
+                        p.session
+                    )));
+                }
+                (first, last, Some(r))
             }
             (None, from, to) => line_range(from, to, last_line).map_err(ToolError::BadInput)?,
         };
@@ -114,7 +120,8 @@ impl Terminal {
         }
         out.push_str(&output::numbered(first, &lines, digits(last.0)));
         if more {
-            out.push_str(&format!("… more: read session={} from_line={}\n", p.session, last.0 + 1));
+            let within = region.as_ref().map(|r| format!(" region={}", r.id)).unwrap_or_default();
+            out.push_str(&format!("… more: read session={}{within} from_line={}\n", p.session, last.0 + 1));
         }
         if let Some(r) = &region {
             out.push_str(&region_file_note(&dir, r));
