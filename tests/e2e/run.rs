@@ -186,6 +186,19 @@ async fn a_continuation_prompt_takes_the_next_line_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_jobs_line_after_the_prompt_is_no_typing() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    s.run("t1", "(sleep 0.3; echo said-in-the-back$((1+1))) &").await;
+    w.until_on_screen("t1", "said-in-the-back2");
+    let r = s.ok("run", json!({"session": "t1", "command": "echo next-$((2+3))"})).await;
+    assert_has!(r, "`said-in-the-back2` after the prompt is output of a program in the background, not typing");
+    assert_has!(r, "next-5");
+    assert_has!(r, "exit 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_router_loses_nothing() {
     let w = World::new();
     let s = w.server().await;

@@ -189,6 +189,29 @@ impl Terminal {
         e
     }
 
+    /// Whether the text at `status`'s prompt that `why` refuses, which
+    /// nobody can be named for, came without a key: tmux stamps a
+    /// session's activity (to the second) at each key a client presses and
+    /// at attaching, and agents' keys are known, so text there with no
+    /// stamp since the session was made, or since the prompt's command
+    /// ended, and that ends a line, is output of a job in the background (a
+    /// server's first lines), not typing.
+    async fn output_at_prompt(&self, s: &Session, status: &Status, why: &Refusal) -> bool {
+        // Typing ends no line at a prompt (Enter submits it); a job's
+        // output does, leaving the cursor on a line of its own.
+        let ends_a_line = status.typed.contains('\n') || status.current_text.trim().is_empty();
+        if !matches!(why, Refusal::Unsubmitted { by: Party::Someone, .. }) || !ends_a_line {
+            return false;
+        }
+        let since_ms = status.last_region.as_ref().and_then(|r| r.ended_ms).unwrap_or(s.meta.created_ms);
+        let format = "#{session_activity} #{session_created}";
+        let Ok(stamps) = self.sessions().tmux.display(s.pane.pane_id.as_str(), format).await else { return false };
+        let mut stamps = stamps.split_whitespace().map(str::parse::<u64>);
+        let (Some(Ok(activity_s)), Some(Ok(created_s))) = (stamps.next(), stamps.next()) else { return false };
+        // Stamped at its making only, or not since the command ended.
+        activity_s == created_s || (activity_s + 1) * 1000 <= since_ms
+    }
+
     async fn run_body(&self, p: RunParams, progress: &Progress) -> Result<Reply, ToolError> {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let lines = command_lines(&p.command).map_err(ToolError::BadInput)?;
@@ -263,7 +286,15 @@ impl Terminal {
                     &actor,
                     s.pane.session_attached,
                 ) {
-                    return Err(ToolError::Refused { refusal: Box::new(why), said: out.text });
+                    if !self.output_at_prompt(&s, &status, &why).await {
+                        return Err(ToolError::Refused { refusal: Box::new(why), said: out.text });
+                    }
+                    let shown = status.typed.trim();
+                    let _ = writeln!(
+                        out,
+                        "(`{shown}` after the prompt is output of a program in the background, not typing: no key was pressed in {} since its prompt came)",
+                        s.name
+                    );
                 }
             }
             if approved.is_none() {
