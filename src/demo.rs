@@ -132,7 +132,9 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
 /// are gone. A logger still ending when its logs vanish puts the session's
 /// directory back to say so (that is how a person who deletes a live
 /// session's logs learns it), which would leave it behind in `/tmp`. Waits
-/// five seconds at most.
+/// five seconds at most, then kills the loggers still there (the demo's
+/// own, found by their pid files and their command lines naming its
+/// directory).
 fn remove_when_loggers_left(tmp: &Path) {
     let sessions = tmp.join("state").join("sessions");
     let pids: Vec<i32> = std::fs::read_dir(&sessions)
@@ -147,6 +149,15 @@ fn remove_when_loggers_left(tmp: &Path) {
         memchr::memmem::find(&cmdline, sessions.as_os_str().as_encoded_bytes()).is_some()
     };
     let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A logger still there (a loaded machine) is the demo's own: it ends
+    // now, before its directory goes, so that it cannot put it back.
+    for &pid in pids.iter().filter(|&&p| alive(p)) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let deadline = deadline.max(Instant::now() + Duration::from_secs(1));
     while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
