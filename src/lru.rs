@@ -25,6 +25,17 @@ impl<K: std::hash::Hash + Eq + Clone, T> Lru<K, T> {
         Lru { cap, map: Mutex::new(Uses { tick: 0, values: HashMap::new() }) }
     }
 
+    /// The value of `key` if one is kept, without making one.
+    pub fn existing(&self, key: &K) -> Option<Arc<Mutex<T>>> {
+        let mut uses = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        uses.tick += 1;
+        let tick = uses.tick;
+        uses.values.get_mut(key).map(|(used, value)| {
+            *used = tick;
+            Arc::clone(value)
+        })
+    }
+
     /// The value of `key`, made by `make` when there is none.
     pub fn get(&self, key: &K, make: impl FnOnce() -> T) -> Arc<Mutex<T>> {
         let mut uses = self.map.lock().unwrap_or_else(|e| e.into_inner());

@@ -251,7 +251,7 @@ fn row(r: &RegionFacts, here: &str) -> [String; 7] {
     if r.kind == RegionKind::Input {
         command = format!("(input) {command}");
     }
-    if r.depth > 0 && !r.host.is_empty() && (r.kind != RegionKind::Input || r.host != here) {
+    if dtmcp_core::region::names_host(r.kind, r.depth, &r.host, here) {
         command.push_str(&format!("  [on {}]", r.host));
     }
     [

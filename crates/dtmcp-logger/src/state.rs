@@ -323,9 +323,11 @@ impl Shared {
             // The shell asks for the rest of a command at a continuation
             // prompt drawn after the mark (a heredoc's next line), as far
             // as `status` goes (a newer one is seen at the next look).
-            let drawn = self.lock().continuation_raw;
-            if status.shell.at_continuation && drawn > spec.after.raw.0 && drawn <= status.mark.raw.0 {
-                return Some(WaitReason::Prompt);
+            if status.shell.at_continuation {
+                let drawn = self.lock().continuation_raw;
+                if drawn > spec.after.raw.0 && drawn <= status.mark.raw.0 {
+                    return Some(WaitReason::Prompt);
+                }
             }
         }
         if spec.full_screen && status.mark.screens > spec.after.screens {

@@ -29,7 +29,7 @@ impl Shown {
     /// The last line of region `region`'s output that `actor` was shown in
     /// session `session`, when a reply showed it while the command ran.
     pub fn through(&self, actor: &str, session: &str, region: RegionId) -> Option<LineNo> {
-        let seen = self.0.get(&(actor.to_string(), session.to_string()), || None);
+        let seen = self.0.existing(&(actor.to_string(), session.to_string()))?;
         let seen = *seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.filter(|s| s.region == region).map(|s| s.through)
     }
@@ -40,8 +40,15 @@ impl Shown {
         let Some(region) = facts.region else { return };
         let runs_on = matches!(facts.outcome, Outcome::Running | Outcome::Matched | Outcome::Waiting);
         let seen = facts.shown_through.filter(|_| runs_on).map(|through| Seen { region, through });
-        let kept = self.0.get(&(actor.to_string(), session.to_string()), || None);
-        *kept.lock().unwrap_or_else(|e| e.into_inner()) = seen;
+        let key = (actor.to_string(), session.to_string());
+        // A finished command (most replies) makes no entry where none is.
+        let kept = match seen {
+            Some(_) => Some(self.0.get(&key, || None)),
+            None => self.0.existing(&key),
+        };
+        if let Some(kept) = kept {
+            *kept.lock().unwrap_or_else(|e| e.into_inner()) = seen;
+        }
     }
 }
 

@@ -110,7 +110,12 @@ pub struct Region {
 /// another host than `here`. A line typed into a program here needs no
 /// tag.
 pub fn tagged_with_host(r: &Region, here: &str) -> bool {
-    r.depth > 0 && !r.host.is_empty() && (r.kind != RegionKind::Input || r.host != here)
+    names_host(r.kind, r.depth, &r.host, here)
+}
+
+/// [`tagged_with_host`] for a region known by its kind, depth and host.
+pub fn names_host(kind: RegionKind, depth: u32, host: &str, here: &str) -> bool {
+    depth > 0 && !host.is_empty() && (kind != RegionKind::Input || host != here)
 }
 
 /// A change the tracker made.
