@@ -317,9 +317,9 @@ impl HttpSessions {
         self.known.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
 
-    /// Keeps only the sessions `live` says still are.
-    pub fn retain(&self, live: impl Fn(&str) -> bool) {
-        self.known.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| live(id));
+    /// The sessions known now.
+    pub fn ids(&self) -> Vec<String> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
     }
 }
 
@@ -438,8 +438,11 @@ mod tests {
         let restored = Arc::new(Connection::default());
         known.learn(&http_request(&[("mcp-session-id", "s-a")]), &restored);
         assert!(known.get("s-a").is_some_and(|c| Arc::ptr_eq(&c, &restored)));
-        known.retain(|id| id == "s-a");
-        assert!(known.get("s-b").is_none());
+        let mut ids = known.ids();
+        ids.sort();
+        assert_eq!(ids, ["s-a", "s-b"]);
+        known.forget("s-b");
+        assert!(known.get("s-b").is_none() && known.get("s-a").is_some());
         known.forget("s-a");
         assert!(known.get("s-a").is_none());
     }

@@ -19,11 +19,14 @@
 //! call goes on in a task of its own ([`Finish`]), so the command is not
 //! cut short, as under rmcp. A
 //! `notifications/cancelled` naming a direct call ends its wait, as rmcp
-//! does for its own. The session's worker in rmcp closes a session it has
+//! does for its own; one that overtakes its call (the two come on separate
+//! connections, and a loaded client or server can send or take the call's
+//! later) is kept for a while, and the call it names is cancelled as it
+//! comes. The session's worker in rmcp closes a session it has
 //! not heard of for five minutes; a session busy on the direct path is
 //! touched once a minute so that it does not.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -63,6 +66,10 @@ const LEARN_WITHIN: Duration = Duration::from_secs(1);
 /// A request id rmcp never gives a request-wise stream (its ids count up
 /// from zero), so closing it is a no-op that still counts as activity.
 const NO_STREAM: u64 = u64::MAX;
+/// How long a cancel naming no call under way is kept for a call that
+/// comes after it, and how many are kept at most.
+const EARLY_FOR: Duration = Duration::from_secs(30);
+const EARLY_MAX: usize = 64;
 
 /// rmcp's transport with the direct path in front of it.
 pub struct Direct {
@@ -73,6 +80,9 @@ pub struct Direct {
     /// The direct calls under way, by session and request id: how to end
     /// their wait.
     running: Mutex<HashMap<(String, RequestId), CancellationToken>>,
+    /// Cancels that named no call under way, newest last, with when they
+    /// came: the call may still be on its way.
+    early: Mutex<VecDeque<((String, RequestId), Instant)>>,
     /// When each session served here was last shown to rmcp as alive.
     touched: Mutex<HashMap<String, Instant>>,
 }
@@ -88,8 +98,6 @@ struct Caller {
 enum Route {
     /// A request it answers.
     Answer { session: String, id: RequestId, request: Box<ClientRequest>, to: Caller },
-    /// The cancellation of one of its own calls.
-    Cancel(CancellationToken),
     /// Anything else: rmcp's.
     Rmcp,
 }
@@ -101,7 +109,14 @@ impl Direct {
         manager: Arc<LocalSessionManager>,
         terminal: Terminal,
     ) -> Direct {
-        Direct { rmcp, manager, terminal, running: Mutex::default(), touched: Mutex::default() }
+        Direct {
+            rmcp,
+            manager,
+            terminal,
+            running: Mutex::default(),
+            early: Mutex::default(),
+            touched: Mutex::default(),
+        }
     }
 
     /// Serves one request of `/mcp`. A JSON body is read here whatever
@@ -122,15 +137,15 @@ impl Direct {
             Ok(message) => message,
             Err(answer) => return *answer,
         };
+        if let Some(token) = direct.cancel_of(&parts.headers, &message) {
+            token.cancel();
+            return StatusCode::ACCEPTED.into_response();
+        }
         let Some((session, to)) = direct.candidate(&parts.method, &parts.headers).await else {
             return direct.to_rmcp_learning(parts, bytes, &message).await;
         };
         match direct.route(session, to, message) {
             Route::Answer { session, id, request, to } => direct.answer(session, id, *request, to, parts).await,
-            Route::Cancel(token) => {
-                token.cancel();
-                StatusCode::ACCEPTED.into_response()
-            }
             Route::Rmcp => direct.to_rmcp(Request::from_parts(parts, Body::from(bytes))).await,
         }
     }
@@ -155,23 +170,31 @@ impl Direct {
         Some((session, Caller { terminal, peer }))
     }
 
+    /// The wait to end for `message`, a `notifications/cancelled` naming a
+    /// direct call under way in the session `headers` name. Looked up
+    /// whatever else the request is, so that a cancel finds its call even
+    /// should the session no longer be a candidate. One naming no such
+    /// call (rmcp's own, or one still on its way) goes on to rmcp, and is
+    /// kept in case its call comes after it.
+    fn cancel_of(&self, headers: &HeaderMap, message: &ClientJsonRpcMessage) -> Option<CancellationToken> {
+        let ClientJsonRpcMessage::Notification(n) = message else { return None };
+        let ClientNotification::CancelledNotification(c) = &n.notification else { return None };
+        let session = headers.get(SESSION_HEADER)?.to_str().ok()?.to_string();
+        let key = (session, c.params.request_id.clone()?);
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let token = running.get(&key).cloned();
+        if token.is_none() {
+            self.remember_early(key);
+        }
+        token
+    }
+
     /// Where the message of a candidate goes.
     fn route(&self, session: String, to: Caller, message: ClientJsonRpcMessage) -> Route {
         match message {
             ClientJsonRpcMessage::Request(call) if direct_kind(&call.request) => {
                 Route::Answer { session, id: call.id, request: Box::new(call.request), to }
             }
-            ClientJsonRpcMessage::Notification(n) => match &n.notification {
-                ClientNotification::CancelledNotification(c) => {
-                    let key = c.params.request_id.clone().map(|id| (session, id));
-                    let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-                    match key.and_then(|k| running.get(&k).cloned()) {
-                        Some(token) => Route::Cancel(token),
-                        None => Route::Rmcp,
-                    }
-                }
-                _ => Route::Rmcp,
-            },
             _ => Route::Rmcp,
         }
     }
@@ -196,7 +219,15 @@ impl Direct {
         extensions.insert(CallerLeft(left.clone()));
         context.extensions = extensions;
         let key = (session.clone(), id.clone());
-        self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), ct.clone());
+        {
+            // Checked under the lock a cancel takes: it either finds the
+            // call here or is found in `early` now.
+            let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+            if self.take_early(&key) {
+                ct.cancel();
+            }
+            running.insert(key.clone(), ct.clone());
+        }
         self.touch(&session);
         // A client hanging up does not drop the call midway (see `Finish`);
         // a panic in it is answered as an error, as from a task of its own.
@@ -260,6 +291,25 @@ impl Direct {
         self.rmcp.handle(request).await.map(Body::new)
     }
 
+    /// Keeps a cancel that named no call under way (see [`EARLY_FOR`]).
+    fn remember_early(&self, key: (String, RequestId)) {
+        let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
+        early.retain(|(_, at)| at.elapsed() < EARLY_FOR);
+        if early.len() >= EARLY_MAX {
+            early.pop_front();
+        }
+        early.push_back((key, Instant::now()));
+    }
+
+    /// Whether a cancel came for `key` before the call did (and forgets it).
+    fn take_early(&self, key: &(String, RequestId)) -> bool {
+        let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
+        match early.iter().position(|(k, at)| k == key && at.elapsed() < EARLY_FOR) {
+            Some(at) => early.remove(at).is_some(),
+            None => false,
+        }
+    }
+
     /// Shows rmcp's worker of `session` that it is in use, at most once
     /// per [`TOUCH_EVERY`], without delaying the call; and forgets the
     /// sessions rmcp no longer holds (a client that went away without a
@@ -275,6 +325,9 @@ impl Direct {
         let direct = Arc::clone(self);
         let session = session.to_string();
         tokio::spawn(async move {
+            // Only sessions known before rmcp's are looked at can be found
+            // gone: one learned meanwhile is not in the look, yet lives.
+            let known = direct.terminal.http_sessions();
             let (handle, live) = {
                 let sessions = direct.manager.sessions.read().await;
                 let live: HashSet<String> = sessions.keys().map(|id| id.to_string()).collect();
@@ -283,7 +336,9 @@ impl Direct {
             if let Some(handle) = handle {
                 let _ = handle.close_request_wise_channel(NO_STREAM).await;
             }
-            direct.terminal.keep_http_sessions(|id| live.contains(id));
+            for gone in known.iter().filter(|id| !live.contains(*id)) {
+                direct.terminal.forget_http_session(gone);
+            }
             direct.touched.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| live.contains(id));
         });
     }

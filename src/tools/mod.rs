@@ -229,9 +229,9 @@ impl Terminal {
         self.inner.http.forget(id);
     }
 
-    /// Forgets the HTTP MCP sessions `live` does not name.
-    pub fn keep_http_sessions(&self, live: impl Fn(&str) -> bool) {
-        self.inner.http.retain(live);
+    /// The HTTP MCP sessions known now.
+    pub fn http_sessions(&self) -> Vec<String> {
+        self.inner.http.ids()
     }
 
     /// The client's side of this connection, once it has initialized.

@@ -97,8 +97,11 @@ fn check_door(python: &Path, world: &World, door: &str, mode: &str, arg: &str, s
     assert!(ticks >= 1, "no progress while run waited: {what}");
     assert_has!(said, &format!("'{session}'"));
     assert_has!(said, "close False");
-    // The run given up after a second ended then (its command went on).
-    assert_has!(said, "after-cancel False running");
+    // The run given up after a second ended then, its command going on;
+    // or, should the cancel have overtaken the call on a loaded machine,
+    // it was cancelled as it came, before anything was typed.
+    let after = said.lines().find_map(|l| l.strip_prefix("after-cancel ")).unwrap_or_default();
+    assert!(matches!(after, "False running" | "False done" | "False nothing_ran"), "{what}");
     let calls = std::fs::read_to_string(world.home().join("calls.log")).expect("calls.log");
     let runs: Vec<f64> = calls
         .lines()

@@ -372,6 +372,23 @@ async fn http_calls_come_back_as_json_and_a_cancel_ends_a_direct_wait() {
     assert!(!err, "{text}");
     assert_has!(text, "ended-15");
 
+    // A cancel that overtakes its call (a loaded client sends the call
+    // late): the call, when it comes, is cancelled before anything is typed.
+    let early = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10}});
+    let (status, _) = http.send("POST", Some(&early), drop).await;
+    assert_eq!(status, 202, "the early cancel is taken");
+    let overtaken = call(10, json!({"name": "run", "arguments": {"session": "d1", "command": "echo never-$((4*4))"}}));
+    let started = Instant::now();
+    let mut answered = Vec::new();
+    http.send("POST", Some(&overtaken), |c| answered.push(c.msg)).await;
+    assert!(started.elapsed() < Duration::from_secs(3), "the overtaken call waited {:?}", started.elapsed());
+    assert!(answered.iter().all(|m| m["id"] != 10), "no answer to a cancelled request: {answered:?}");
+    let mut got = Vec::new();
+    http.post(call(11, json!({"name": "read", "arguments": {"session": "d1", "view": "screen"}})), |c| got.push(c))
+        .await;
+    let (screen, _) = tool_text(&got[0].msg);
+    assert!(!screen.contains("never-"), "the overtaken call typed its line:\n{screen}");
+
     // Closed by the client: refused, as rmcp refuses an unknown session.
     let (status, _) = http.send("DELETE", None, drop).await;
     assert!((200..300).contains(&status), "DELETE: {status}");
