@@ -190,12 +190,23 @@ async fn a_background_jobs_line_after_the_prompt_is_no_typing() {
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
-    s.run("t1", "(sleep 0.3; echo said-in-the-back$((1+1))) &").await;
+    let r = s.run("t1", "(sleep 0.3; echo said-in-the-back$((1+1))) &").await;
+    // A subshell is named by what it runs, not as a copy of the shell.
+    assert_has!(r, "running in the background: pid ");
+    assert_has!(r, "`( sleep 0.3 … )`");
     w.until_on_screen("t1", "said-in-the-back2");
     let r = s.ok("run", json!({"session": "t1", "command": "echo next-$((2+3))"})).await;
     assert_has!(r, "`said-in-the-back2` after the prompt is output of a program in the background, not typing");
+    assert_has!(r, "an Enter drew a fresh prompt for the command");
     assert_has!(r, "next-5");
     assert_has!(r, "exit 0");
+    // The command went on a prompt of its own: its label is what was
+    // typed, not the job's line before it.
+    let listed = s.ok("session_list", json!({})).await;
+    assert_has!(listed, "last: `echo next-$((2+3))` exit 0");
+    let screen = w.screen("t1");
+    let on_a_prompt = |l: &str| l.ends_with("$ echo next-$((2+3))") || l.ends_with("# echo next-$((2+3))");
+    assert!(screen.lines().any(on_a_prompt), "{screen}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -289,12 +289,16 @@ impl Terminal {
                     if !self.output_at_prompt(&s, &status, &why).await {
                         return Err(ToolError::Refused { refusal: Box::new(why), said: out.text });
                     }
-                    let shown = status.typed.trim();
+                    // Its first line names it; the screen has the rest.
+                    let mut lines = status.typed.lines().map(str::trim).filter(|l| !l.is_empty());
+                    let first = lines.next().unwrap_or_default();
+                    let more = if lines.next().is_some() { " …" } else { "" };
                     let _ = writeln!(
                         out,
-                        "(`{shown}` after the prompt is output of a program in the background, not typing: no key was pressed in {} since its prompt came)",
+                        "(`{first}`{more} after the prompt is output of a program in the background, not typing: no key was pressed in {} since its prompt came; an Enter drew a fresh prompt for the command)",
                         s.name
                     );
+                    status = self.fresh_prompt(&s, &mut logger, status).await?;
                 }
             }
             if approved.is_none() {

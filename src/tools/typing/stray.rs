@@ -3,7 +3,10 @@
 //! ended before reading the answer, which the shell's line editor then
 //! took as typed text. It is nobody's text, so it must neither make a
 //! `run` refused as someone's unsubmitted line nor be typed in front of
-//! the command (see [`dtmcp_core::answers`]).
+//! the command (see [`dtmcp_core::answers`]). Lines a job in the
+//! background printed after a prompt are nobody's text either: an empty
+//! Enter draws a fresh prompt below them, so that the command is not
+//! typed on their line, nor labelled with them.
 
 use std::time::{Duration, Instant};
 
@@ -72,6 +75,33 @@ impl Terminal {
                     )
                 });
                 return Ok(Cleared { status: now, note });
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Presses Enter at a prompt whose line a job in the background wrote
+    /// on (nothing typed there: see `Terminal::output_at_prompt`), and
+    /// waits, for [`CLEAR_MS`] at most, for the fresh prompt it draws; the
+    /// status to go on from.
+    pub(crate) async fn fresh_prompt(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        status: Status,
+    ) -> Result<Status, ToolError> {
+        self.sessions().tmux.send_enter(s.pane.pane_id.as_str()).await?;
+        let deadline = Instant::now() + Duration::from_millis(CLEAR_MS);
+        loop {
+            let now = logger.status().await?;
+            // An integrated shell counts its prompts; a plain one shows
+            // nothing typed after output that came since.
+            let fresh = match status.shell.integrated {
+                true => now.shell.prompts > status.shell.prompts && now.shell.at_prompt,
+                false => now.mark.raw > status.mark.raw && now.typed.trim().is_empty(),
+            };
+            if fresh || Instant::now() >= deadline {
+                return Ok(now);
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

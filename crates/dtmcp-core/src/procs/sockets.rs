@@ -229,19 +229,31 @@ pub fn looks(roots: &[u32]) -> Vec<Result<Look, String>> {
     for (look, tree) in looks.iter_mut().zip(&walked) {
         let order: HashMap<i32, usize> = tree.procs.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
         look.listeners.sort_by_key(|l| (order.get(&l.pid).copied(), l.kind, l.port, l.address, l.path.clone()));
-        look.jobs = tree::background(tree).into_iter().map(|b| job(b, &look.listeners, &mut argv)).collect();
+        let shell = tree.root().map(|r| r.pid);
+        look.jobs = tree::background(tree).into_iter().map(|b| job(b, shell, &look.listeners, &mut argv)).collect();
         look.far = far(tree, &mut argv);
     }
     let mut looks = looks.into_iter();
     trees.into_iter().map(|t| t.map(|_| looks.next().unwrap_or_default())).collect()
 }
 
-fn job(b: Background, listeners: &[Listener], argv: &mut impl FnMut(i32) -> Vec<String>) -> Job {
+/// Job `b` of the tree whose shell is `shell`. A subshell (`( … ) &`) is
+/// a fork of that shell with its command line: it is named by the first
+/// command it runs, as `( sleep 5 … )`, not as a second copy of the shell.
+fn job(b: Background, shell: Option<i32>, listeners: &[Listener], argv: &mut impl FnMut(i32) -> Vec<String>) -> Job {
     let listening = listeners.iter().filter(|l| b.pids.contains(&l.pid)).map(Listener::endpoint).collect();
     let words = argv(b.pid);
-    let command = match words.is_empty() {
-        true => b.program.clone(),
-        false => parse::short_command(&words, COMMAND_CHARS),
+    let subshell = !words.is_empty() && shell.is_some_and(|sh| sh != b.pid && argv(sh) == words);
+    let command = if subshell {
+        let inner = b.pids.iter().map(|&pid| argv(pid)).find(|w| !w.is_empty() && *w != words);
+        match inner {
+            Some(w) => format!("( {} … )", parse::short_command(&w, COMMAND_CHARS)),
+            None => "( subshell )".to_string(),
+        }
+    } else if words.is_empty() {
+        b.program.clone()
+    } else {
+        parse::short_command(&words, COMMAND_CHARS)
     };
     Job { pid: b.pid, pgid: b.pgid, command, stopped: b.stopped, processes: b.pids.len(), listening }
 }
