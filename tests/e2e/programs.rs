@@ -96,7 +96,22 @@ async fn python_takes_a_multi_line_definition() {
     assert!(took.as_millis() < 1_000, "{took:?}");
     let r = line(&s, "def square(x):\n    y = x * x\n    return y\n\nprint(square(7), 'squared')").await;
     assert_has!(r, "49 squared");
-    assert_eq!(r.matches("`...` again").count(), 3, "{r}");
+    // The lines the definition continues with go in without a report each.
+    assert_has!(r, "$ def square(x):\n$     y = x * x\n$     return y\n$ \n");
+    assert!(!r.contains("continuation prompt"), "{r}");
+    // A block ends with the empty line after it, kept at the end of a run.
+    let r = line(&s, "for i in range(2):\n    print('round', i)\n\n").await;
+    assert_has!(r, "round 0\nround 1");
+    assert_has!(r, "at the program's prompt `>>>` again");
+    // A line left open says so, as data too, and an empty command ends it.
+    let open = s.call("run", json!({"session": "t1", "command": "for i in range(2): print('loop', i)"})).await;
+    assert_has!(
+        open.text,
+        "at the program's continuation prompt `...`: it waits for the rest of the statement (in python an empty line ends a block: run command=\"\")"
+    );
+    assert_eq!(open.structured.expect("structuredContent")["state"], "waiting_for_input");
+    let r = line(&s, "").await;
+    assert_has!(r, "loop 0\nloop 1");
     let list = last_regions(&s).await;
     assert_has!(list, "`>>> def square(x):`");
     assert_has!(list, "`...     return y`");
@@ -123,7 +138,10 @@ async fn sqlite3_answers_at_its_prompt() {
     assert_has!(r, "total=42");
     // A statement left open shows the continuation prompt.
     let r = line(&s, "select 1 +").await;
-    assert_has!(r, "...>` again");
+    assert_has!(
+        r,
+        "at the program's continuation prompt `   ...>`: it waits for the rest of the statement (a `;` ends it)"
+    );
     assert_has!(line(&s, "1;").await, "2");
     assert_has!(line(&s, ".quit").await, "back at the shell's prompt");
 }

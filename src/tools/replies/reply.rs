@@ -46,6 +46,9 @@ pub struct Facts {
     /// line before it, in full or clipped (not a `show` or `last_lines`
     /// selection): where a later `wait` goes on from.
     pub shown_through: Option<LineNo>,
+    /// The line went into a statement still being given: a shell's or a
+    /// program's continuation prompt waits for the rest of it.
+    pub continues: bool,
     /// What else a tool knows as data (the sessions listed, a search's
     /// counts), carried in its structured result beside the text.
     pub details: serde_json::Map<String, serde_json::Value>,

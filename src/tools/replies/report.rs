@@ -44,13 +44,16 @@ pub(crate) async fn describe(
     note: Option<&str>,
 ) -> Result<Reply, ToolError> {
     let Waited { status, reason, region, typed_on, seen } = *waited;
+    // The shell, or a program, waits for the rest of what it was given.
+    let continues = matches!((reason, region), (WaitReason::Prompt, None) if status.shell.at_continuation)
+        || program_continues(s, waited);
     let mut facts = Facts {
         region: region.map(|r| r.id),
-        outcome: match (reason, region) {
-            // The shell waits for the rest of a command it was given.
-            (WaitReason::Prompt, None) if status.shell.at_continuation => Outcome::Waiting,
-            _ => Outcome::of(reason, region),
+        outcome: match continues {
+            true => Outcome::Waiting,
+            false => Outcome::of(reason, region),
         },
+        continues,
         preface: note.is_some(),
         pipeline: region.map(|r| r.pipestatus.clone()).unwrap_or_default(),
         ..Facts::default()
@@ -182,6 +185,29 @@ fn back_at_shell(s: &Session, waited: &Waited<'_>, shell: bool) -> bool {
     typed_line_ended(reason, region) && (integrated || (shell && !status.current_text.trim_end().is_empty()))
 }
 
+/// Whether a line typed into a program ended at its continuation prompt
+/// (python's `...`): it waits for the rest of the statement.
+fn program_continues(s: &Session, waited: &Waited<'_>) -> bool {
+    let Waited { status, reason, region, .. } = *waited;
+    matches!((reason, region), (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input)
+        && !(s.meta.integrated && status.shell.at_prompt)
+        && dtmcp_core::region::continues_a_statement(status.current_text.trim_end())
+}
+
+/// How the statement a program's continuation prompt `prompt` waits on
+/// is ended, where that is known: an empty line in python and ipython,
+/// a `;` in the SQL shells.
+fn ends_a_statement(prompt: &str) -> &'static str {
+    let prompt = prompt.trim();
+    if prompt == "..." || prompt == "...:" {
+        " (in python an empty line ends a block: run command=\"\")"
+    } else if prompt == "...>" || prompt == "->" || prompt.ends_with("-#") || prompt.ends_with("(#") {
+        " (a `;` ends it)"
+    } else {
+        ""
+    }
+}
+
 /// The reply's first line; `back` says a typed line ended back at a
 /// shell's prompt (see [`back_at_shell`]).
 fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
@@ -203,6 +229,11 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
                 true => format!("output settled · {}{id}\n", duration(ms)),
                 false if back => format!(
                     "back at the shell's prompt `{prompt}` · exit status unknown (this shell has no shell integration) · {}{id}\n",
+                    duration(ms)
+                ),
+                false if program_continues(s, waited) => format!(
+                    "at the program's continuation prompt `{prompt}`: it waits for the rest of the statement{} · {}{id}\n",
+                    ends_a_statement(prompt),
                     duration(ms)
                 ),
                 false => format!("at the program's prompt `{prompt}` again · {}{id}\n", duration(ms)),

@@ -155,12 +155,16 @@ impl Terminal {
         row.insert("program".into(), pane.pane_current_command.as_str().into());
         row.insert("cwd".into(), pane.pane_current_path.as_str().into());
         if let Some(r) = g.status.as_ref().and_then(|s| s.last_region.as_ref()) {
-            match r.exit {
-                Some(code) => {
+            match (r.exit, r.end) {
+                (Some(code), _) => {
                     let _ = write!(out, " · last: `{}` {}", r.command, dtmcp_core::exit::short(code));
                     row.insert("last_exit".into(), code.into());
                 }
-                None => {
+                // A line typed into a program, answered: programs tell no status.
+                (None, Some(_)) => {
+                    let _ = write!(out, " · last: `{}` ended", r.command);
+                }
+                (None, None) => {
                     let _ = write!(out, " · last: `{}` running", r.command);
                 }
             }

@@ -104,7 +104,7 @@ impl Terminal {
     async fn expect_body(&self, p: ExpectParams, progress: &Progress) -> Result<Reply, ToolError> {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
         let checked = check(&p).map_err(ToolError::BadInput)?;
-        let lines = p.command.as_deref().map(command_lines).transpose().map_err(ToolError::BadInput)?;
+        let lines = p.command.as_deref().map(|c| command_lines(c, false)).transpose().map_err(ToolError::BadInput)?;
         if lines.as_ref().is_some_and(|l| l.len() > 1) {
             return Err(ToolError::BadInput("expect types one command line; run the others first".into()));
         }

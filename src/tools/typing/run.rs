@@ -16,7 +16,7 @@ use crate::tools::ToolName;
 use crate::tools::replies::reply::{Facts, Outcome, Reply};
 use crate::tools::replies::report::{Waited, describe};
 use crate::tools::replies::shape::{Shape, ShapeParams};
-use crate::tools::typing::args::{command_lines, timeout_ms};
+use crate::tools::typing::args::{EMPTY, command_lines, timeout_ms};
 use crate::tools::typing::consent::{Judged, Line as Judge};
 use crate::tools::typing::holds::{self, Enter, Hold};
 use crate::tools::typing::listen::{Ask, Heard, Want};
@@ -81,7 +81,7 @@ with_wait_options! {
     pub struct RunParams {
         /// The session's name, as session_create or session_list gave it.
         pub session: String,
-        /// The command line to type and run, e.g. "make -j4". Several lines run one after another, each waited for.
+        /// The command line to type and run, e.g. "make -j4". Several lines run one after another, each waited for. At a program's prompt an empty line is an Enter (a blank last line ends a python block).
         pub command: String,
         /// Seconds to wait for the command to finish (default 30, at most 600). At the timeout the command keeps running: the reply says so and wait picks it up.
         #[serde(default)]
@@ -214,7 +214,7 @@ impl Terminal {
 
     async fn run_body(&self, p: RunParams, progress: &Progress) -> Result<Reply, ToolError> {
         let timeout = timeout_ms(p.timeout).map_err(ToolError::BadInput)?;
-        let lines = command_lines(&p.command).map_err(ToolError::BadInput)?;
+        let lines = command_lines(&p.command, true).map_err(ToolError::BadInput)?;
         let opts = options_of!(p)?;
         let typing = p.typing.as_ref().map(|t| Typing::parse(t, target::fresh_seed())).transpose();
         let typing = typing.map_err(ToolError::BadInput)?;
@@ -269,6 +269,17 @@ impl Terminal {
                 Ok(decided) => decided,
                 Err(e) => return Err(self.started_by(e, &s, open)),
             };
+            // An empty line is an Enter for a program (a REPL's block ends
+            // with one) and goes into a command a shell is still being
+            // given (a heredoc's); at a shell's own prompt it does nothing,
+            // and is not typed.
+            if line.trim().is_empty() && matches!(target, Target::Shell) && !status.shell.at_continuation {
+                if lines.iter().all(|l| l.trim().is_empty()) {
+                    return Err(ToolError::BadInput(EMPTY.into()));
+                }
+                i += 1;
+                continue;
+            }
             // At a continuation prompt the text typed so far is this
             // command's own earlier lines, not someone else's.
             let ours = i > 0 && status.typed.trim_start().starts_with(lines[0].trim());
@@ -320,17 +331,23 @@ impl Terminal {
                 self.journal().record_consent(&s.name, &actor, status.mark.regions, &allowed);
                 let _ = writeln!(out, "(`{line}` was {allowed})");
             }
+            // Each line says it went in when there are several to type
+            // (a shell is not given the blank ones at its prompt).
+            let several = match target {
+                Target::Shell => lines.iter().filter(|l| !l.trim().is_empty()).count() > 1,
+                Target::Program(_) => lines.len() > 1,
+            };
             let held = held.filter(|h| h.after() == status.mark);
             let typed = Line { text: line, before: &status, target, hold, held };
             let part = self.run_line(&s, &mut logger, typed, &call).await?;
-            if lines.len() > 1 {
+            if several {
                 let _ = writeln!(out, "$ {line}");
             }
             let finished = part.facts.outcome.lets_next_line_go();
             // A line the shell took as part of a command still being given
             // (a heredoc's, an open `if`'s) needs no report of its own when
             // more lines follow: its `$ line` says it went in.
-            let continues = part.facts.outcome == Outcome::Waiting && part.facts.region.is_none();
+            let continues = part.facts.continues;
             match continues && i + 1 < lines.len() {
                 true => out.push(Reply { text: String::new(), ..part }),
                 false => out.push(part),

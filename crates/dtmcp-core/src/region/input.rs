@@ -42,6 +42,26 @@ pub const PROMPT_PATTERNS: &[&str] = &[
     r"[$#%>] $",
 ];
 
+/// The prompts among [`PROMPT_PATTERNS`] that continue a statement begun
+/// on an earlier line (python's and node's `...`, ipython's `...:`,
+/// sqlite's `...>`, mysql's `->`, irb's `*` and quote prompts, psql's
+/// `-#`, `(#`, `'#`): the program waits for the rest of it.
+const CONTINUATION_PATTERNS: &[&str] = &[
+    r"^\.\.\.$",
+    r"^ +\.\.\.[:>]$",
+    r"^ +->$",
+    r"^irb\([^)]*\):[0-9]+:[0-9]+[*'\x22]$",
+    r"^[0-9A-Za-z_][0-9A-Za-z_-]*[\-('\x22][#>]$",
+];
+
+/// Whether `prompt` (as shown, its trailing blanks trimmed) is a
+/// program's continuation prompt (see [`CONTINUATION_PATTERNS`]).
+pub fn continues_a_statement(prompt: &str) -> bool {
+    static SET: LazyLock<RegexSet> =
+        LazyLock::new(|| RegexSet::new(CONTINUATION_PATTERNS).unwrap_or_else(|_| RegexSet::empty()));
+    SET.is_match(prompt.trim_end())
+}
+
 /// How long output must stay quiet to end the region of a program whose
 /// prompt is not known.
 pub const SETTLE_MS: u64 = 1_500;
@@ -212,6 +232,25 @@ mod tests {
     #[test]
     fn the_built_in_patterns_compile() {
         assert!(RegexSet::new(PROMPT_PATTERNS).is_ok());
+        assert!(RegexSet::new(CONTINUATION_PATTERNS).is_ok());
+    }
+
+    #[rstest]
+    #[case::python("... ", true)]
+    #[case::ipython("   ...: ", true)]
+    #[case::sqlite("   ...> ", true)]
+    #[case::mysql("    -> ", true)]
+    #[case::irb("irb(main):002:1* ", true)]
+    #[case::psql("postgres-# ", true)]
+    #[case::psql_paren("postgres(# ", true)]
+    #[case::python_primary(">>> ", false)]
+    #[case::psql_primary("postgres=# ", false)]
+    #[case::irb_primary("irb(main):001:0> ", false)]
+    #[case::gdb("(gdb) ", false)]
+    #[case::shell("root@box:~# ", false)]
+    #[case::output("loading...", false)]
+    fn continuation_prompts_are_told_apart(#[case] prompt: &str, #[case] continues: bool) {
+        assert_eq!(continues_a_statement(prompt), continues, "{prompt:?}");
     }
 
     #[test]

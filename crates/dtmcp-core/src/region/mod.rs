@@ -33,7 +33,7 @@ mod tests;
 use serde::{Deserialize, Serialize};
 
 use input::{InputEnd, OpenInput};
-pub use input::{InputSpec, PROMPT_PATTERNS, Prompts, SETTLE_MS};
+pub use input::{InputSpec, PROMPT_PATTERNS, Prompts, SETTLE_MS, continues_a_statement};
 pub use snapshot::TrackerSnapshot;
 
 use crate::marker::{self, Kind, Marker, Secret, Verifier};
