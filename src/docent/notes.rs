@@ -28,6 +28,8 @@ pub struct Situation<'a> {
     pub region: Option<u64>,
     /// The program holding the terminal, when it is not the session's shell.
     pub program: Option<&'a str>,
+    /// The pager reading the terminal (`less` under `git log`), if one does.
+    pub pager: Option<&'a str>,
     /// That program waits for input from the terminal.
     pub waiting: bool,
     /// It waits at a password prompt (input not echoed).
@@ -109,7 +111,9 @@ pub fn notes(s: &Situation) -> Vec<Note> {
         None if s.place_known => out.push(home(s.session)),
         None => {}
     }
-    if s.fullscreen {
+    if let (Some(pager), Some(program), true) = (s.pager, s.program, s.waiting) {
+        out.push(paging(s, program, pager));
+    } else if s.fullscreen {
         out.push(fullscreen(s));
     } else if let (Some(program), true) = (s.program, s.waiting) {
         out.push(prompt(s, program));
@@ -251,6 +255,24 @@ fn fullscreen(s: &Situation) -> Note {
     )
 }
 
+fn paging(s: &Situation, program: &str, pager: &str) -> Note {
+    let name = s.session;
+    let shows = match program == pager {
+        true => format!("`{pager}` is a pager"),
+        false => format!("`{program}` shows its output in the pager `{pager}`"),
+    };
+    let read = s.region.map_or_else(|| format!("read session={name}"), |r| format!("read session={name} region={r}"));
+    Note::new(
+        format!("pager:{program}"),
+        format!(
+            "note: {shows}, which takes keys, not command lines: send session={name} keys=[\"q\"] quits it, \
+             keys=[\"space\"] pages on. Only the pages it shows reach the log ({read}): for the whole output, \
+             quit it and run the command with `git --no-pager …` or `systemctl --no-pager …`, or export \
+             PAGER=cat GIT_PAGER=cat once in the session."
+        ),
+    )
+}
+
 fn plain_shell(s: &Situation) -> Note {
     Note::new(
         "plain-shell",
@@ -380,6 +402,14 @@ mod tests {
     #[case::busy_program(Situation { program: Some("make"), running: true, ..base() }, &["running"])]
     #[case::timeout_on_wait(Situation { tool: "wait", running: true, ..base() }, &["running"])]
     #[case::fullscreen(Situation { program: Some("vim"), fullscreen: true, waiting: true, ..base() }, &["fullscreen:vim"])]
+    #[case::pager(
+        Situation { program: Some("git"), pager: Some("less"), waiting: true, prompt: Some(":"), ..base() },
+        &["pager:git"]
+    )]
+    #[case::pager_on_the_alternate_screen(
+        Situation { program: Some("man"), pager: Some("less"), waiting: true, fullscreen: true, ..base() },
+        &["pager:man"]
+    )]
     #[case::plain_shell(Situation { plain_shell: true, ..base() }, &["plain-shell"])]
     #[case::moved(
         Situation { program: Some("ssh"), host: Some("db1"), user: Some("root"), waiting: true, ..base() },

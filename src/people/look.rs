@@ -691,6 +691,7 @@ mod tests {
             own_shell: is_shell,
             activity,
             reason: String::new(),
+            reader: comm.into(),
             password: false,
             place: Place::default(),
         }

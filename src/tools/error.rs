@@ -85,6 +85,20 @@ pub enum Refusal {
         /// Who started it, when known.
         started_by: Option<Party>,
     },
+    /// The foreground program reads keys, not lines (a pager, an editor,
+    /// a monitor): a command line typed into it would be taken key by key.
+    KeysOnly {
+        /// The session.
+        session: String,
+        /// The program reading the terminal (`less`).
+        program: String,
+        /// The command line it runs under, when the region tracker knows it.
+        command: Option<String>,
+        /// That command's region.
+        region: Option<u64>,
+        /// Whether the program is a pager showing the command's output.
+        pager: bool,
+    },
     /// The session's pane has ended.
     Ended {
         /// The session.
@@ -257,6 +271,29 @@ impl std::fmt::Display for Refusal {
                     Some(Party::You) => write!(f, " (it was started by you)"),
                     Some(Party::Person) => write!(f, " (it was typed by a person)"),
                     Some(Party::Someone) | None => Ok(()),
+                }
+            }
+            Refusal::KeysOnly { session, program, command, region, pager } => {
+                let under = command.as_ref().map(|c| format!(" (under `{c}`)")).unwrap_or_default();
+                if *pager {
+                    let read = match region {
+                        Some(r) => format!("read session={session} region={r}"),
+                        None => format!("read session={session}"),
+                    };
+                    write!(
+                        f,
+                        "`{program}`{under} is a pager in {session}: it takes keys, not command lines, so nothing was typed. \
+                         send session={session} keys=[\"q\"] quits it, keys=[\"space\"] shows the next page \
+                         (only the pages it shows reach the log: {read}). For the whole output without a pager: \
+                         `git --no-pager …`, `systemctl --no-pager …`, or export PAGER=cat GIT_PAGER=cat in the session"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "`{program}`{under} draws on the whole screen of {session} and takes keys, not command lines, \
+                         so nothing was typed. Use send with text and keys (screen=\"full\" shows the screen after them), \
+                         or quit it with its own key first (q, :q, ctrl+c)"
+                    )
                 }
             }
             Refusal::Ended { session } => write!(f, "the session {session} has ended; session_create makes a new one"),

@@ -383,6 +383,7 @@ mod tests {
             own_shell: is_shell,
             activity,
             reason: "read".into(),
+            reader: comm.into(),
             password,
             place: Default::default(),
         }

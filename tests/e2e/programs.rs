@@ -204,6 +204,35 @@ async fn vi_returns_at_its_first_screen_and_quits_with_its_keys() {
     assert_has!(r, "alternate screen off");
     assert_eq!(std::fs::read_to_string(&file).unwrap_or_default(), "hello from vi\n");
     assert_has!(line(&s, "echo after-vi").await, "exit 0");
+    // A command line is not typed into an editor key by key.
+    line(&s, &format!("vi {}", file.display())).await;
+    let why = s.err("run", json!({"session": "t1", "command": "echo into-vi"})).await;
+    assert_has!(why, "draws on the whole screen of t1 and takes keys, not command lines, so nothing was typed");
+    s.ok("send", json!({"session": "t1", "text": ":q", "keys": ["enter"], "wait": 0.5})).await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap_or_default(), "hello from vi\n");
+    assert_has!(line(&s, "echo after-vi-again").await, "exit 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pager_is_told_and_takes_no_command_line() {
+    needs!("less");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // less -X keeps the normal screen (git's LESS=FRX does): only the
+    // program reading the terminal tells it is a pager.
+    let r = line(&s, "seq 1 500 | LESS=X less").await;
+    assert_has!(r, "note: `less` is a pager, which takes keys, not command lines");
+    assert_has!(r, "keys=[\"q\"] quits it");
+    let started = std::time::Instant::now();
+    let why = s.err("run", json!({"session": "t1", "command": "echo typed-into-less"})).await;
+    assert_has!(why, "`less` (under `seq 1 500 | LESS=X less`) is a pager in t1");
+    assert_has!(why, "nothing was typed");
+    assert!(started.elapsed().as_millis() < 250, "refused at once, not after a grace: {:?}", started.elapsed());
+    s.ok("send", json!({"session": "t1", "keys": ["q"], "wait": 0.5})).await;
+    let r = line(&s, "echo after-less").await;
+    assert_has!(r, "exit 0");
+    assert!(!r.contains("typed-into-less"), "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -148,6 +148,7 @@ impl Terminal {
         let looked = Looked {
             region: status.last_region.as_ref().map(|r| r.id.0),
             program: job.as_ref().filter(|_| !is_shell).map(|j| j.comm.clone()),
+            pager: job.as_ref().filter(|j| procs::PAGERS.contains(&j.reader.as_str())).map(|j| j.reader.clone()),
             waiting,
             password: job.as_ref().is_some_and(|j| j.password),
             prompt: Some(status.current_text.clone()).filter(|_| waiting),
@@ -185,6 +186,7 @@ impl Terminal {
 struct Looked {
     region: Option<u64>,
     program: Option<String>,
+    pager: Option<String>,
     waiting: bool,
     password: bool,
     prompt: Option<String>,
@@ -213,6 +215,7 @@ impl Looked {
             command,
             region: self.region,
             program: self.program.as_deref(),
+            pager: self.pager.as_deref(),
             waiting: self.waiting,
             password: self.password,
             prompt: self.prompt.as_deref(),

@@ -411,6 +411,7 @@ mod tests {
             own_shell: false,
             activity: Activity::WaitingForInput,
             reason: String::new(),
+            reader: String::new(),
             password: false,
             place: dtmcp_core::procs::Place {
                 host: host.map(str::to_string),

@@ -66,7 +66,9 @@ pub async fn target(s: &Session, logger: &mut LoggerClient, mut status: Status) 
         match target_now(s, &status) {
             Ok(target) => return Ok((target, status)),
             Err(Look::Starting(_)) if waited < STARTING_GRACE => {}
-            Err(Look::Refused(_) | Look::Behind(_)) if waited < BUSY_GRACE => {}
+            // (A program that takes keys only will not take a line later.)
+            Err(Look::Refused(ref why)) if waited < BUSY_GRACE && !matches!(**why, Refusal::KeysOnly { .. }) => {}
+            Err(Look::Behind(_)) if waited < BUSY_GRACE => {}
             // A plain shell still busy after its grace gets the line all the
             // same: it reads it once it is ready. So does a shell builtin
             // reading a line with the line editor (`read -e`).
@@ -172,6 +174,20 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     let plain_shell = job.own_shell && !integrated;
     if plain_shell && job.activity == Activity::Working {
         return Err(Look::Starting(Box::new(job)));
+    }
+    // A pager or an editor waits for keys: a line would be taken key by key.
+    if job.activity == Activity::WaitingForInput
+        && !job.shell_holds()
+        && procs::KEYS_ONLY.contains(&job.reader.as_str())
+    {
+        let last = status.last_region.as_ref().filter(|r| r.end.is_none());
+        return Err(Look::Refused(Box::new(Refusal::KeysOnly {
+            session: s.name.clone(),
+            program: job.reader.clone(),
+            command: last.map(|r| r.command.clone()),
+            region: last.map(|r| r.id.0),
+            pager: procs::PAGERS.contains(&job.reader.as_str()),
+        })));
     }
     if job.activity == Activity::WaitingForInput || plain_shell {
         return Ok(Target::Program(job));

@@ -90,6 +90,9 @@ pub struct Job {
     pub activity: Activity,
     /// Why it was judged so, in words.
     pub reason: String,
+    /// The command name of the process that was judged: the one reading
+    /// the terminal (`less` under `git log`), else the leader's.
+    pub reader: String,
     /// Whether it waits for input with echo off and lines on: a password prompt.
     pub password: bool,
     /// Where it runs.
@@ -111,6 +114,19 @@ impl Job {
         self.own_shell || (is_shell_name(&self.comm) && !parse::shell_runs_script(&argv(self.pgid)))
     }
 }
+
+/// Programs that read keys, not lines: pagers, editors and monitors
+/// that draw on the whole screen. A command line typed into one is taken
+/// key by key (`less` reads `s` as "save to a file"). Terminal
+/// multiplexers are not among them: a line typed into a nested `tmux`
+/// reaches the shell inside.
+pub const KEYS_ONLY: &[&str] = &[
+    "less", "more", "most", "pg", "vim", "vi", "nvim", "view", "vimdiff", "nano", "pico", "emacs", "mc", "top", "htop",
+    "btop", "atop", "iotop", "iftop", "watch", "ncdu", "tig", "ranger", "nnn", "mutt", "neomutt", "nethack",
+];
+
+/// Pagers among [`KEYS_ONLY`]: they show another command's output.
+pub const PAGERS: &[&str] = &["less", "more", "most", "pg"];
 
 /// The command names of the shells this project knows: a pane without our
 /// integration whose foreground program is one of them, reading the
@@ -200,13 +216,23 @@ pub fn job(pane: Pane<'_>) -> Result<Job, String> {
     let leader = members.iter().find(|m| m.pid == pgid).unwrap_or(who);
     let reason = match who.pid == leader.pid {
         true => reason,
-        false => format!("its `{}` {reason}", who.comm),
+        false => format!("its `{}` {}", who.comm, reason.strip_prefix("it ").unwrap_or(&reason)),
     };
     let password = activity == Activity::WaitingForInput && echo_off(pane.tty) == Some(true);
     // The deepest process (one with no child in the group) says where the job runs.
     let leaf = members.iter().find(|m| !members.iter().any(|c| c.ppid == m.pid)).unwrap_or(who);
     let place = place(&shell, leaf);
-    Ok(Job { pgid, comm: leader.comm.clone(), own_shell: pgid == shell.pgrp, activity, reason, password, place })
+    let reader = who.comm.clone();
+    Ok(Job {
+        pgid,
+        comm: leader.comm.clone(),
+        own_shell: pgid == shell.pgrp,
+        activity,
+        reason,
+        reader,
+        password,
+        place,
+    })
 }
 
 /// A small `/proc` file, read whole. `fs::read_to_string` asks the size
@@ -516,7 +542,7 @@ mod tests {
 
     fn job(activity: Activity, password: bool, place: Place) -> Job {
         let reason = "why".to_string();
-        Job { pgid: 7, comm: "make".into(), own_shell: false, activity, reason, password, place }
+        Job { pgid: 7, comm: "make".into(), own_shell: false, activity, reason, reader: "make".into(), password, place }
     }
 
     #[rstest]
