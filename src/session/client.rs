@@ -94,6 +94,11 @@ pub enum ClientError {
     /// The logger answered something else than asked.
     #[error("the session's logger answered out of turn")]
     Unexpected,
+    /// The logger ended after the pane's output did: no other comes.
+    #[error(
+        "the session's pane has closed (its program exited) and its logger has ended with it; the logs stay on disk: read and search work on them"
+    )]
+    Ended,
     /// The connection closed before the answer came.
     #[error(
         "the session's logger went away before it answered (it ended or was killed); a new one is being attached: call again"
@@ -138,6 +143,9 @@ struct Conn {
     pending: Mutex<Option<HashMap<u64, oneshot::Sender<Response>>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
+    /// The logger said its output ended (the pane closed): once it goes
+    /// away, no other logger comes for the pane.
+    ended: AtomicBool,
     /// Tells the reader task to stop (a connection refused after its hello).
     shutdown: tokio::sync::Notify,
     /// The socket once more, to see at once whether the logger hung up
@@ -501,6 +509,11 @@ async fn read_answers(rx: ReadHalf, conn: Arc<Conn>) {
             () = conn.shutdown.notified() => None,
         };
         let Some(Tagged { id, msg }) = read else { return };
+        if let Response::Status(status) | Response::Waited { status, .. } = &msg
+            && status.eof
+        {
+            conn.ended.store(true, Ordering::Release);
+        }
         // An answer nobody waits for any more (its caller gave up) is dropped.
         let waiter = lock(&conn.pending).as_mut().and_then(|p| p.remove(&id));
         if let Some(waiter) = waiter {
@@ -548,6 +561,7 @@ impl LoggerClient {
     async fn exchange(&mut self, req: Request, limit: Duration) -> Result<Response, ClientError> {
         let again = !matches!(req, Request::OpenInput(_));
         match self.conn.exchange(req.clone(), limit).await {
+            Err(ClientError::Closed) if self.conn.ended.load(Ordering::Acquire) => Err(ClientError::Ended),
             Err(ClientError::Closed) if again && self.repaired() => {
                 self.conn = reconnect(&self.conn).await?;
                 self.conn.exchange(req, limit).await
@@ -584,6 +598,7 @@ impl LoggerClient {
     ) -> Result<(Status, Option<HeldWait>), ClientError> {
         match self.conn.status_wait(spec, settle).await {
             Ok((status, held)) => Ok((status, Some(held))),
+            Err(ClientError::Closed) if self.conn.ended.load(Ordering::Acquire) => Err(ClientError::Ended),
             Err(ClientError::Closed) if self.repaired() => {
                 self.conn = reconnect(&self.conn).await?;
                 Ok((self.status().await?, None))
@@ -695,8 +710,11 @@ async fn reconnect(old: &Conn) -> Result<Arc<Conn>, ClientError> {
 
 /// The slot's connection if it is open. A logger that has just died may
 /// not have been noticed by the reader task yet: the socket is asked too.
+/// One whose logger said its output ended is not handed out again: a new
+/// session of the same name has a new logger at the same path.
 fn open(slot: &Slot) -> Option<Arc<Conn>> {
-    let conn = lock(&slot.conn).as_ref().filter(|c| !c.closed.load(Ordering::Acquire)).cloned()?;
+    let usable = |c: &&Arc<Conn>| !c.closed.load(Ordering::Acquire) && !c.ended.load(Ordering::Acquire);
+    let conn = lock(&slot.conn).as_ref().filter(usable).cloned()?;
     if hung_up(&conn.probe) {
         conn.end();
         return None;
@@ -742,6 +760,7 @@ async fn new_connection(path: &Path, pool: Weak<Pool>) -> Result<Arc<Conn>, Clie
         pending: Mutex::new(Some(HashMap::new())),
         next_id: AtomicU64::new(1),
         closed: AtomicBool::new(false),
+        ended: AtomicBool::new(false),
         shutdown: tokio::sync::Notify::new(),
         probe,
         dir,

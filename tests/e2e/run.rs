@@ -304,3 +304,24 @@ async fn a_call_waiting_on_a_long_command_holds_up_no_other_call() {
     assert_has!(quick, "fine");
     assert!(quick_done < slow_done, "the quick call waited for the slow one:\n{quick}\n---\n{slow}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_ends_the_session_at_once_and_its_name_can_be_taken_again() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    s.run("t1", "echo before-exit").await;
+    let started = std::time::Instant::now();
+    let r = s.ok("run", json!({"session": "t1", "command": "exit"})).await;
+    assert_has!(r, "the session t1 ended (its pane closed)");
+    // Told by the logger, not found out by trying to reach one again.
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "took {:?}:\n{r}", started.elapsed());
+    // The name is free at once, while the old logger may still be ending:
+    // the new session gets its own logger, not the old one's answers.
+    s.create("t1").await;
+    let r = s.ok("run", json!({"session": "t1", "command": "echo after-$((6*7))"})).await;
+    assert_has!(r, "after-42");
+    assert_has!(r, "exit 0");
+    let listed = s.ok("session_list", json!({})).await;
+    assert_has!(listed, "t1: bash");
+}

@@ -22,6 +22,7 @@ mod server;
 mod state;
 mod timing;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -81,15 +82,22 @@ pub fn run_in(dir: &Path) -> Result<(), LoggerError> {
     let pump = pump::Pump::open(&shared)?;
     let socket_path = dir.join(files::SOCKET);
     let listener = server::bind(&socket_path)?;
+    // Which file is ours: by the time this logger ends, the path may name
+    // another logger's socket (the session's name taken again, its old
+    // directory archived under us).
+    let ours = std::fs::symlink_metadata(&socket_path).ok().map(|m| (m.dev(), m.ino()));
     let mut server = server::Server::new(listener, Arc::clone(&shared), true);
     let mut pump = pump;
     let result = main_loop::run(&mut pump, &mut server, std::io::stdin().lock(), &shared);
     shared.finish();
     shared.agents.flush();
-    // The waits held learn that the output ended before the socket goes.
-    server.answer_all(std::time::Duration::from_millis(500));
+    // The waits held learn that the output ended before the socket goes,
+    // and a client told so may still read what was printed last.
+    server.answer_all(std::time::Duration::from_secs(2), std::time::Duration::from_millis(300));
     // The socket goes with the logger: a reader then uses the files.
-    let _ = std::fs::remove_file(&socket_path);
+    if ours.is_some() && std::fs::symlink_metadata(&socket_path).ok().map(|m| (m.dev(), m.ino())) == ours {
+        let _ = std::fs::remove_file(&socket_path);
+    }
     drop(server);
     if pump.deleted.is_none() && tmux_died(tmux) {
         let why = "ended because its tmux server died (not by its program exiting)";

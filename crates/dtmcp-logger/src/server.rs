@@ -109,6 +109,8 @@ struct Conn {
     settling: Vec<Settling>,
     /// It went away or broke the protocol: dropped at the end of the turn.
     dead: bool,
+    /// Requests it sent.
+    served: u64,
 }
 
 /// A [`Request::StatusWait`] that found the shell between a command's end
@@ -217,22 +219,36 @@ impl Server {
         self.conns.retain(|c| !c.dead);
     }
 
+    /// How many requests the connections open now have sent.
+    fn served(&self) -> u64 {
+        self.conns.iter().map(|c| c.served).sum()
+    }
+
     /// Whether an input region asked of the pump awaits its answer.
     pub fn asked_pump(&self) -> bool {
         self.conns.iter().any(|c| !c.opens.is_empty())
     }
 
     /// After the output ended: serves until every held wait and input
-    /// region is answered (they learn of the end), or `limit` has passed.
-    pub fn answer_all(&mut self, limit: Duration) {
+    /// region is answered (they learn of the end), and then for as long as
+    /// requests keep coming, each within `quiet` of the last (a client told
+    /// of the end reads what the command printed), `limit` at most.
+    pub fn answer_all(&mut self, limit: Duration, quiet: Duration) {
         let deadline = Instant::now() + limit;
+        let mut last = Instant::now();
+        let mut seen = self.served();
         loop {
             self.finish_turn();
+            if self.served() != seen {
+                (seen, last) = (self.served(), Instant::now());
+            }
             let held = self.conns.iter().any(|c| c.held() > 0);
-            if !held || Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline || (!held && now >= last + quiet) {
                 return;
             }
-            self.turn(Some(deadline));
+            let cap = if held { deadline } else { deadline.min(last + quiet) };
+            self.turn(Some(cap));
         }
     }
 
@@ -254,6 +270,7 @@ impl Server {
                         opens: Vec::new(),
                         settling: Vec::new(),
                         dead: false,
+                        served: 0,
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -366,6 +383,7 @@ impl Conn {
 
     /// Serves one request: answered at once, or held.
     fn serve(&mut self, Tagged { id, msg }: Tagged<Request>, shared: &Shared) {
+        self.served += 1;
         let held = self.held();
         let answer = match msg {
             Request::Cancel { id: wait } => {
