@@ -164,13 +164,21 @@ fn the_skill_command_writes_a_plugin_that_starts_this_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_screen_program_is_named_with_how_to_quit_it() {
     needs!("less");
+    needs!("top");
     let w = World::new();
     let s = w.server().await;
     s.create("t1").await;
+    // A pager is told as one: keys, not lines, and how not to page.
     let r = s.ok("run", json!({"session": "t1", "command": "seq 1 500 | less", "timeout": 2})).await;
-    assert_has!(r, "note: less draws on the full screen");
+    assert_has!(r, "a full-screen program (`less`) holds the screen");
+    assert_has!(r, "note: `less` is a pager, which takes keys, not command lines");
     assert_has!(r, "keys=[\"q\"]");
     assert_has!(r, "`| less` is unnecessary");
+    s.ok("send", json!({"session": "t1", "keys": ["q"], "wait": 0.5})).await;
+    // Another full-screen program: its screen, and how to quit it.
+    let r = s.ok("run", json!({"session": "t1", "command": "top -d 1", "timeout": 2})).await;
+    assert_has!(r, "note: top draws on the full screen");
+    assert_has!(r, "To leave top: send keys=[\"q\"]");
     s.ok("send", json!({"session": "t1", "keys": ["q"]})).await;
 }
 

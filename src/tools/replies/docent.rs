@@ -121,7 +121,10 @@ impl Terminal {
         let shown = self.sessions().tmux.display(s.pane.pane_id.as_str(), "#{alternate_on} #{session_attached}").await;
         let shown = shown.unwrap_or_default();
         let mut fields = shown.split_whitespace();
-        let fullscreen = fields.next() == Some("1");
+        // On the alternate screen, or a program that draws on the whole
+        // screen without it (top in some terminals, `less -X`).
+        let keys_only = job.as_ref().is_some_and(|j| procs::KEYS_ONLY.contains(&j.reader.as_str()));
+        let fullscreen = fields.next() == Some("1") || keys_only;
         let attached = fields.next().and_then(|n| n.parse().ok()).unwrap_or(0);
         let person_typed = attached > 0 && last_reply_s > 0 && self.person_typed_since(name, last_reply_s).await;
         let waiting = job.as_ref().is_some_and(|j| j.activity == Activity::WaitingForInput);
