@@ -301,9 +301,9 @@ impl Terminal {
                         return Err(ToolError::Refused { refusal: Box::new(why), said: out.text });
                     }
                     // Its first line names it; the screen has the rest.
-                    let mut lines = status.typed.lines().map(str::trim).filter(|l| !l.is_empty());
-                    let first = lines.next().unwrap_or_default();
-                    let more = if lines.next().is_some() { " …" } else { "" };
+                    let mut printed = status.typed.lines().map(str::trim).filter(|l| !l.is_empty());
+                    let first = printed.next().unwrap_or_default();
+                    let more = if printed.next().is_some() { " …" } else { "" };
                     let _ = writeln!(
                         out,
                         "(`{first}`{more} after the prompt is output of a program in the background, not typing: no key was pressed in {} since its prompt came; an Enter drew a fresh prompt for the command)",
