@@ -295,6 +295,7 @@ fn leave(program: &str) -> String {
         "sqlite3" => "text=\".quit\" keys=[\"enter\"]",
         "mysql" | "ssh" => "text=\"exit\" keys=[\"enter\"]",
         "less" | "more" | "man" | "top" | "htop" | "btop" | "watch" | "git" => "keys=[\"q\"]",
+        "cat" | "tee" | "sort" | "wc" | "bc" => "keys=[\"ctrl+d\"] (the end of its input)",
         "vim" | "vi" | "nvim" => "keys=[\"escape\"], then text=\":q!\" keys=[\"enter\"] (or :wq to save)",
         "nano" => "keys=[\"ctrl+x\"]",
         "emacs" => "keys=[\"ctrl+x\", \"ctrl+c\"]",

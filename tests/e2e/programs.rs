@@ -370,3 +370,23 @@ async fn a_program_without_a_prompt_ends_its_input_when_output_settles() {
     assert_has!(list, "`no-prompt-here`");
     s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"]})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_reading_the_terminal_without_a_prompt_is_waiting_for_input() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // `cat` shows no prompt: blocked reading the terminal with nothing
+    // printed, it waits for input, which run says long before its timeout.
+    let r = s.call("run", json!({"session": "t1", "command": "cat", "timeout": 25})).await;
+    assert_has!(r.text, "waiting for input: it reads the terminal, and no prompt shows");
+    assert_has!(r.text, "To leave cat: send keys=[\"ctrl+d\"]");
+    assert_eq!(r.structured.expect("structuredContent")["state"], "waiting_for_input");
+    let r = line(&s, "typed-into-cat").await;
+    assert_has!(r, "typed-into-cat");
+    assert_has!(s.ok("send", json!({"session": "t1", "keys": ["ctrl+d"], "wait": 0.5})).await, "ended: exit 0");
+    // A command that sleeps is no such program: its run waits on.
+    let r = s.ok("run", json!({"session": "t1", "command": "sleep 4; echo slept", "timeout": 25})).await;
+    assert_has!(r, "slept");
+    assert_has!(r, "exit 0");
+}

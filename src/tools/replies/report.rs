@@ -251,7 +251,7 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
         }
         (WaitReason::Prompt, Some(_)) if !prompt.is_empty() => format!("waiting for input at `{prompt}`{id}\n"),
         (WaitReason::Prompt, Some(_)) => {
-            format!("waiting at a new prompt (a shell or program inside is ready for input){id}\n")
+            format!("waiting for input: it reads the terminal, and no prompt shows{id}\n")
         }
         (WaitReason::Prompt, None) if status.shell.at_continuation => {
             format!("the shell waits for the rest of the command at its continuation prompt `{prompt}`\n")

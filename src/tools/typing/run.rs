@@ -32,6 +32,9 @@ use dtmcp_core::types::{LineNo, RegionId};
 const QUIET_MS: u64 = 250;
 /// While output stays quiet, how often to look again.
 const RECHECK_MS: u64 = 1_000;
+/// Quiet this long, a program blocked reading the terminal is taken to
+/// wait for input even with no prompt on its line.
+const READ_QUIET_MS: u64 = 2_000;
 /// How long a full-screen program may take to draw its first screen.
 const FIRST_SCREEN_MS: u64 = 2_000;
 /// Quiet this long after a full-screen program starts: its screen is drawn.
@@ -595,6 +598,8 @@ impl Terminal {
     ) -> Result<(WaitReason, Status, Option<Region>), ToolError> {
         let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
         let typed_at = spec.after.raw;
+        // Since when the output has not grown.
+        let mut quiet_since = (Instant::now(), spec.after.raw);
         loop {
             let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
             spec.timeout_ms = slice_ms(left);
@@ -616,6 +621,18 @@ impl Terminal {
                     // prompt on screen is the one the line was typed at.
                     let answered = status.mark.raw > typed_at;
                     if answered && !status.shell.at_prompt && target::waits_at_prompt(s, &status) {
+                        return Ok((WaitReason::Prompt, status, region));
+                    }
+                    if status.mark.raw != quiet_since.1 {
+                        quiet_since = (Instant::now(), status.mark.raw);
+                    }
+                    // A program blocked reading the terminal with nothing
+                    // printed for a while (`cat`, a script's `input()`
+                    // without a prompt) waits for someone to type.
+                    if !status.shell.at_prompt
+                        && quiet_since.0.elapsed() >= Duration::from_millis(READ_QUIET_MS)
+                        && target::job(s).is_ok_and(|j| j.reads_terminal())
+                    {
                         return Ok((WaitReason::Prompt, status, region));
                     }
                     if (last && reason == WaitReason::Timeout) || follow.progress.cancelled() {

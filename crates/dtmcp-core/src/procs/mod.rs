@@ -99,7 +99,19 @@ pub struct Job {
     pub place: Place,
 }
 
+/// Why a process blocked in `read(2)` on the terminal is waiting for input.
+const READS_THE_TERMINAL: &str = "it reads the terminal";
+
 impl Job {
+    /// Whether it is blocked reading the terminal itself (`cat`, `read`, a
+    /// script's `input()`), not waiting in `select` on it among other
+    /// things (`ssh`, a REPL's line editor): a program blocked so, with
+    /// nothing printed for a while, waits for someone to type.
+    pub fn reads_terminal(&self) -> bool {
+        let reads = READS_THE_TERMINAL.trim_start_matches("it ");
+        self.activity == Activity::WaitingForInput && self.reason.ends_with(reads)
+    }
+
     /// Whether a shell holds the terminal: the pane's own, or one started
     /// inside it (a nested `bash`, the far shell of an `ssh` run as a
     /// command), by its leader's name.
@@ -360,7 +372,7 @@ fn by_syscall(pid: i32, call: Syscall, tty: &str) -> (Activity, String) {
         Syscall::In { nr, args } => (nr, args),
     };
     match parse::call(nr).unwrap_or(Call::Other) {
-        Call::Read if fd_is_tty(pid, args[0], tty) => (Activity::WaitingForInput, "it reads the terminal".into()),
+        Call::Read if fd_is_tty(pid, args[0], tty) => (Activity::WaitingForInput, READS_THE_TERMINAL.into()),
         Call::Read => (Activity::Sleeping, format!("it reads {}, not the terminal", fd_name(pid, args[0]))),
         kind @ (Call::Poll | Call::Select | Call::Epoll) => watched(pid, kind, args, tty),
         Call::Network => (Activity::Working, "it waits on the network (connect, accept or receive)".into()),
