@@ -154,6 +154,12 @@ async fn a_status_of_128_plus_a_signal_names_the_signal() {
     let facts = r.structured.expect("structuredContent");
     assert_eq!((facts["exit_code"].as_i64(), facts.get("signal")), (Some(3), None), "{facts}");
     assert_has!(s.ok("regions", json!({"session": "t1"})).await, "exit 139 (SIGSEGV) ·");
+    // ctrl+z stops a command rather than ending it: the shell keeps it.
+    let r = s.ok("run", json!({"session": "t1", "command": "sleep 30", "timeout": 0.5})).await;
+    assert_has!(r, "still running");
+    let r = s.ok("send", json!({"session": "t1", "keys": ["ctrl+z"], "wait": 0.5})).await;
+    assert_has!(r, "`sleep 30` (region 3) was stopped: exit 148 (SIGTSTP: stopped, as by ctrl+z");
+    s.ok("run", json!({"session": "t1", "command": "kill %1"})).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,12 @@ pub fn short(code: i32) -> String {
     }
 }
 
+/// Whether an exit status says the command was stopped (kept by its
+/// shell as a job), not ended: 128 + SIGSTOP, SIGTSTP, SIGTTIN or SIGTTOU.
+pub fn stopped(code: i32) -> bool {
+    matches!(code - 128, 19..=22)
+}
+
 /// The signal an exit status of 128 + N names, and what it usually means;
 /// `None` for any other status (a program may still choose such a status
 /// itself, which nothing here can tell apart).
@@ -38,6 +44,10 @@ pub fn signal(code: i32) -> Option<(&'static str, &'static str)> {
         13 => ("SIGPIPE", "broken pipe: what it wrote to had gone"),
         14 => ("SIGALRM", "its alarm went off"),
         15 => ("SIGTERM", "terminated"),
+        19 => ("SIGSTOP", "stopped; the shell keeps it as a job: fg goes on with it"),
+        20 => ("SIGTSTP", "stopped, as by ctrl+z; the shell keeps it as a job: fg goes on with it"),
+        21 => ("SIGTTIN", "stopped for reading the terminal from the background: fg lets it"),
+        22 => ("SIGTTOU", "stopped for writing to the terminal from the background: fg lets it"),
         24 => ("SIGXCPU", "over its CPU time limit"),
         25 => ("SIGXFSZ", "over its file size limit"),
         _ => return None,
@@ -58,11 +68,13 @@ mod tests {
     #[case(137, "exit 137 (SIGKILL: killed, as by kill -9 or the out-of-memory killer)")]
     #[case(139, "exit 139 (SIGSEGV: segmentation fault)")]
     #[case(138, "exit 138")]
+    #[case(148, "exit 148 (SIGTSTP: stopped, as by ctrl+z; the shell keeps it as a job: fg goes on with it)")]
     #[case(255, "exit 255")]
     #[case(-1, "exit -1")]
     fn statuses_name_the_signal_behind_them(#[case] code: i32, #[case] words_: &str) {
         assert_eq!(words(code), words_);
         let name = signal(code).map(|(n, _)| format!(" ({n})")).unwrap_or_default();
         assert_eq!(short(code), format!("exit {code}{name}"));
+        assert_eq!(stopped(code), code == 148);
     }
 }

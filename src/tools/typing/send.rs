@@ -228,7 +228,11 @@ impl Terminal {
         {
             let status = r.exit.map_or_else(|| "exit status unknown".to_string(), dtmcp_core::exit::words);
             let command = r.command.lines().next().unwrap_or_default();
-            let _ = writeln!(out, "`{command}` (region {open}) ended: {status}");
+            let ended = match r.exit.is_some_and(dtmcp_core::exit::stopped) {
+                true => "was stopped",
+                false => "ended",
+            };
+            let _ = writeln!(out, "`{command}` (region {open}) {ended}: {status}");
         }
         if (req.interrupts() || req.signal.is_some()) && !after.eof {
             out.push_str(&foreground_note(state.pane_pid).await);
