@@ -327,6 +327,15 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
         assert_has!(r, "the terminal's answer to a question in the last command's output");
         let regions = s.regions(&name).await;
         assert!(regions.contains("echo after-$((1+1))"), "{regions}\nafter:\n{r}\nscreen:\n{}", w.screen(&name));
+        // Answers that come while the command still runs are echoed by the
+        // terminal driver in front of the next prompt: the command goes on
+        // a fresh prompt of its own, not beside them.
+        assert_has!(s.run(&name, &format!("{ask}; sleep 0.5")).await, "asked:");
+        let r = s.ok("run", json!({"session": name, "command": "echo after-$((3+3))"})).await;
+        assert_has!(r, "after-6");
+        let screen = w.screen(&name);
+        let typed = screen.lines().find(|l| l.ends_with("echo after-$((3+3))")).unwrap_or_default();
+        assert!(!typed.is_empty() && !typed.contains("^["), "{shell}: typed beside the answers:\n{screen}");
         // Text someone typed after the answer is theirs: refused, kept.
         assert_has!(s.run(&name, ask).await, "asked:");
         w.until_on_screen(&name, "1;2c");

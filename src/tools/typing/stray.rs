@@ -67,7 +67,17 @@ impl Terminal {
         loop {
             let now = logger.status().await?;
             if now.typed.is_empty() || Instant::now() >= deadline {
-                // Not cleared in time: the refusal that follows says what is there.
+                // Answers the terminal driver echoed before the line editor
+                // took over sit in front of the prompt, where the editor
+                // does not know of them: its redraw after the clearing may
+                // wipe the prompt, and the command would be typed beside
+                // them. An empty Enter puts a fresh prompt on a line of its
+                // own. (Not cleared in time: the refusal that follows says
+                // what is there.)
+                let now = match now.typed.is_empty() {
+                    true => self.fresh_prompt(s, logger, now).await?,
+                    false => now,
+                };
                 let note = now.typed.is_empty().then(|| {
                     format!(
                         "(`{text}` at the prompt was the terminal's answer to a question in the last command's \
