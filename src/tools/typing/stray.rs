@@ -63,31 +63,24 @@ impl Terminal {
         for key in ["C-e", "C-u"] {
             tmux.send_key(pane, key).await?;
         }
-        let deadline = Instant::now() + Duration::from_millis(CLEAR_MS);
-        loop {
-            let now = logger.status().await?;
-            if now.typed.is_empty() || Instant::now() >= deadline {
-                // Answers the terminal driver echoed before the line editor
-                // took over sit in front of the prompt, where the editor
-                // does not know of them: its redraw after the clearing may
-                // wipe the prompt, and the command would be typed beside
-                // them. An empty Enter puts a fresh prompt on a line of its
-                // own. (Not cleared in time: the refusal that follows says
-                // what is there.)
-                let now = match now.typed.is_empty() {
-                    true => self.fresh_prompt(s, logger, now).await?,
-                    false => now,
-                };
-                let note = now.typed.is_empty().then(|| {
-                    format!(
-                        "(`{text}` at the prompt was the terminal's answer to a question in the last command's \
-                         output, which nothing read; it was cleared before typing)"
-                    )
-                });
-                return Ok(Cleared { status: now, note });
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let now = until_shown(logger, |now| now.typed.is_empty()).await?;
+        // Answers the terminal driver echoed before the line editor took
+        // over sit in front of the prompt, where the editor does not know
+        // of them: its redraw after the clearing may wipe the prompt, and
+        // the command would be typed beside them. An empty Enter puts a
+        // fresh prompt on a line of its own. (Not cleared in time: the
+        // refusal that follows says what is there.)
+        let now = match now.typed.is_empty() {
+            true => self.fresh_prompt(s, logger, now).await?,
+            false => now,
+        };
+        let note = now.typed.is_empty().then(|| {
+            format!(
+                "(`{text}` at the prompt was the terminal's answer to a question in the last command's \
+                 output, which nothing read; it was cleared before typing)"
+            )
+        });
+        Ok(Cleared { status: now, note })
     }
 
     /// Presses Enter at a prompt whose line a job in the background wrote
@@ -101,19 +94,25 @@ impl Terminal {
         status: Status,
     ) -> Result<Status, ToolError> {
         self.sessions().tmux.send_enter(s.pane.pane_id.as_str()).await?;
-        let deadline = Instant::now() + Duration::from_millis(CLEAR_MS);
-        loop {
-            let now = logger.status().await?;
-            // An integrated shell counts its prompts; a plain one shows
-            // nothing typed after output that came since.
-            let fresh = match status.shell.integrated {
-                true => now.shell.prompts > status.shell.prompts && now.shell.at_prompt,
-                false => now.mark.raw > status.mark.raw && now.typed.trim().is_empty(),
-            };
-            if fresh || Instant::now() >= deadline {
-                return Ok(now);
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        // An integrated shell counts its prompts; a plain one shows
+        // nothing typed after output that came since.
+        until_shown(logger, |now| match status.shell.integrated {
+            true => now.shell.prompts > status.shell.prompts && now.shell.at_prompt,
+            false => now.mark.raw > status.mark.raw && now.typed.trim().is_empty(),
+        })
+        .await
+    }
+}
+
+/// The logger's status once `shown` holds of it, or as it is after
+/// [`CLEAR_MS`]: what keys pressed at a prompt led to.
+async fn until_shown(logger: &mut LoggerClient, shown: impl Fn(&Status) -> bool) -> Result<Status, ToolError> {
+    let deadline = Instant::now() + Duration::from_millis(CLEAR_MS);
+    loop {
+        let now = logger.status().await?;
+        if shown(&now) || Instant::now() >= deadline {
+            return Ok(now);
         }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
