@@ -41,6 +41,54 @@ impl Key {
     }
 }
 
+/// What a line editor (readline, zle) waits for after a key pressed last at
+/// a shell's prompt: a line typed next would not be taken as typed text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pending {
+    /// The first key of a sequence (Escape, ctrl+x): the next key makes a
+    /// binding with it (Escape then `g` is alt+g).
+    Prefix,
+    /// An incremental history search (ctrl+r, ctrl+s): typed text is
+    /// searched for, and Enter runs the line found.
+    Search,
+    /// A count for the next key (alt+3): it would be repeated.
+    Count,
+}
+
+impl Pending {
+    /// What it means for a line typed next, in a few words.
+    pub fn words(self) -> &'static str {
+        match self {
+            Pending::Prefix => "waiting for the rest of a key sequence (Escape then g is alt+g)",
+            Pending::Search => "in a history search (text typed next is searched for; Enter runs the line found)",
+            Pending::Count => "holding a count for the next key (it would be repeated)",
+        }
+    }
+}
+
+impl Key {
+    /// What the shell's line editor waits for after this key, when it is
+    /// the last pressed at its prompt (emacs keys, as bash and zsh have by
+    /// default).
+    pub fn leaves_pending(&self) -> Option<Pending> {
+        let Key::Named(name) = self else { return None };
+        match name.as_str() {
+            "Escape" | "C-[" | "C-x" => Some(Pending::Prefix),
+            "C-r" | "C-s" => Some(Pending::Search),
+            _ => name
+                .strip_prefix("M-")
+                .filter(|rest| rest.len() == 1 && rest.chars().all(|c| c.is_ascii_digit() || c == '-'))
+                .map(|_| Pending::Count),
+        }
+    }
+
+    /// Whether this key ends whatever [`Key::leaves_pending`] began: Enter
+    /// submits, ctrl+g and ctrl+c give up.
+    pub fn ends_pending(&self) -> bool {
+        matches!(self, Key::Named(n) if matches!(n.as_str(), "Enter" | "C-g" | "C-c" | "C-m" | "C-j"))
+    }
+}
+
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -273,6 +321,32 @@ mod tests {
 
     fn named(n: &str) -> Key {
         Key::Named(n.to_string())
+    }
+
+    #[rstest]
+    #[case::escape("escape", Some(Pending::Prefix))]
+    #[case::ctrl_bracket("ctrl+[", Some(Pending::Prefix))]
+    #[case::ctrl_x("ctrl+x", Some(Pending::Prefix))]
+    #[case::reverse_search("ctrl+r", Some(Pending::Search))]
+    #[case::forward_search("C-s", Some(Pending::Search))]
+    #[case::count("alt+3", Some(Pending::Count))]
+    #[case::negative_count("M--", Some(Pending::Count))]
+    #[case::alt_letter("alt+b", None)]
+    #[case::enter("enter", None)]
+    #[case::letter("x", None)]
+    #[case::ctrl_letter("ctrl+a", None)]
+    fn keys_that_leave_a_line_editor_waiting(#[case] name: &str, #[case] pending: Option<Pending>) {
+        assert_eq!(parse(name).map(|k| k.leaves_pending()), Ok(pending), "{name}");
+    }
+
+    #[rstest]
+    #[case::enter("enter", true)]
+    #[case::abort("ctrl+g", true)]
+    #[case::interrupt("ctrl+c", true)]
+    #[case::letter("a", false)]
+    #[case::escape("escape", false)]
+    fn keys_that_end_what_waits(#[case] name: &str, #[case] ends: bool) {
+        assert_eq!(parse(name).map(|k| k.ends_pending()), Ok(ends), "{name}");
     }
 
     #[rstest]

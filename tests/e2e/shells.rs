@@ -352,6 +352,46 @@ async fn terminal_answers_nobody_read_are_cleared_not_taken_for_someones_text() 
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_that_leave_the_line_editor_waiting_are_cancelled_before_a_run_types() {
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    for (i, shell) in bash_and_zsh().into_iter().enumerate() {
+        let name = format!("k{i}");
+        create_in(&s, &name, shell, &home).await;
+        assert_has!(s.run(&name, "echo history-$((6*7))").await, "history-42");
+        // ctrl+r: typed into the search, `echo hist` would find the line
+        // above, and Enter would run it.
+        let sent = s.ok("send", json!({"session": name, "keys": ["ctrl+r"]})).await;
+        assert_has!(sent, "history search");
+        let r = s.ok("run", json!({"session": name, "command": "echo hist"})).await;
+        assert_has!(r, "ctrl+g cancelled that");
+        assert!(r.contains("hist") && !r.contains("history-42"), "{shell}: the search ran a line from history:\n{r}");
+        // Escape: with the `t` that follows it makes alt+t (transpose words).
+        s.ok("send", json!({"session": name, "keys": ["escape"]})).await;
+        let r = s.ok("run", json!({"session": name, "command": "true && echo esc-$((1+1))"})).await;
+        assert!(r.contains("esc-2") && r.contains("exit 0"), "{shell}: {r}\nscreen:\n{}", w.screen(&name));
+        // A count: alt+3 then `e` types three of them.
+        s.ok("send", json!({"session": name, "keys": ["alt+3"]})).await;
+        let r = s.ok("run", json!({"session": name, "command": "echo count-$((1+1))"})).await;
+        assert!(r.contains("count-2") && r.contains("exit 0"), "{shell}: {r}\nscreen:\n{}", w.screen(&name));
+        // Nothing waits after an ordinary key: nothing is cancelled.
+        s.ok("send", json!({"session": name, "keys": ["ctrl+a"]})).await;
+        let r = s.run(&name, "echo plain").await;
+        assert!(!r.contains("ctrl+g"), "{shell}: {r}");
+    }
+    // A search someone else began at bash's prompt is theirs: refused,
+    // not typed into (the prompt is drawn over, so the line tells).
+    w.tmux(&["send-keys", "-t", "=k0:", "C-r"]);
+    w.until_on_screen("k0", "reverse-i-search");
+    let refused = s.err("run", json!({"session": "k0", "command": "echo hist"})).await;
+    assert_has!(refused, "(reverse-i-search)");
+    let screen = w.screen("k0");
+    let last = screen.lines().rfind(|l| !l.trim().is_empty()).unwrap_or_default();
+    assert_eq!(last.trim_end(), "(reverse-i-search)`':", "typed into the search:\n{screen}");
+}
+
 /// Polls the `regions` listing of session `name` until it shows `label`.
 async fn until_labelled(s: &Server, name: &str, label: &str) -> String {
     poll::until_async(&format!("{label:?} in the regions of {name}"), std::time::Duration::from_secs(10), async || {

@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::keys::Key;
 use crate::tools::{Party, Refusal};
 use dtmcp_core::protocol::Status;
 
@@ -68,6 +69,20 @@ pub struct Typed {
     pub at: Instant,
 }
 
+/// A key an agent pressed last at a shell's prompt that left its line
+/// editor waiting (see [`crate::keys::Pending`]).
+#[derive(Clone, Debug)]
+pub struct Pressed {
+    /// The key as the agent named it.
+    pub name: String,
+    /// What the editor waits for.
+    pub pending: crate::keys::Pending,
+    /// The prompts the session had shown when it was pressed.
+    pub prompts: u64,
+    /// The pid of the shell it was pressed at.
+    pub shell_pid: u32,
+}
+
 /// Whether Enter was pressed after a piece of typed text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enter {
@@ -82,6 +97,7 @@ pub enum Enter {
 pub struct Holds {
     holders: Mutex<HashMap<String, Holder>>,
     typed: Mutex<HashMap<String, Typed>>,
+    pressed: Mutex<HashMap<String, Pressed>>,
     tokens: std::sync::atomic::AtomicU64,
 }
 
@@ -140,6 +156,45 @@ impl Holds {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string(), typed);
     }
 
+    /// Notes the keys an agent pressed into the pane `session` (its id)
+    /// when the logger's state was `before`: the last, when it leaves the
+    /// line editor of an integrated shell at its prompt waiting (for the
+    /// key that completes a sequence, a search's text, a count's key);
+    /// a key that ends such a wait forgets it. Says what waits, if anything.
+    /// `submitted` says that the text typed before the keys held a newline.
+    pub fn note_pressed(
+        &self,
+        session: &str,
+        keys: &[(String, Key)],
+        submitted: bool,
+        before: &Status,
+    ) -> Option<Pressed> {
+        let mut pressed = self.pressed.lock().unwrap_or_else(|e| e.into_inner());
+        if submitted || keys.iter().any(|(_, k)| k.ends_pending()) {
+            pressed.remove(session);
+        }
+        let (name, key) = keys.last()?;
+        let shell = &before.shell;
+        let at_prompt = shell.integrated && shell.at_prompt && !before.eof;
+        let p = Pressed {
+            name: name.clone(),
+            pending: key.leaves_pending().filter(|_| at_prompt)?,
+            prompts: before.mark.prompts,
+            shell_pid: shell.pid,
+        };
+        pressed.insert(session.to_string(), p.clone());
+        Some(p)
+    }
+
+    /// Takes what an agent's last key left waiting at the prompt `status`
+    /// shows in the pane `session`, if it is still that prompt.
+    pub fn take_pressed(&self, session: &str, status: &Status) -> Option<Pressed> {
+        let mut pressed = self.pressed.lock().unwrap_or_else(|e| e.into_inner());
+        let p = pressed.remove(session)?;
+        let here = p.prompts == status.mark.prompts && p.shell_pid == status.shell.pid && status.shell.at_prompt;
+        here.then_some(p)
+    }
+
     /// The last thing an agent typed into `session`.
     pub fn last_typed(&self, session: &str) -> Option<Typed> {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned()
@@ -153,6 +208,7 @@ impl Holds {
     /// Forgets what was typed into the pane `session` (it closed).
     pub fn forget(&self, session: &str) {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+        self.pressed.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
     }
 }
 

@@ -287,9 +287,10 @@ impl Terminal {
             // command's own earlier lines, not someone else's.
             let ours = i > 0 && status.typed.trim_start().starts_with(lines[0].trim());
             if matches!(target, Target::Shell) && !ours {
-                let cleared = self.clear_stray_answers(&s, &mut logger, status).await?;
+                let cancelled = self.cancel_pending_keys(&s, &mut logger, status).await?;
+                let cleared = self.clear_stray_answers(&s, &mut logger, cancelled.status).await?;
                 status = cleared.status;
-                if let Some(note) = cleared.note {
+                for note in [cancelled.note, cleared.note].into_iter().flatten() {
                     let _ = writeln!(out, "{note}");
                 }
                 let last = self.last_typed(&s);

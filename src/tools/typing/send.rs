@@ -191,12 +191,15 @@ impl Terminal {
         {
             target::open_input(&s, &mut logger, &now, &job, line).await?;
         }
+        let mut pressed = None;
         let mut out = Reply::text(match req.signal {
             Some(sig) => deliver(&s.name, state.pane_pid, sig)?,
             None => {
                 let actor = self.actor();
                 let _hold = self.inner.holds.take(&s.name, &actor, "send")?;
                 let typed = self.type_in(pane, &req, &state).await?;
+                let submitted = req.text.as_deref().is_some_and(|t| t.contains(['\r', '\n']));
+                pressed = self.inner.holds.note_pressed(pane, &req.keys, submitted, &before);
                 if let Some(text) = &req.text {
                     let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
                     let enter = match enter || text.contains(['\r', '\n']) {
@@ -233,6 +236,14 @@ impl Terminal {
                 false => "ended",
             };
             let _ = writeln!(out, "`{command}` (region {open}) {ended}: {status}");
+        }
+        if let Some(p) = pressed.filter(|p| !after.eof && after.mark.prompts == p.prompts) {
+            let _ = writeln!(
+                out,
+                "note: {} left the shell's line editor {}; a run cancels that (ctrl+g) before it types its command",
+                p.name,
+                p.pending.words()
+            );
         }
         if (req.interrupts() || req.signal.is_some()) && !after.eof {
             out.push_str(&foreground_note(state.pane_pid).await);

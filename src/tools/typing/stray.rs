@@ -83,6 +83,47 @@ impl Terminal {
         Ok(Cleared { status: now, note })
     }
 
+    /// Cancels with ctrl+g what an agent's last key left the shell's line
+    /// editor waiting for at this prompt (the rest of a key sequence, a
+    /// history search's text, a count's key; see [`crate::keys::Pending`]),
+    /// so that the command is typed as text: after ctrl+r, `ls` and Enter
+    /// would run the last line holding `ls`. ctrl+g gives up each of
+    /// them in readline and zle alike (after Escape it makes alt+ctrl+g,
+    /// which both bind to the same).
+    pub(crate) async fn cancel_pending_keys(
+        &self,
+        s: &Session,
+        logger: &mut LoggerClient,
+        status: Status,
+    ) -> Result<Cleared, ToolError> {
+        let pane = s.pane.pane_id.as_str();
+        let Some(p) = self.inner.holds.take_pressed(pane, &status) else {
+            return Ok(Cleared { status, note: None });
+        };
+        self.sessions().tmux.send_key(pane, "C-g").await?;
+        // What ctrl+g shows differs: readline rings the bell, or redraws a
+        // search's line as the prompt; zle may give up the line and draw a
+        // new prompt. The look waits for it to settle, so that the command
+        // is typed at the prompt shown last and its wait starts there.
+        let spec = WaitSpec {
+            after: status.mark,
+            settle_ms: Some(ANSWER_QUIET_MS),
+            timeout_ms: ANSWER_WAIT_MS,
+            ..WaitSpec::default()
+        };
+        let settled = logger.wait(spec).await?.1;
+        let now = match settled.typed.is_empty() {
+            true => settled,
+            false => until_shown(logger, |now| now.typed.is_empty()).await?,
+        };
+        let note = format!(
+            "({} had left the shell's line editor {}: ctrl+g cancelled that before typing)",
+            p.name,
+            p.pending.words()
+        );
+        Ok(Cleared { status: now, note: Some(note) })
+    }
+
     /// Presses Enter at a prompt whose line a job in the background wrote
     /// on (nothing typed there: see `Terminal::output_at_prompt`), and
     /// waits, for [`CLEAR_MS`] at most, for the fresh prompt it draws; the

@@ -241,6 +241,13 @@ impl RegionTracker {
             let start = typing.starts.iter().rev().find(|p| p.line == l);
             tail_from(text, start.map_or(0, |p| p.bytes)).to_string()
         };
+        // Readline draws a history search or a count in place of the
+        // prompt: what was typed there is not text at the prompt, and the
+        // line is all there is to tell (nothing typed yet leaves none
+        // after the prompt's end).
+        if EDITOR_MODES.iter().any(|m| current.starts_with(m)) {
+            return current.trim_end().to_string();
+        }
         let mut parts: Vec<String> =
             typing.lines.iter().filter(|(l, _)| *l >= first.line && *l < line).map(|(l, t)| tail(*l, t)).collect();
         parts.push(tail(line, current));
@@ -523,6 +530,11 @@ impl Typing {
 /// `text` from byte `start` on. Committed lines have their trailing blanks
 /// trimmed, so `start` may lie beyond the end; one inside a character
 /// moves past it.
+/// How readline's line starts while it searches the history or holds a
+/// count for the next key: typed keys do not go into the command line.
+const EDITOR_MODES: &[&str] =
+    &["(reverse-i-search)`", "(i-search)`", "(failed reverse-i-search)`", "(failed i-search)`", "(arg: "];
+
 fn tail_from(text: &str, start: u32) -> &str {
     let mut start = usize::try_from(start).unwrap_or(usize::MAX).min(text.len());
     while !text.is_char_boundary(start) {

@@ -141,6 +141,19 @@ fn text_typed_at_the_prompt_is_known_until_submitted() {
     assert_eq!(typed_after(&(sh.cmd("true", "", 0, "0") + &sh.prompt() + "  ")), "");
 }
 
+#[test]
+fn a_history_search_drawn_over_the_prompt_is_not_an_empty_line() {
+    let mut sh = Sh::new(100);
+    let search = sh.prompt() + "\r(reverse-i-search)`': \x1b[K";
+    assert_eq!(typed_after(&search), "(reverse-i-search)`':");
+    let found = sh.prompt() + "\r(reverse-i-search)`ls': echo ls-was-here\x1b[K";
+    assert_eq!(typed_after(&found), "(reverse-i-search)`ls': echo ls-was-here");
+    assert_eq!(typed_after(&(sh.prompt() + "\r(arg: 3) ")), "(arg: 3)");
+    // Given up (ctrl+g), the prompt is drawn again: nothing is typed.
+    let gone = search + "\r" + "\x1b[K" + "$ ";
+    assert_eq!(typed_after(&gone), "");
+}
+
 fn simple() -> String {
     let mut sh = Sh::new(100);
     sh.cmd("echo hi", "hi\r\n", 0, "0") + &sh.prompt()
