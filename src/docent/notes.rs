@@ -296,7 +296,9 @@ fn leave(program: &str) -> String {
         "mysql" | "ssh" => "text=\"exit\" keys=[\"enter\"]",
         "less" | "more" | "man" | "top" | "htop" | "btop" | "watch" | "git" => "keys=[\"q\"]",
         "cat" | "tee" | "sort" | "wc" | "bc" => "keys=[\"ctrl+d\"] (the end of its input)",
-        "vim" | "vi" | "nvim" => "keys=[\"escape\"], then text=\":q!\" keys=[\"enter\"] (or :wq to save)",
+        "vim" | "vi" | "nvim" | "vim.basic" | "vim.tiny" => {
+            "keys=[\"escape\"], then text=\":q!\" keys=[\"enter\"] (or :wq to save)"
+        }
         "nano" => "keys=[\"ctrl+x\"]",
         "emacs" => "keys=[\"ctrl+x\", \"ctrl+c\"]",
         _ => "its own quit command, or keys=[\"ctrl+c\"]",

@@ -107,7 +107,7 @@ async fn python_takes_a_multi_line_definition() {
     let open = s.call("run", json!({"session": "t1", "command": "for i in range(2): print('loop', i)"})).await;
     assert_has!(
         open.text,
-        "at the program's continuation prompt `...`: it waits for the rest of the statement (in python an empty line ends a block: run command=\"\")"
+        "at the program's continuation prompt `...`: it waits for the rest of the statement (in python an empty line ends a block: run command=\"\";"
     );
     assert_eq!(open.structured.expect("structuredContent")["state"], "waiting_for_input");
     let r = line(&s, "").await;
@@ -211,6 +211,29 @@ async fn vi_returns_at_its_first_screen_and_quits_with_its_keys() {
     s.ok("send", json!({"session": "t1", "text": ":q", "keys": ["enter"], "wait": 0.5})).await;
     assert_eq!(std::fs::read_to_string(&file).unwrap_or_default(), "hello from vi\n");
     assert_has!(line(&s, "echo after-vi-again").await, "exit 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_a_command_opens_is_named_and_keys_after_it_reach_the_shell_safely() {
+    needs!("vi");
+    needs!("git");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let repo = w.tmp.path().join("repo");
+    line(&s, &format!("git init -q {0} && cd {0}", repo.display())).await;
+    // The editor git starts takes the keys, and is the one named.
+    let r = line(&s, "git -c core.editor=vi -c user.name=t -c user.email=t@t commit --allow-empty").await;
+    assert_has!(r, "(`vi`, under `git`) holds the screen");
+    assert_has!(r, "To leave vi: send keys=[\"escape\"]");
+    // Text then keys: `:q!` ends vi and the commit, so the Escape after it
+    // reaches the shell's prompt, where it would make the next command's
+    // first key alt+g.
+    let sent = s.ok("send", json!({"session": "t1", "text": ":q!\r", "keys": ["escape"], "wait": 1.0})).await;
+    assert_has!(sent, "Aborting commit");
+    assert_has!(sent, "a run cancels that (ctrl+g)");
+    let r = line(&s, "git status --short --branch").await;
+    assert!(r.contains("exit 0") && r.contains("## "), "{r}\nscreen:\n{}", w.screen("t1"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,7 +150,12 @@ impl Terminal {
         let (marked_host, marked_user) = marked_place(&s.meta.host, &status.shell);
         let looked = Looked {
             region: status.last_region.as_ref().map(|r| r.id.0),
-            program: job.as_ref().filter(|_| !is_shell).map(|j| j.comm.clone()),
+            // An editor a command started is what takes the keys (`vi`
+            // under `git commit`); a pager is named beside its command.
+            program: job.as_ref().filter(|_| !is_shell).map(|j| {
+                let editor = j.keys_reader().filter(|r| !procs::PAGERS.contains(r));
+                editor.unwrap_or(&j.comm).to_string()
+            }),
             pager: job.as_ref().filter(|j| procs::PAGERS.contains(&j.reader.as_str())).map(|j| j.reader.clone()),
             waiting,
             password: job.as_ref().is_some_and(|j| j.password),

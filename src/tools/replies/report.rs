@@ -199,8 +199,11 @@ fn program_continues(s: &Session, waited: &Waited<'_>) -> bool {
 /// a `;` in the SQL shells.
 fn ends_a_statement(prompt: &str) -> &'static str {
     let prompt = prompt.trim();
-    if prompt == "..." || prompt == "...:" {
-        " (in python an empty line ends a block: run command=\"\")"
+    if prompt == "..." {
+        // python's and node's alike.
+        " (in python an empty line ends a block: run command=\"\"; in node, .break drops the statement)"
+    } else if prompt == "...:" {
+        " (in ipython an empty line ends a block: run command=\"\")"
     } else if prompt == "...>" || prompt == "->" || prompt.ends_with("-#") || prompt.ends_with("(#") {
         " (a `;` ends it)"
     } else {

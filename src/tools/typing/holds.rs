@@ -156,30 +156,31 @@ impl Holds {
         self.typed.lock().unwrap_or_else(|e| e.into_inner()).insert(session.to_string(), typed);
     }
 
-    /// Notes the keys an agent pressed into the pane `session` (its id)
-    /// when the logger's state was `before`: the last, when it leaves the
-    /// line editor of an integrated shell at its prompt waiting (for the
-    /// key that completes a sequence, a search's text, a count's key);
-    /// a key that ends such a wait forgets it. Says what waits, if anything.
-    /// `submitted` says that the text typed before the keys held a newline.
+    /// Notes the keys an agent pressed into the pane `session` (its id),
+    /// the logger's state being `after` once they were pressed: the last,
+    /// when it leaves the line editor of an integrated shell at its prompt
+    /// waiting (for the key that completes a sequence, a search's text, a
+    /// count's key); a key that ends such a wait forgets it. Says what
+    /// waits, if anything. `submitted` says that the text typed before the
+    /// keys held a newline.
     pub fn note_pressed(
         &self,
         session: &str,
         keys: &[(String, Key)],
         submitted: bool,
-        before: &Status,
+        after: &Status,
     ) -> Option<Pressed> {
         let mut pressed = self.pressed.lock().unwrap_or_else(|e| e.into_inner());
         if submitted || keys.iter().any(|(_, k)| k.ends_pending()) {
             pressed.remove(session);
         }
         let (name, key) = keys.last()?;
-        let shell = &before.shell;
-        let at_prompt = shell.integrated && shell.at_prompt && !before.eof;
+        let shell = &after.shell;
+        let at_prompt = shell.integrated && shell.at_prompt && !after.eof;
         let p = Pressed {
             name: name.clone(),
             pending: key.leaves_pending().filter(|_| at_prompt)?,
-            prompts: before.mark.prompts,
+            prompts: after.mark.prompts,
             shell_pid: shell.pid,
         };
         pressed.insert(session.to_string(), p.clone());

@@ -471,7 +471,12 @@ impl Terminal {
     /// The reply when a full-screen program took the screen: what it shows.
     async fn first_screen(&self, s: &Session) -> Result<Reply, ToolError> {
         let screen = self.screen(s, crate::tools::reading::views::ScreenMode::Full).await?;
-        let who = target::job(s).map(|j| format!(" (`{}`)", j.comm)).unwrap_or_default();
+        let who = target::job(s)
+            .map(|j| match j.keys_reader() {
+                Some(reader) => format!(" (`{reader}`, under `{}`)", j.comm),
+                None => format!(" (`{}`)", j.comm),
+            })
+            .unwrap_or_default();
         let text = format!(
             "a full-screen program{who} holds the screen; it keeps running. Its first screen:\n{screen}Press its keys with send (e.g. keys=[\"q\"], or [\"escape\", \":\", \"q\", \"enter\"] in vi) and look again with read view=\"screen\".\n"
         );

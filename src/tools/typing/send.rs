@@ -191,15 +191,12 @@ impl Terminal {
         {
             target::open_input(&s, &mut logger, &now, &job, line).await?;
         }
-        let mut pressed = None;
         let mut out = Reply::text(match req.signal {
             Some(sig) => deliver(&s.name, state.pane_pid, sig)?,
             None => {
                 let actor = self.actor();
                 let _hold = self.inner.holds.take(&s.name, &actor, "send")?;
                 let typed = self.type_in(pane, &req, &state).await?;
-                let submitted = req.text.as_deref().is_some_and(|t| t.contains(['\r', '\n']));
-                pressed = self.inner.holds.note_pressed(pane, &req.keys, submitted, &before);
                 if let Some(text) = &req.text {
                     let enter = req.keys.iter().any(|(_, k)| matches!(k, Key::Named(n) if n == "Enter"));
                     let enter = match enter || text.contains(['\r', '\n']) {
@@ -214,6 +211,14 @@ impl Terminal {
         });
         let spec = WaitSpec { after: before.mark, timeout_ms: req.wait_ms, ..WaitSpec::default() };
         let (_, after) = logger.wait(spec).await?;
+        // The keys' last is noted at the prompt shown after them: text
+        // before them may have ended a program (`:q!` and Enter in vi),
+        // so that they reached the shell.
+        let submitted = req.text.as_deref().is_some_and(|t| t.contains(['\r', '\n']));
+        let pressed = match req.signal {
+            Some(_) => None,
+            None => self.inner.holds.note_pressed(pane, &req.keys, submitted, &after),
+        };
         let _ = writeln!(out, "; {} s later:", req.wait_ms as f64 / 1000.0);
         if after.eof {
             let _ = writeln!(out, "the session {} ended (its pane closed)", s.name);
@@ -237,7 +242,7 @@ impl Terminal {
             };
             let _ = writeln!(out, "`{command}` (region {open}) {ended}: {status}");
         }
-        if let Some(p) = pressed.filter(|p| !after.eof && after.mark.prompts == p.prompts) {
+        if let Some(p) = pressed {
             let _ = writeln!(
                 out,
                 "note: {} left the shell's line editor {}; a run cancels that (ctrl+g) before it types its command",

@@ -112,6 +112,14 @@ impl Job {
         self.activity == Activity::WaitingForInput && self.reason.ends_with(reads)
     }
 
+    /// The program reading the terminal when it takes keys only and is
+    /// not the job's leader: an editor or a pager the command started
+    /// (`vi` under `git commit`, `less` under `git log`), whose keys are
+    /// the ones that count.
+    pub fn keys_reader(&self) -> Option<&str> {
+        (self.reader != self.comm && KEYS_ONLY.contains(&self.reader.as_str())).then_some(self.reader.as_str())
+    }
+
     /// Whether a shell holds the terminal: the pane's own, or one started
     /// inside it (a nested `bash`, the far shell of an `ssh` run as a
     /// command), by its leader's name.
