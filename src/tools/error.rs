@@ -271,7 +271,10 @@ impl std::fmt::Display for Refusal {
                     Some(Party::You) => write!(f, " (it was started by you)"),
                     Some(Party::Person) => write!(f, " (it was typed by a person)"),
                     Some(Party::Someone) | None => Ok(()),
-                }
+                }?;
+                // A server, a watcher or a long build is often meant to go
+                // on while other commands run.
+                write!(f, ". To run other commands while it goes on, create another session (session_create)")
             }
             Refusal::KeysOnly { session, program, command, region, pager } => {
                 let under = command.as_ref().map(|c| format!(" (under `{c}`)")).unwrap_or_default();
