@@ -254,6 +254,18 @@ async fn until_returns_at_the_pattern_and_never_matches_the_echoed_command() {
     let took = started.elapsed();
     assert!(took > std::time::Duration::from_millis(250), "matched the echo after {took:?}");
     assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    s.ok("send", json!({"session": "t1", "keys": ["ctrl+c"]})).await;
+    // The line waited for is often the command's last: its end is told,
+    // with its exit status, rather than "it keeps running".
+    // (The end may also come in the same piece of output as the line:
+    // then the reply is the plain one of a command that ended.)
+    let cmd = "sleep 0.3; echo BUILD OK; sleep 0.02; exit_with() { return $1; }; exit_with 3";
+    let r = s.ok("run", json!({"session": "t1", "command": cmd, "until": "BUILD OK", "timeout": 20})).await;
+    let told = r.contains("`until` matched on line") && r.contains("and the command ended right after: exit 3");
+    assert!(told || r.starts_with("exit 3"), "{r}");
+    assert!(!r.contains("keeps running"), "{r}");
+    let structured = s.call("run", json!({"session": "t1", "command": "echo DONE-$((1+1))", "until": "DONE-2"})).await;
+    assert_eq!(structured.structured.expect("structuredContent")["state"], "done", "{}", structured.text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -109,6 +109,11 @@ impl Outcome {
             (WaitReason::Prompt, None) => Outcome::NothingRan,
             (WaitReason::Eof, _) => Outcome::SessionEnded,
             (WaitReason::Timeout, _) => Outcome::Running,
+            // The line waited for was the command's last.
+            (WaitReason::Matched(_), Some(r)) if r.end.is_some() && r.kind == RegionKind::Input => {
+                Outcome::Ended { exit: None }
+            }
+            (WaitReason::Matched(_), Some(r)) if r.end.is_some() => Outcome::Ended { exit: r.exit },
             (WaitReason::Matched(_), _) => Outcome::Matched,
             _ => Outcome::Settled,
         }

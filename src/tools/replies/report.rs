@@ -160,7 +160,10 @@ fn finish(mut out: String, s: &Session, reason: &WaitReason, region: Option<&Reg
 /// Whether the reply says what the foreground job does: while a command
 /// still runs or waits, and after a line typed into a program.
 fn shows_job(reason: &WaitReason, region: Option<&Region>) -> bool {
-    at_a_prompt(reason, region) || matches!(reason, WaitReason::Timeout | WaitReason::Matched(_))
+    let ended = region.is_some_and(|r| r.end.is_some());
+    at_a_prompt(reason, region)
+        || matches!(reason, WaitReason::Timeout)
+        || (matches!(reason, WaitReason::Matched(_)) && !ended)
 }
 
 /// Whether the wait for a command ended at a prompt: a program's (or a
@@ -264,6 +267,17 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
         }
         (WaitReason::Eof, _) => format!("the session {} ended (its pane closed){id}\n", s.name),
         (WaitReason::Timeout, _) => format!("still running{id}; output so far:\n"),
+        (WaitReason::Matched(line), Some(r)) if r.end.is_some() => {
+            let then = match r.kind {
+                RegionKind::Input => "and the program answered the line right after".to_string(),
+                _ => {
+                    let exit = r.exit.map_or("exit status unknown".to_string(), dtmcp_core::exit::words);
+                    format!("and the command ended right after: {exit}")
+                }
+            };
+            let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
+            format!("`until` matched on line {line}, {then} · {}{id}\n", duration(ms))
+        }
         (WaitReason::Matched(line), _) => format!("`until` matched on line {line}{id}\n"),
         _ => format!("done{id}\n"),
     }

@@ -443,6 +443,9 @@ impl Terminal {
                 return self.first_screen(s).await;
             }
         }
+        if matches!(reason, WaitReason::Matched(_)) {
+            (status, region) = ended_right_after(logger, before.mark, status, region).await?;
+        }
         let into_program = matches!(target, Target::Program(_));
         if into_program && matches!(reason, WaitReason::RegionEnded(_)) && status.shell.open.is_empty() {
             // The program ended with its input: let the shell's prompt come.
@@ -504,12 +507,16 @@ impl Terminal {
         let follow = Follow { progress, from: after.line };
         // The wait's answer carries region `after.regions + 1`: `open`.
         let wait = self.wait_line(&s, &mut logger, opts.spec(after, timeout), follow, None);
-        let (reason, status, region) = match self.wait_or_listen(&s, want.as_ref(), progress, timeout, wait).await? {
-            Heard::Logger(waited) => *waited,
-            Heard::Listening(look, want) => {
-                return self.listening_reply(&s, &mut logger, after, &want, &look, &opts.shape).await;
-            }
-        };
+        let (reason, mut status, mut region) =
+            match self.wait_or_listen(&s, want.as_ref(), progress, timeout, wait).await? {
+                Heard::Logger(waited) => *waited,
+                Heard::Listening(look, want) => {
+                    return self.listening_reply(&s, &mut logger, after, &want, &look, &opts.shape).await;
+                }
+            };
+        if matches!(reason, WaitReason::Matched(_)) {
+            (status, region) = ended_right_after(&mut logger, after, status, region).await?;
+        }
         // An earlier reply's lines of this command are not shown again.
         let actor = self.actor();
         let seen = region.as_ref().and_then(|r| self.inner.shown.through(&actor, &s.name, r.id));
@@ -518,6 +525,30 @@ impl Terminal {
         let reply = describe(&s, &mut logger, &waited, &opts.shape, None).await?;
         self.inner.shown.note(&actor, &s.name, &reply.facts);
         Ok(Want::unmet_in(want.as_ref(), &reason, reply))
+    }
+}
+
+/// How long a command whose output matched `until` is given to end: the
+/// line waited for is often its last ("BUILD OK"), and its exit status
+/// then says more than "it keeps running".
+const MATCH_END_MS: u64 = 100;
+
+/// The status and region once the command (region `after.regions + 1`)
+/// whose output matched `until` ended, if it does within [`MATCH_END_MS`];
+/// else `status` and `region` as they were.
+async fn ended_right_after(
+    logger: &mut LoggerClient,
+    after: Mark,
+    status: Status,
+    region: Option<Region>,
+) -> Result<(Status, Option<Region>), ToolError> {
+    if region.as_ref().is_none_or(|r| r.end.is_some()) {
+        return Ok((status, region));
+    }
+    let spec = WaitSpec { after, command_done: true, timeout_ms: MATCH_END_MS, ..WaitSpec::default() };
+    match logger.wait_region(spec).await? {
+        (WaitReason::RegionEnded(_), now, Some(r)) if r.end.is_some() => Ok((now, Some(r))),
+        _ => Ok((status, region)),
     }
 }
 
