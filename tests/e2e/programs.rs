@@ -50,7 +50,7 @@ async fn gdb_breaks_runs_and_shows_the_crash() {
     let r = line(&s, &format!("gdb -q -nx {}", exe.display())).await;
     assert_has!(r, "waiting for input at `(gdb)`");
     let r = line(&s, "break sum_to").await;
-    assert_has!(r, "at the program's prompt `(gdb)` again");
+    assert_has!(r, "answered; at the program's prompt `(gdb)`");
     // A line typed into a program on this host names no host.
     assert!(!r.contains(" · on "), "{r}");
     assert_has!(r, "Breakpoint 1 at");
@@ -102,7 +102,7 @@ async fn python_takes_a_multi_line_definition() {
     // A block ends with the empty line after it, kept at the end of a run.
     let r = line(&s, "for i in range(2):\n    print('round', i)\n\n").await;
     assert_has!(r, "round 0\nround 1");
-    assert_has!(r, "at the program's prompt `>>>` again");
+    assert_has!(r, "answered; at the program's prompt `>>>`");
     // A line left open says so, as data too, and an empty command ends it.
     let open = s.call("run", json!({"session": "t1", "command": "for i in range(2): print('loop', i)"})).await;
     assert_has!(
@@ -123,7 +123,7 @@ async fn python_takes_a_multi_line_definition() {
     assert_has!(r, "still running");
     let r = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
     assert_has!(r, "woke");
-    assert_has!(r, "at the program's prompt `>>>` again");
+    assert_has!(r, "answered; at the program's prompt `>>>`");
     assert_has!(line(&s, "exit()").await, "back at the shell's prompt");
 }
 

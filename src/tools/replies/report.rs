@@ -242,7 +242,7 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
                     ends_a_statement(prompt),
                     duration(ms)
                 ),
-                false => format!("at the program's prompt `{prompt}` again · {}{id}\n", duration(ms)),
+                false => format!("answered; at the program's prompt `{prompt}` · {}{id}\n", duration(ms)),
             }
         }
         (WaitReason::RegionEnded(_), Some(r)) => {
