@@ -214,6 +214,27 @@ async fn vi_returns_at_its_first_screen_and_quits_with_its_keys() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_made_with_a_program_treats_it_as_that_program_not_a_shell() {
+    needs!("python3");
+    let w = World::new();
+    let s = w.server().await;
+    // The command runs under `sh -c`: that shell is no prompt anyone types
+    // at, and python's `>>>` is no shell's prompt.
+    let made = s.ok("session_create", json!({"name": "py", "command": "python3 -q"})).await;
+    assert!(!made.contains("no shell integration"), "{made}");
+    let r = s.ok("run", json!({"session": "py", "command": "6*7"})).await;
+    assert_has!(r, "answered; at the program's prompt `>>>`");
+    assert_has!(r, "42");
+    assert!(!r.contains("shell's prompt") && !r.contains("shell integration"), "{r}");
+    let list = s.ok("session_list", json!({})).await;
+    assert_has!(list, "py: python3 in ");
+    // A script's own `read` loop is no shell's prompt either.
+    let looped = "while true; do read -p 'cmd? ' x; echo got $x; done";
+    let made = s.ok("session_create", json!({"name": "loop", "command": looped})).await;
+    assert!(!made.contains("no shell integration"), "{made}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_editor_a_command_opens_is_named_and_keys_after_it_reach_the_shell_safely() {
     needs!("vi");
     needs!("git");

@@ -202,7 +202,9 @@ impl Terminal {
             let command = s.meta.command.last().map(String::as_str).unwrap_or("");
             let _ = write!(out, ": {command}");
             // What the pane runs now (the command may have exec'd a shell).
-            let comm = crate::tools::typing::target::job(s).map(|j| j.comm).unwrap_or_default();
+            // (A shell running a command string or a script is no prompt.)
+            let job = crate::tools::typing::target::job(s).ok();
+            let comm = job.filter(dtmcp_core::procs::Job::shell_for_a_person).map(|j| j.comm).unwrap_or_default();
             if let Some(shell) = Some(comm.as_str()).filter(|c| dtmcp_core::procs::is_shell_name(c)) {
                 let _ = write!(
                     out,

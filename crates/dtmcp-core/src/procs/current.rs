@@ -37,6 +37,14 @@ pub fn current(pid: u32) -> Current {
     let Ok(text) = super::read_proc(&format!("/proc/{pid}/stat")) else { return Current::default() };
     let Some(stat) = parse::stat(&text) else { return Current::default() };
     let group = (stat.tpgid > 0).then_some(stat.tpgid);
+    // A session made with a command runs it under `sh -c`, which is no
+    // shell anyone types at: the program it started names the pane (where
+    // tmux would say `sh`).
+    let wraps = || super::is_shell_name(&stat.comm) && parse::shell_runs_script(&super::argv(stat.pid));
+    let group = match group {
+        Some(g) if g == stat.pid && wraps() => first_child(stat.pid).or(group),
+        _ => group,
+    };
     let first_word = group.and_then(argv0).filter(|w| !w.is_empty());
     let command = window_name(first_word.as_deref().unwrap_or(&stat.comm));
     let link = |p: i32| fs::read_link(format!("/proc/{p}/cwd")).ok();
@@ -61,6 +69,12 @@ pub fn now(pid: u32) -> (Current, Option<bool>) {
         }
     }
     (current(pid), childless)
+}
+
+/// The first child of process `pid`'s main thread, if it has one.
+fn first_child(pid: i32) -> Option<i32> {
+    let text = super::read_proc(&format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    parse::children(&text).into_iter().next()
 }
 
 /// The first word of process `pid`'s command line (up to its first NUL).

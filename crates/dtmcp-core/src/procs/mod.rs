@@ -234,6 +234,16 @@ pub fn job(pane: Pane<'_>) -> Result<Job, String> {
         return Err(format!("no process of group {pgid} is left"));
     };
     let leader = members.iter().find(|m| m.pid == pgid).unwrap_or(who);
+    // A session made with a command runs it under `sh -c`: that shell is
+    // no shell anyone types at, and the program it started is the job
+    // (`python3 -q` at its `>>>`, not `sh` at a prompt).
+    let wrapper = i64::from(leader.pid) == i64::from(pane.pid)
+        && is_shell_name(&leader.comm)
+        && parse::shell_runs_script(&argv(leader.pid));
+    let leader = match wrapper {
+        true => members.iter().find(|m| m.ppid == leader.pid).unwrap_or(leader),
+        false => leader,
+    };
     let reason = match who.pid == leader.pid {
         true => reason,
         false => format!("its `{}` {}", who.comm, reason.strip_prefix("it ").unwrap_or(&reason)),
@@ -246,7 +256,7 @@ pub fn job(pane: Pane<'_>) -> Result<Job, String> {
     Ok(Job {
         pgid,
         comm: leader.comm.clone(),
-        own_shell: pgid == shell.pgrp,
+        own_shell: pgid == shell.pgrp && !wrapper,
         activity,
         reason,
         reader,
