@@ -49,6 +49,10 @@ async fn gdb_breaks_runs_and_shows_the_crash() {
     s.create("t1").await;
     let r = line(&s, &format!("gdb -q -nx {}", exe.display())).await;
     assert_has!(r, "waiting for input at `(gdb)`");
+    // A question says what it takes: a command line is a wrong answer.
+    let r = line(&s, "break no_such_function").await;
+    assert_has!(r, "(a yes/no question: it takes y or n;");
+    line(&s, "n").await;
     let r = line(&s, "break sum_to").await;
     assert_has!(r, "answered; at the program's prompt `(gdb)`");
     // A line typed into a program on this host names no host.

@@ -214,6 +214,29 @@ fn ends_a_statement(prompt: &str) -> &'static str {
     }
 }
 
+/// What a yes/no question at `prompt` takes, where its prompt says
+/// (`(y or [n])`, `[Y/n]`, `(yes/no/[fingerprint])?`): a command line
+/// typed there is read as a wrong answer, and it asks again.
+fn answers_taken(prompt: &str) -> &'static str {
+    let p = prompt.trim_end().trim_end_matches([':', '?', ' ']).to_ascii_lowercase();
+    // The last group, whichever brackets close it: `(y or [n])` is one.
+    let opener = match p.chars().last() {
+        Some(')') => '(',
+        Some(']') => '[',
+        _ => return "",
+    };
+    let Some(open) = p.rfind(opener) else { return "" };
+    let choices: Vec<&str> =
+        p[open..].split(['(', ')', '[', ']', '/', ' ']).filter(|w| !w.is_empty() && *w != "or").collect();
+    match choices.as_slice() {
+        ["yes", "no", ..] => " (a yes/no question: it takes yes or no, spelled out)",
+        [y, n] if y.eq_ignore_ascii_case("y") && n.eq_ignore_ascii_case("n") => {
+            " (a yes/no question: it takes y or n; Enter alone takes the bracketed default)"
+        }
+        _ => "",
+    }
+}
+
 /// The reply's first line; `back` says a typed line ended back at a
 /// shell's prompt (see [`back_at_shell`]).
 fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
@@ -255,7 +278,9 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
             let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
             format!("{exit}{pipe} · {}{id}\n", duration(ms))
         }
-        (WaitReason::Prompt, Some(_)) if !prompt.is_empty() => format!("waiting for input at `{prompt}`{id}\n"),
+        (WaitReason::Prompt, Some(_)) if !prompt.is_empty() => {
+            format!("waiting for input at `{prompt}`{}{id}\n", answers_taken(prompt))
+        }
         (WaitReason::Prompt, Some(_)) => {
             format!("waiting for input: it reads the terminal, and no prompt shows{id}\n")
         }
@@ -294,6 +319,19 @@ fn duration(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yes_no_questions_say_what_they_take() {
+        let yn = " (a yes/no question: it takes y or n; Enter alone takes the bracketed default)";
+        assert_eq!(answers_taken("Make breakpoint pending on future shared library load? (y or [n])"), yn);
+        assert_eq!(answers_taken("Do you want to continue? [Y/n]"), yn);
+        assert_eq!(answers_taken("Proceed (y/n)? "), yn);
+        let yes = " (a yes/no question: it takes yes or no, spelled out)";
+        assert_eq!(answers_taken("Are you sure you want to continue connecting (yes/no/[fingerprint])?"), yes);
+        assert_eq!(answers_taken(">>>"), "");
+        assert_eq!(answers_taken("Name [default]:"), "");
+        assert_eq!(answers_taken("Select (1/2/3):"), "");
+    }
 
     #[test]
     fn durations_read_naturally() {
