@@ -200,6 +200,12 @@ if [[ -n ${__DTMCP_BASH_LOADER-} && ${PROMPT_COMMAND@a} != *a* ]]; then
     PROMPT_COMMAND=${PROMPT_COMMAND//"$__DTMCP_BASH_LOADER"/}
     unset __DTMCP_BASH_LOADER
 fi
+# ctrl+g in vi's command mode goes back to insert mode (readline's default
+# there is abort, which stays in command mode). A run presses ctrl+g after
+# an agent's Escape, so that its command is typed as text in either mode.
+if [[ $- == *i* ]]; then
+    bind -m vi-command '"\C-g": vi-insertion-mode' 2>/dev/null
+fi
 __dtmcp_keys
 __dtmcp_adopt
 export -f __dtmcp_ret __dtmcp_keys __dtmcp_pct __dtmcp_start __dtmcp_done __dtmcp_adopt __dtmcp_wrap __dtmcp_hook

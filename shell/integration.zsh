@@ -234,4 +234,8 @@ if [[ -z ${__DTMCP_LOADED-} ]]; then
     fi
     # Markers begin with the next prompt, not with this line's end.
     typeset -gi __DTMCP_RAN=0
+    # ctrl+g in vi's command mode goes back to insert mode (zsh's default
+    # there lists expansions). A run presses ctrl+g after an agent's
+    # Escape, so that its command is typed as text in either mode.
+    bindkey -M vicmd '^G' vi-insert 2>/dev/null
 fi

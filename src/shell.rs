@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 /// The version of the scripts below; bump it with any change to them.
-pub const INTEGRATION_VERSION: u32 = 3;
+pub const INTEGRATION_VERSION: u32 = 4;
 
 /// `(path, contents)` of every script, the path relative to [`dir`] (`/`
 /// separates a subdirectory). The one list of the integration's files:

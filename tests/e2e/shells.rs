@@ -376,6 +376,17 @@ async fn keys_that_leave_the_line_editor_waiting_are_cancelled_before_a_run_type
         s.ok("send", json!({"session": name, "keys": ["alt+3"]})).await;
         let r = s.ok("run", json!({"session": name, "command": "echo count-$((1+1))"})).await;
         assert!(r.contains("count-2") && r.contains("exit 0"), "{shell}: {r}\nscreen:\n{}", w.screen(&name));
+        // In vi's keys, Escape is command mode: ctrl+g (bound by the
+        // integration) goes back to insert mode, and the line is text.
+        let (vi, emacs) = match shell {
+            "zsh" => ("bindkey -v", "bindkey -e"),
+            _ => ("set -o vi", "set -o emacs"),
+        };
+        s.run(&name, vi).await;
+        s.ok("send", json!({"session": name, "keys": ["escape"]})).await;
+        let r = s.ok("run", json!({"session": name, "command": "true && echo vi-$((2+2))"})).await;
+        assert!(r.contains("vi-4") && r.contains("exit 0"), "{shell}: {r}\nscreen:\n{}", w.screen(&name));
+        s.run(&name, emacs).await;
         // Nothing waits after an ordinary key: nothing is cancelled.
         s.ok("send", json!({"session": name, "keys": ["ctrl+a"]})).await;
         let r = s.run(&name, "echo plain").await;

@@ -162,12 +162,14 @@ impl Holds {
     /// waiting (for the key that completes a sequence, a search's text, a
     /// count's key); a key that ends such a wait forgets it. Says what
     /// waits, if anything. `submitted` says that the text typed before the
-    /// keys held a newline.
+    /// keys held a newline; `reached` that the keys may have reached the
+    /// shell (not only a program that ended meanwhile).
     pub fn note_pressed(
         &self,
         session: &str,
         keys: &[(String, Key)],
         submitted: bool,
+        reached: bool,
         after: &Status,
     ) -> Option<Pressed> {
         let mut pressed = self.pressed.lock().unwrap_or_else(|e| e.into_inner());
@@ -176,7 +178,7 @@ impl Holds {
         }
         let (name, key) = keys.last()?;
         let shell = &after.shell;
-        let at_prompt = shell.integrated && shell.at_prompt && !after.eof;
+        let at_prompt = reached && shell.integrated && shell.at_prompt && !after.eof;
         let p = Pressed {
             name: name.clone(),
             pending: key.leaves_pending().filter(|_| at_prompt)?,

@@ -211,13 +211,15 @@ impl Terminal {
         });
         let spec = WaitSpec { after: before.mark, timeout_ms: req.wait_ms, ..WaitSpec::default() };
         let (_, after) = logger.wait(spec).await?;
-        // The keys' last is noted at the prompt shown after them: text
-        // before them may have ended a program (`:q!` and Enter in vi),
-        // so that they reached the shell.
+        // The keys' last is noted at the prompt shown after them: they
+        // were pressed at it, or text before them may have ended a program
+        // (`:q!` and Enter in vi), so that they reached the shell. (Keys
+        // alone that end a program, nano's ctrl+x, went to the program.)
         let submitted = req.text.as_deref().is_some_and(|t| t.contains(['\r', '\n']));
+        let reached = before.shell.at_prompt || req.text.is_some();
         let pressed = match req.signal {
             Some(_) => None,
-            None => self.inner.holds.note_pressed(pane, &req.keys, submitted, &after),
+            None => self.inner.holds.note_pressed(pane, &req.keys, submitted, reached, &after),
         };
         let _ = writeln!(out, "; {} s later:", req.wait_ms as f64 / 1000.0);
         if after.eof {
