@@ -59,7 +59,9 @@ impl Pending {
     /// What it means for a line typed next, in a few words.
     pub fn words(self) -> &'static str {
         match self {
-            Pending::Prefix => "waiting for the rest of a key sequence (Escape then g is alt+g)",
+            Pending::Prefix => {
+                "waiting for the rest of a key sequence (Escape then g is alt+g), or in command mode with vi keys"
+            }
             Pending::Search => "in a history search (text typed next is searched for; Enter runs the line found)",
             Pending::Count => "holding a count for the next key (it would be repeated)",
         }
