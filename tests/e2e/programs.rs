@@ -318,6 +318,17 @@ async fn a_password_typed_with_send_is_never_logged() {
     for text in seen {
         assert!(!text.contains("s3cret"), "the password leaked:\n{text}");
     }
+    // Asked on /dev/tty (getpass, ssh, sudo and ssh-keygen open it): the
+    // same terminal, told at once rather than after the whole timeout.
+    if crate::support::installed("python3") {
+        let ask = "python3 -c \"import getpass; print('got', len(getpass.getpass('Key phrase: ')))\"";
+        let started = std::time::Instant::now();
+        let r = s.ok("run", json!({"session": "t1", "command": ask, "timeout": 20})).await;
+        assert_has!(r, "waits at a password prompt");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}: {r}", started.elapsed());
+        let r = s.ok("send", json!({"session": "t1", "text": "abc", "keys": ["enter"], "wait": 1.0})).await;
+        assert_has!(r, "got 3");
+    }
 }
 
 /// `read -e` reads its line with the shell's own line editor, as the

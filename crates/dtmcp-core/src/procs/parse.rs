@@ -260,9 +260,12 @@ pub fn fd_label(link: &str) -> String {
     }
 }
 
-/// Whether a descriptor's link names the file at `path` (a terminal's).
+/// Whether a descriptor's link names the terminal at `path`: that file,
+/// or `/dev/tty`, the process's controlling terminal, which is the pane's
+/// for a process of its foreground job (ssh, sudo, ssh-keygen and git
+/// open it to ask for a password).
 pub fn fd_is(link: &str, path: &str) -> bool {
-    matches!(link.parse::<FDTarget>(), Ok(FDTarget::Path(p)) if p.as_os_str() == path)
+    matches!(link.parse::<FDTarget>(), Ok(FDTarget::Path(p)) if p.as_os_str() == path || p.as_os_str() == "/dev/tty")
 }
 
 /// What kind of wait a system call (x86_64 numbers) or wait channel is.
@@ -674,6 +677,7 @@ mod tests {
     #[case::other_tty("/dev/pts/30", "/dev/pts/3", false)]
     #[case::pipe("pipe:[3]", "/dev/pts/3", false)]
     #[case::deleted("/dev/pts/3 (deleted)", "/dev/pts/3", false)]
+    #[case::controlling_terminal("/dev/tty", "/dev/pts/3", true)]
     fn descriptor_on_the_terminal(#[case] link: &str, #[case] tty: &str, #[case] want: bool) {
         assert_eq!(fd_is(link, tty), want);
     }
