@@ -392,6 +392,10 @@ fn by_syscall(pid: i32, call: Syscall, tty: &str) -> (Activity, String) {
     match parse::call(nr).unwrap_or(Call::Other) {
         Call::Read if fd_is_tty(pid, args[0], tty) => (Activity::WaitingForInput, READS_THE_TERMINAL.into()),
         Call::Read => (Activity::Sleeping, format!("it reads {}, not the terminal", fd_name(pid, args[0]))),
+        Call::Write if fd_is_tty(pid, args[0], tty) => {
+            (Activity::Working, "it writes to the terminal, faster than the terminal takes it".into())
+        }
+        Call::Write => (Activity::Sleeping, format!("it waits to write to {}", fd_name(pid, args[0]))),
         kind @ (Call::Poll | Call::Select | Call::Epoll) => watched(pid, kind, args, tty),
         Call::Network => (Activity::Working, "it waits on the network (connect, accept or receive)".into()),
         Call::Child => (Activity::Sleeping, "it waits for a child process".into()),

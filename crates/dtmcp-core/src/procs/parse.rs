@@ -144,6 +144,9 @@ pub fn syscall(text: &str) -> Option<Syscall> {
 pub enum Call {
     /// `read`, `pread64`, `readv`, `preadv`: one descriptor, the first argument.
     Read,
+    /// `write`, `pwrite64`, `writev`, `pwritev`: one descriptor, the first
+    /// argument (blocked while its reader is behind).
+    Write,
     /// `poll`, `ppoll`: an array of `struct pollfd` at the first argument,
     /// its length the second.
     Poll,
@@ -165,6 +168,7 @@ pub enum Call {
 pub fn call_x86_64(nr: u64) -> Call {
     match nr {
         0 | 17 | 19 | 295 => Call::Read,
+        1 | 18 | 20 | 296 => Call::Write,
         7 | 271 => Call::Poll,
         23 | 270 => Call::Select,
         232 | 281 | 441 => Call::Epoll,
@@ -180,6 +184,7 @@ pub fn call_x86_64(nr: u64) -> Call {
 pub fn call_aarch64(nr: u64) -> Call {
     match nr {
         63 | 65 | 67 | 69 => Call::Read,
+        64 | 66 | 68 | 70 => Call::Write,
         73 => Call::Poll,
         72 => Call::Select,
         22 | 441 => Call::Epoll,
@@ -692,7 +697,9 @@ mod tests {
     #[case::connect(42, 203, Call::Network)]
     #[case::wait4(61, 260, Call::Child)]
     #[case::clock_nanosleep(230, 115, Call::Timer)]
-    #[case::write(1, 64, Call::Other)]
+    #[case::write(1, 64, Call::Write)]
+    #[case::writev(20, 66, Call::Write)]
+    #[case::ioctl(16, 29, Call::Other)]
     fn calls_by_architecture(#[case] x86_64: u64, #[case] aarch64: u64, #[case] want: Call) {
         assert_eq!((call_x86_64(x86_64), call_aarch64(aarch64)), (want, want));
     }
