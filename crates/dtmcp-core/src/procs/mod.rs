@@ -400,6 +400,8 @@ fn by_syscall(pid: i32, call: Syscall, tty: &str) -> (Activity, String) {
         Call::Network => (Activity::Working, "it waits on the network (connect, accept or receive)".into()),
         Call::Child => (Activity::Sleeping, "it waits for a child process".into()),
         Call::Timer => (Activity::Sleeping, "it sleeps on a timer".into()),
+        Call::Futex => (Activity::Sleeping, "it waits on another thread or a lock".into()),
+        Call::Signal => (Activity::Sleeping, "it waits for a signal".into()),
         Call::Other => (Activity::Sleeping, format!("it is blocked in system call {nr}")),
     }
 }
@@ -449,7 +451,10 @@ fn read_mem(pid: i32, addr: u64, len: u64) -> Result<Vec<u8>, String> {
 /// A descriptor and what it is open on, for a reason: `descriptor 5 (pipe)`.
 fn fd_name(pid: i32, fd: u64) -> String {
     match fd_link(pid, fd) {
-        Some(link) => format!("descriptor {fd} ({})", parse::fd_label(&link)),
+        Some(link) => match parse::fd_label(&link) {
+            label if label.is_empty() => format!("descriptor {fd}"),
+            label => format!("descriptor {fd} ({label})"),
+        },
         None => format!("descriptor {fd}"),
     }
 }

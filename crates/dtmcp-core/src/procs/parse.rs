@@ -160,6 +160,10 @@ pub enum Call {
     Child,
     /// `nanosleep`, `clock_nanosleep`.
     Timer,
+    /// `futex`: another thread, or a lock.
+    Futex,
+    /// `pause`, `rt_sigsuspend`, `rt_sigtimedwait`: a signal.
+    Signal,
     /// Anything else.
     Other,
 }
@@ -175,6 +179,8 @@ pub fn call_x86_64(nr: u64) -> Call {
         42 | 43 | 45 | 47 | 288 => Call::Network,
         61 | 247 => Call::Child,
         35 | 230 => Call::Timer,
+        202 => Call::Futex,
+        34 | 128 | 130 => Call::Signal,
         _ => Call::Other,
     }
 }
@@ -191,6 +197,8 @@ pub fn call_aarch64(nr: u64) -> Call {
         202 | 203 | 207 | 212 | 242 => Call::Network,
         95 | 260 => Call::Child,
         101 | 115 => Call::Timer,
+        98 => Call::Futex,
+        133 | 137 => Call::Signal,
         _ => Call::Other,
     }
 }
@@ -259,7 +267,7 @@ pub fn fd_label(link: &str) -> String {
         Ok(FDTarget::Socket(_)) => "socket".into(),
         Ok(FDTarget::Net(_)) => "net".into(),
         Ok(FDTarget::Pipe(_)) => "pipe".into(),
-        Ok(FDTarget::AnonInode(_)) => String::new(),
+        Ok(FDTarget::AnonInode(kind)) => kind.trim_matches(['[', ']']).to_string(),
         Ok(FDTarget::Other(kind, _) | FDTarget::Unknown(kind, _)) => kind,
         Err(_) => link.split(':').next().unwrap_or(link).to_string(),
     }
@@ -669,7 +677,8 @@ mod tests {
     #[case::pipe("pipe:[123456]", "pipe")]
     #[case::socket("socket:[98765]", "socket")]
     #[case::net("net:[4026531840]", "net")]
-    #[case::anon_inode("anon_inode:[eventpoll]", "")]
+    #[case::anon_inode("anon_inode:[eventpoll]", "eventpoll")]
+    #[case::timerfd("anon_inode:[timerfd]", "timerfd")]
     #[case::other_kind("mnt:[4026531841]", "mnt")]
     #[case::unknown_kind("weird:thing", "weird")]
     #[case::no_kind(":[1]", "")]
@@ -700,6 +709,8 @@ mod tests {
     #[case::write(1, 64, Call::Write)]
     #[case::writev(20, 66, Call::Write)]
     #[case::ioctl(16, 29, Call::Other)]
+    #[case::futex(202, 98, Call::Futex)]
+    #[case::sigsuspend(130, 133, Call::Signal)]
     fn calls_by_architecture(#[case] x86_64: u64, #[case] aarch64: u64, #[case] want: Call) {
         assert_eq!((call_x86_64(x86_64), call_aarch64(aarch64)), (want, want));
     }
