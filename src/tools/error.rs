@@ -57,6 +57,18 @@ pub enum Refusal {
         /// The line.
         text: String,
     },
+    /// A line submitted at the prompt is held by the shell, which asks
+    /// something about it before it runs it (zsh's `correct`).
+    ShellAsks {
+        /// The session.
+        session: String,
+        /// Who submitted the line.
+        by: Party,
+        /// The line.
+        text: String,
+        /// The question, as the shell shows it.
+        question: String,
+    },
     /// Text typed at the prompt and not submitted.
     Unsubmitted {
         /// The session.
@@ -220,6 +232,19 @@ impl std::fmt::Display for Refusal {
                     f,
                     "{who} just submitted `{text}` at {session}'s prompt and it has not started yet; nothing was typed. \
                      Wait for it (wait session={session}) or try again in a moment"
+                )
+            }
+            Refusal::ShellAsks { session, by, text, question } => {
+                let whose = match by {
+                    Party::You => "your".to_string(),
+                    other => format!("{}'s", named(other)),
+                };
+                write!(
+                    f,
+                    "the shell of {session} has not run {whose} line `{text}`: it asks `{question}`{}, and a command \
+                     line typed now would be taken as the answer, so nothing was typed. Answer it with send \
+                     session={session} text=\"…\" (zsh reads one key: no Enter), then run again",
+                    crate::tools::replies::report::answers_taken(question)
                 )
             }
             Refusal::Unsubmitted { session, by, text } => {

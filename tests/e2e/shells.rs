@@ -403,6 +403,31 @@ async fn keys_that_leave_the_line_editor_waiting_are_cancelled_before_a_run_type
     assert_eq!(last.trim_end(), "(reverse-i-search)`':", "typed into the search:\n{screen}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_asking_about_a_line_says_so_and_takes_no_command_line_as_the_answer() {
+    if !crate::support::installed("zsh") {
+        return;
+    }
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    create_in(&s, "z", "zsh", &home).await;
+    s.run("z", "setopt correct; gti() { echo the-typo-ran; }; git() { echo corrected-$((1+1)); }").await;
+    s.run("z", "unfunction gti").await;
+    // zsh offers `git` for `gti` before it runs the line, and reads a key.
+    let started = std::time::Instant::now();
+    let r = s.ok("run", json!({"session": "z", "command": "gti status", "timeout": 20})).await;
+    assert_has!(r, "the shell asks before it runs the line: `zsh: correct 'gti' to 'git' [nyae]?`");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+    // A command line would be its answer: refused, nothing typed.
+    let refused = s.err("run", json!({"session": "z", "command": "echo not-typed"})).await;
+    assert_has!(refused, "has not run your line `gti status`: it asks");
+    assert!(!w.screen("z").contains("not-typed"), "{}", w.screen("z"));
+    let r = s.ok("send", json!({"session": "z", "text": "y", "wait": 1.0})).await;
+    assert_has!(r, "corrected-2");
+    assert_has!(s.run("z", "echo after").await, "exit 0");
+}
+
 /// Polls the `regions` listing of session `name` until it shows `label`.
 async fn until_labelled(s: &Server, name: &str, label: &str) -> String {
     poll::until_async(&format!("{label:?} in the regions of {name}"), std::time::Duration::from_secs(10), async || {

@@ -217,7 +217,7 @@ fn ends_a_statement(prompt: &str) -> &'static str {
 /// What a yes/no question at `prompt` takes, where its prompt says
 /// (`(y or [n])`, `[Y/n]`, `(yes/no/[fingerprint])?`): a command line
 /// typed there is read as a wrong answer, and it asks again.
-fn answers_taken(prompt: &str) -> &'static str {
+pub(crate) fn answers_taken(prompt: &str) -> &'static str {
     let p = prompt.trim_end().trim_end_matches([':', '?', ' ']).to_ascii_lowercase();
     // The last group, whichever brackets close it: `(y or [n])` is one.
     let opener = match p.chars().last() {
@@ -230,6 +230,10 @@ fn answers_taken(prompt: &str) -> &'static str {
         p[open..].split(['(', ')', '[', ']', '/', ' ']).filter(|w| !w.is_empty() && *w != "or").collect();
     match choices.as_slice() {
         ["yes", "no", ..] => " (a yes/no question: it takes yes or no, spelled out)",
+        ["yn"] => " (a yes/no question: it takes one key, y or n)",
+        ["nyae"] => {
+            " (zsh's correction: one key, y runs the corrected line, n the line as typed, a drops it, e edits it)"
+        }
         [y, n] if y.eq_ignore_ascii_case("y") && n.eq_ignore_ascii_case("n") => {
             " (a yes/no question: it takes y or n; Enter alone takes the bracketed default)"
         }
@@ -328,6 +332,11 @@ mod tests {
         assert_eq!(answers_taken("Proceed (y/n)? "), yn);
         let yes = " (a yes/no question: it takes yes or no, spelled out)";
         assert_eq!(answers_taken("Are you sure you want to continue connecting (yes/no/[fingerprint])?"), yes);
+        assert_eq!(
+            answers_taken("zsh: sure you want to delete all 2 files in /tmp/x [yn]?"),
+            " (a yes/no question: it takes one key, y or n)"
+        );
+        assert!(answers_taken("zsh: correct 'gti' to 'git' [nyae]?").contains("n the line as typed"));
         assert_eq!(answers_taken(">>>"), "");
         assert_eq!(answers_taken("Name [default]:"), "");
         assert_eq!(answers_taken("Select (1/2/3):"), "");

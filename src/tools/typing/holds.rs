@@ -232,6 +232,21 @@ pub fn refusal(session: &str, status: &Status, last: Option<&Typed>, actor: &str
     if pending.is_empty() {
         return None;
     }
+    // Submitted here a while ago and still not started, with a line of the
+    // shell's after it: the shell asks about it before it runs it (zsh's
+    // `correct`), and keys typed now answer that.
+    let held = last.filter(same_prompt).filter(|t| t.submitted && t.regions == status.mark.regions);
+    if let Some(t) = held.filter(|t| !t.text.trim().is_empty() && pending.contains(t.text.trim())) {
+        let question = pending.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
+        if pending.lines().count() > 1 && !question.ends_with(t.text.trim()) {
+            return Some(Refusal::ShellAsks {
+                session: session.to_string(),
+                by: Party::agent(&t.actor, actor),
+                text: t.text.trim().to_string(),
+                question: question.to_string(),
+            });
+        }
+    }
     // At a continuation prompt the shell holds a command still being given
     // (an open `if`, a heredoc): the agent whose line last went into it
     // may go on with it; anyone else is refused, naming that agent.

@@ -466,7 +466,24 @@ impl Terminal {
             typed_on: before.mark.line,
             seen: None,
         };
-        let reply = describe(s, logger, &waited, &call.opts.shape, None).await?;
+        // Still at the prompt the line went in at, the shell waiting for a
+        // key: it asks about the line before it runs it (zsh's `correct`).
+        let asks = reason == WaitReason::Prompt
+            && region.is_none()
+            && matches!(target, Target::Shell)
+            && status.shell.at_prompt
+            && status.mark.prompts == before.mark.prompts;
+        let question = status.current_text.trim();
+        let note = asks.then(|| {
+            format!(
+                "the shell asks before it runs the line: `{question}`{}; answer with send text=\"…\" (zsh reads one key: no Enter)",
+                crate::tools::replies::report::answers_taken(question)
+            )
+        });
+        let mut reply = describe(s, logger, &waited, &call.opts.shape, note.as_deref()).await?;
+        if asks {
+            reply.facts.outcome = Outcome::Waiting;
+        }
         self.inner.shown.note(&actor, &s.name, &reply.facts);
         Ok(Want::unmet_in(call.want.as_ref(), &reason, reply))
     }
@@ -666,7 +683,13 @@ impl Terminal {
                     // A program blocked reading the terminal with nothing
                     // printed for a while (`cat`, a script's `input()`
                     // without a prompt) waits for someone to type.
-                    if !status.shell.at_prompt
+                    // So does an integrated shell that, with no new prompt
+                    // and no command begun since the line, reads a key: it
+                    // asks about the line (zsh's `correct`).
+                    let asks = status.shell.integrated
+                        && status.mark.prompts == spec.after.prompts
+                        && status.mark.regions == spec.after.regions;
+                    if (!status.shell.at_prompt || asks)
                         && quiet_since.0.elapsed() >= Duration::from_millis(READ_QUIET_MS)
                         && target::job(s).is_ok_and(|j| j.reads_terminal())
                     {

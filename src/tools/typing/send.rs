@@ -318,7 +318,10 @@ impl Terminal {
         }
         if let Some(text) = &req.text {
             target::type_text(tmux, pane, text, req.typing).await?;
-            done.push(format!("typed {} characters", text.chars().count()));
+            done.push(match text.chars().count() {
+                1 => "typed 1 character".to_string(),
+                n => format!("typed {n} characters"),
+            });
         }
         for (_, key) in &req.keys {
             match key {
@@ -370,7 +373,9 @@ impl Terminal {
             let refusal = holds::refusal(&s.name, before, last.as_ref(), &actor, s.pane.session_attached);
             return match refusal {
                 Some(Refusal::Unsubmitted { by: Party::You | Party::Someone, .. }) => Ok(()),
-                Some(Refusal::JustSubmitted { by: Party::You, .. }) => Ok(()),
+                Some(Refusal::JustSubmitted { by: Party::You, .. } | Refusal::ShellAsks { by: Party::You, .. }) => {
+                    Ok(())
+                }
                 Some(other) => Err(other.into()),
                 None => Ok(()),
             };
