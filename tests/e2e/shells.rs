@@ -426,6 +426,21 @@ async fn a_shell_asking_about_a_line_says_so_and_takes_no_command_line_as_the_an
     let r = s.ok("send", json!({"session": "z", "text": "y", "wait": 1.0})).await;
     assert_has!(r, "corrected-2");
     assert_has!(s.run("z", "echo after").await, "exit 0");
+    // A question that reads one key takes no line: `yes` would answer y
+    // and hand `es` to the next prompt.
+    let dir = w.tmp.path().join("many");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for f in ["a", "b"] {
+        std::fs::write(dir.join(f), "").expect("touch");
+    }
+    let r = s.ok("run", json!({"session": "z", "command": format!("rm {}/*", dir.display())})).await;
+    assert_has!(r, "[yn]?` (a yes/no question: it takes one key, y or n)");
+    let refused = s.err("run", json!({"session": "z", "command": "yes"})).await;
+    assert_has!(refused, "would answer with its first character");
+    assert_eq!(std::fs::read_dir(&dir).map(Iterator::count).unwrap_or(0), 2, "answered by the refused line");
+    s.ok("send", json!({"session": "z", "text": "n", "wait": 0.5})).await;
+    assert_has!(s.run("z", "echo kept").await, "exit 0");
+    assert_eq!(std::fs::read_dir(&dir).map(Iterator::count).unwrap_or(0), 2);
 }
 
 /// Polls the `regions` listing of session `name` until it shows `label`.

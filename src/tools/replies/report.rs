@@ -218,27 +218,42 @@ fn ends_a_statement(prompt: &str) -> &'static str {
 /// (`(y or [n])`, `[Y/n]`, `(yes/no/[fingerprint])?`): a command line
 /// typed there is read as a wrong answer, and it asks again.
 pub(crate) fn answers_taken(prompt: &str) -> &'static str {
-    let p = prompt.trim_end().trim_end_matches([':', '?', ' ']).to_ascii_lowercase();
-    // The last group, whichever brackets close it: `(y or [n])` is one.
-    let opener = match p.chars().last() {
-        Some(')') => '(',
-        Some(']') => '[',
-        _ => return "",
-    };
-    let Some(open) = p.rfind(opener) else { return "" };
-    let choices: Vec<&str> =
-        p[open..].split(['(', ')', '[', ']', '/', ' ']).filter(|w| !w.is_empty() && *w != "or").collect();
-    match choices.as_slice() {
+    match choices(prompt).iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["yes", "no", ..] => " (a yes/no question: it takes yes or no, spelled out)",
         ["yn"] => " (a yes/no question: it takes one key, y or n)",
         ["nyae"] => {
             " (zsh's correction: one key, y runs the corrected line, n the line as typed, a drops it, e edits it)"
         }
-        [y, n] if y.eq_ignore_ascii_case("y") && n.eq_ignore_ascii_case("n") => {
+        [y, n] if *y == "y" && *n == "n" => {
             " (a yes/no question: it takes y or n; Enter alone takes the bracketed default)"
         }
         _ => "",
     }
+}
+
+/// Whether the question at `prompt` reads one key, not a line (zsh's
+/// `[yn]` and `[nyae]`): a line typed there answers with its first
+/// character, and the rest goes to whatever reads next.
+pub(crate) fn reads_one_key(prompt: &str) -> bool {
+    matches!(choices(prompt).as_slice(), [c] if c == "yn" || c == "nyae")
+}
+
+/// The choices in the last bracketed group that ends `prompt`, lowercased
+/// (`(y or [n])` gives y and n).
+fn choices(prompt: &str) -> Vec<String> {
+    let p = prompt.trim_end().trim_end_matches([':', '?', ' ']).to_ascii_lowercase();
+    // The last group, whichever brackets close it: `(y or [n])` is one.
+    let opener = match p.chars().last() {
+        Some(')') => '(',
+        Some(']') => '[',
+        _ => return Vec::new(),
+    };
+    let Some(open) = p.rfind(opener) else { return Vec::new() };
+    p[open..]
+        .split(['(', ')', '[', ']', '/', ' '])
+        .filter(|w| !w.is_empty() && *w != "or")
+        .map(str::to_string)
+        .collect()
 }
 
 /// The reply's first line; `back` says a typed line ended back at a

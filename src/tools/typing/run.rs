@@ -316,6 +316,23 @@ impl Terminal {
                     status = self.fresh_prompt(&s, &mut logger, status).await?;
                 }
             }
+            // A question that reads one key (zsh's `[yn]`) would take the
+            // line's first character as its answer, and whatever reads next
+            // the rest: `yes` would answer y and run `es`.
+            let question = status.current_text.trim();
+            if matches!(target, Target::Program(_))
+                && line.trim().chars().count() != 1
+                && crate::tools::replies::report::reads_one_key(question)
+            {
+                return Err(ToolError::BadInput(format!(
+                    "{} asks `{question}`{}: a line typed there would answer with its first character, and the \
+                     rest would go to whatever reads next, so nothing was typed. Send the one key: send \
+                     session={} text=\"y\" (or \"n\"), no Enter",
+                    s.name,
+                    crate::tools::replies::report::answers_taken(question),
+                    s.name
+                )));
+            }
             if approved.is_none() {
                 let judged = Judge { session: &s, tool: ToolName::Run, text: line, target: &target };
                 if let Judged::Ask(pending) = self.judge_line(judged)? {
