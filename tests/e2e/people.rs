@@ -149,7 +149,16 @@ async fn tail_prints_numbered_lines_then_follows_a_new_line_within_200_ms() {
     eprintln!("tail -f: a new line shown {latency:?} after it was typed");
     assert!(latency < Duration::from_millis(200), "tail -f took {latency:?}");
 
-    // The session closes: tail -f ends by itself, cleanly.
+    // The person's command has ended (its line came before its end
+    // marker): the session closes, and tail -f ends by itself, cleanly.
+    poll::until_async("the typed command to end", Duration::from_secs(10), async || {
+        let list = s.regions("f1").await;
+        match list.lines().any(|l| l.contains("tailed-$((6*7))") && l.contains("exit 0")) {
+            true => Ok(()),
+            false => Err(list),
+        }
+    })
+    .await;
     s.ok("session_close", json!({"session": "f1"})).await;
     let status =
         poll::until("tail -f to end with its session", Duration::from_secs(10), || follow.try_wait().expect("wait"));
