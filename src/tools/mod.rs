@@ -7,6 +7,7 @@
 //! refused by the schema before anything is done.
 
 mod admit;
+mod arguments;
 mod edge;
 mod error;
 mod memory;
@@ -340,6 +341,31 @@ impl Terminal {
     }
 }
 
+impl Terminal {
+    /// `response`, with rmcp's message about arguments that did not
+    /// deserialize replaced by one naming the argument and what it takes
+    /// (see [`arguments`]).
+    fn explain_arguments(
+        &self,
+        response: CallToolResponse,
+        tool: &str,
+        args: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> CallToolResponse {
+        let CallToolResponse::Complete(mut result) = response else { return response };
+        let serde = match result.content.first().and_then(|c| c.as_text()) {
+            Some(t) if result.is_error == Some(true) && t.text.starts_with(arguments::DESERIALIZE_PREFIX) => {
+                t.text.clone()
+            }
+            _ => return CallToolResponse::Complete(result),
+        };
+        if let Some(attr) = self.tool_router.get(tool) {
+            let said = arguments::explain(tool, &attr.input_schema, args, &serde);
+            result.content = vec![rmcp::model::ContentBlock::text(said)];
+        }
+        CallToolResponse::Complete(result)
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Terminal {
     async fn initialize(
@@ -368,6 +394,8 @@ impl ServerHandler for Terminal {
         self.inner.http.learn(&context.extensions, &self.conn);
         let arrived = caller::arrival(&context.extensions);
         let who = self.caller_of(&request, &context);
+        // Kept for saying which argument did not fit, should one not.
+        let (name, arguments) = (request.name.clone(), request.arguments.clone());
         let body = async {
             let tool = ToolName::parse(&request.name);
             // Counted while it runs, for the policy's `calls_per_agent`.
@@ -394,6 +422,7 @@ impl ServerHandler for Terminal {
         // Boxed: the body's state is moved once, not copied again into the
         // task-local scope, rmcp's request future and the task around it.
         let response = who.clone().scope_since(arrived, Box::pin(body)).await;
+        let response = response.map(|r| self.explain_arguments(r, &name, arguments.as_ref()));
         match who.input.take_required() {
             Some(input) => Ok(CallToolResponse::InputRequired(input)),
             None => response,

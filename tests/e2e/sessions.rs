@@ -67,6 +67,14 @@ async fn bad_input_is_refused_clearly_and_the_server_keeps_answering() {
         eprintln!("{r:?}");
         assert!(r.is_err() || r.is_ok_and(|r| r.is_error));
     }
+    // What does not fit is said of the argument, with what it takes.
+    let said = s.err("read", json!({"session": "t1", "from_line": -3})).await;
+    assert_has!(said, "`from_line` takes a whole number ≥ 0, not -3. Nothing was done");
+    let said = s.err("send", json!({"session": "t1", "keys": "enter"})).await;
+    assert_has!(said, "`keys` takes a list, each item a string, not \"enter\"");
+    let said = s.err("run", json!({"session": "t1", "command": "ls", "bogus": 1})).await;
+    assert_has!(said, "`bogus` is not an argument of run; it takes ");
+    assert_has!(s.err("run", json!({"command": "ls"})).await, "run needs `session`");
     // The server still answers normally, and no stray session was made.
     assert_has!(s.run("t1", "echo still-here").await, "still-here");
     let list = s.ok("session_list", json!({})).await;
