@@ -6,7 +6,9 @@
 //! the command (see [`dtmcp_core::answers`]). Lines a job in the
 //! background printed after a prompt are nobody's text either: an empty
 //! Enter draws a fresh prompt below them, so that the command is not
-//! typed on their line, nor labelled with them.
+//! typed on their line, nor labelled with them. And a key an agent
+//! pressed last that left the line editor waiting (Escape, ctrl+r) is
+//! given up with ctrl+g, so that the command is typed as text.
 
 use std::time::{Duration, Instant};
 
