@@ -43,3 +43,27 @@ async fn an_unanswered_question_comes_back_and_a_stop_rule_stops() {
     let log = std::fs::read_to_string(w.session_dir("t1").join("session.txt")).expect("log");
     assert!(!log.contains("NOT-TYPED"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_matching_a_programs_own_prompt_stops_after_a_few_answers() {
+    if !crate::support::installed("python3") {
+        return;
+    }
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    // `>>>` comes back after every answer: the rule would answer forever.
+    let rules = json!([{"pattern": ">>>", "line": "print(40+2)"}]);
+    let args = json!({"session": "t1", "command": "python3 -q", "rules": rules, "timeout": 20});
+    let r = s.ok("expect", args).await;
+    assert_has!(r, "stopped: the same question came back after each of 4 answers: `>>>`");
+    assert_eq!(r.matches("answered line").count(), 4, "{r}");
+    // Questions that differ are each answered.
+    let rules = json!([{"pattern": "\\? $|\\?$", "line": "y"}, {"pattern": "^done", "stop": true}]);
+    let cmd = "exit()";
+    s.ok("send", json!({"session": "t1", "text": cmd, "keys": ["enter"], "wait": 0.5})).await;
+    let script = "for i in 1 2 3 4 5 6; do read -p \"step $i? \" a; done; echo done";
+    let r = s.ok("expect", json!({"session": "t1", "command": script, "rules": rules, "timeout": 20})).await;
+    assert_eq!(r.matches("answered line").count(), 6, "{r}");
+    assert_has!(r, "done");
+}

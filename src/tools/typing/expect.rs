@@ -31,6 +31,10 @@ use dtmcp_core::types::{LineNo, RegionId};
 const QUESTION_QUIET_MS: u64 = 700;
 /// The most answers one call gives, so a rule that keeps matching ends.
 const MAX_ANSWERS: usize = 50;
+/// The most answers in a row to the same question: a rule whose pattern
+/// matches a program's own prompt (python's `>>>`) would answer it again
+/// after every answer.
+const SAME_ANSWERS: usize = 4;
 
 /// One rule: when `pattern` appears, do exactly one of the actions.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
@@ -168,6 +172,8 @@ impl Terminal {
         let mut mark = start;
         let mut log = String::new();
         let mut answers = 0;
+        // The last question answered, and how many times in a row.
+        let mut same: (String, usize) = (String::new(), 0);
         loop {
             let left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
             // In slices, each from the same mark: what comes between two
@@ -199,6 +205,19 @@ impl Terminal {
             let note = match reason {
                 WaitReason::Matched(line) => {
                     let text = line_text(logger, &status, line).await?;
+                    same = match same.0 == text {
+                        true => (text.clone(), same.1 + 1),
+                        false => (text.clone(), 1),
+                    };
+                    if same.1 > SAME_ANSWERS {
+                        let note = format!(
+                            "stopped: the same question came back after each of {SAME_ANSWERS} answers: {} (a rule \
+                             matching a program's own prompt would answer it forever; expect again goes on)",
+                            quote(&text)
+                        );
+                        let ending = Ending { status: &status, reason: &reason, start, log, note };
+                        return self.reply(s, logger, ending).await;
+                    }
                     match self.apply(s, logger, (&status, progress), checked, &text).await? {
                         Some(done) => done,
                         None if answers < MAX_ANSWERS => {
