@@ -81,10 +81,12 @@ impl Terminal {
         let (first, last, region) = match (p.region, p.from_line, p.to_line) {
             (Some(id), from, to) => {
                 let r = source.region(&self.inner.searches, RegionId(id)).await?.ok_or_else(|| {
-                    ToolError::BadInput(format!(
-                        "session {} has no region {id}; it has {} regions",
-                        p.session, status.mark.regions
-                    ))
+                    let has = match status.mark.regions {
+                        0 => "none yet (each command run there makes one)".to_string(),
+                        1 => "region 1 only".to_string(),
+                        n => format!("regions 1 to {n}"),
+                    };
+                    ToolError::BadInput(format!("session {} has no region {id}; it has {has}", p.session))
                 })?;
                 let (a, b) = region_lines(&r, &status);
                 // from_line and to_line pick a part of the region.

@@ -11,7 +11,7 @@ const MAX_TIMEOUT_S: f64 = 600.0;
 pub(crate) fn timeout_ms(t: Option<f64>) -> Result<u64, String> {
     let t = t.unwrap_or(DEFAULT_TIMEOUT_S);
     if !t.is_finite() || t <= 0.0 || t > MAX_TIMEOUT_S {
-        return Err(format!("timeout must be between 0 and {MAX_TIMEOUT_S} seconds; got {t}"));
+        return Err(format!("timeout must be more than 0 and at most {MAX_TIMEOUT_S} seconds; got {t}"));
     }
     Ok((t * 1000.0) as u64)
 }
