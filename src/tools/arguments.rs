@@ -34,7 +34,8 @@ pub fn explain(tool: &str, schema: &Map<String, Value>, args: Option<&Map<String
     let missing = || {
         let required = schema.get("required").and_then(Value::as_array)?;
         let key = required.iter().filter_map(Value::as_str).find(|k| !args.contains_key(*k))?;
-        Some(format!("{tool} needs `{key}`"))
+        let takes = props.get(key).and_then(takes).map(|t| format!(" ({t})")).unwrap_or_default();
+        Some(format!("{tool} needs `{key}`{takes}"))
     };
     match problem.or_else(missing) {
         Some(problem) => format!("{problem}. Nothing was done (tools/list gives each argument's type and meaning)"),
@@ -157,7 +158,7 @@ mod tests {
         assert!(said(json!({"session": "t1", "rows": 5})).starts_with(
             "`rows` is not an argument of read; it takes from_line, keys, session, take_over, view, wait."
         ));
-        assert!(said(json!({"view": "raw"})).starts_with("read needs `session`."));
+        assert!(said(json!({"view": "raw"})).starts_with("read needs `session` (a string)."));
     }
 
     #[test]

@@ -74,7 +74,7 @@ async fn bad_input_is_refused_clearly_and_the_server_keeps_answering() {
     assert_has!(said, "`keys` takes a list, each item a string, not \"enter\"");
     let said = s.err("run", json!({"session": "t1", "command": "ls", "bogus": 1})).await;
     assert_has!(said, "`bogus` is not an argument of run; it takes ");
-    assert_has!(s.err("run", json!({"command": "ls"})).await, "run needs `session`");
+    assert_has!(s.err("run", json!({"command": "ls"})).await, "run needs `session` (a string)");
     // The server still answers normally, and no stray session was made.
     assert_has!(s.run("t1", "echo still-here").await, "still-here");
     let list = s.ok("session_list", json!({})).await;
