@@ -27,7 +27,8 @@ pub fn explain(tool: &str, schema: &Map<String, Value>, args: Option<&Map<String
     let problem = args.iter().find_map(|(key, value)| match props.get(key) {
         None => {
             let names: Vec<&str> = props.keys().map(String::as_str).collect();
-            Some(format!("`{key}` is not an argument of {tool}; it takes {}", names.join(", ")))
+            let meant = nearest(key, &names).map(|n| format!(" (`{n}`?)")).unwrap_or_default();
+            Some(format!("`{key}` is not an argument of {tool}{meant}; it takes {}", names.join(", ")))
         }
         Some(prop) => misfit(prop, value).map(|takes| format!("`{key}` takes {takes}, not {}", shown(value))),
     });
@@ -44,6 +45,18 @@ pub fn explain(tool: &str, schema: &Map<String, Value>, args: Option<&Map<String
             format!("{tool}'s arguments do not fit it: {detail}. Nothing was done")
         }
     }
+}
+
+/// The name among `names` that `key` most likely meant: one it begins or
+/// that begins it (`save` for `save_to`), else one a short edit away.
+fn nearest<'a>(key: &str, names: &[&'a str]) -> Option<&'a str> {
+    let key = key.to_ascii_lowercase();
+    let prefix = names.iter().find(|n| key.len() >= 3 && (n.starts_with(&key) || key.starts_with(**n)));
+    let close = || {
+        let scored = names.iter().map(|n| (strsim::damerau_levenshtein(&key, n), *n));
+        scored.filter(|(d, n)| *d <= 2 && *d < n.len().min(key.len())).min_by_key(|(d, _)| *d).map(|(_, n)| n)
+    };
+    prefix.copied().or_else(close)
 }
 
 /// What `prop` takes, when `value` is not that (`None` when it fits, or
@@ -159,6 +172,14 @@ mod tests {
             "`rows` is not an argument of read; it takes from_line, keys, session, take_over, view, wait."
         ));
         assert!(said(json!({"view": "raw"})).starts_with("read needs `session` (a string)."));
+        assert!(
+            said(json!({"session": "t1", "take": true}))
+                .starts_with("`take` is not an argument of read (`take_over`?);")
+        );
+        assert!(
+            said(json!({"session": "t1", "veiw": "raw"})).starts_with("`veiw` is not an argument of read (`view`?);")
+        );
+        assert!(said(json!({"session": "t1", "zz": 1})).starts_with("`zz` is not an argument of read; it takes"));
     }
 
     #[test]
