@@ -393,6 +393,21 @@ mod tests {
     }
 
     #[test]
+    fn a_line_the_shell_asks_about_takes_no_other_line() {
+        let asking = status("gti status\nzsh: correct 'gti' to 'git' [nyae]?", 3);
+        let sent = typed("a", "gti status", true, 3);
+        let sent = Typed { at: Instant::now() - ms(SUBMITTED_MS + 1), ..sent };
+        let why = refusal("t1", &asking, Some(&sent), "a", 0).expect("refused");
+        assert!(
+            matches!(&why, Refusal::ShellAsks { by: Party::You, question, .. } if question == "zsh: correct 'gti' to 'git' [nyae]?"),
+            "{why:?}"
+        );
+        // Once it ran (a region opened), the text is no question of it.
+        let ran = Status { mark: Mark { regions: 6, ..asking.mark }, ..asking.clone() };
+        assert!(!matches!(refusal("t1", &ran, Some(&sent), "a", 0), Some(Refusal::ShellAsks { .. })));
+    }
+
+    #[test]
     fn a_held_session_names_its_holder_and_is_free_once_released() {
         let holds = Holds::default();
         let hold = holds.take("t1", "a", "run").expect("free");
