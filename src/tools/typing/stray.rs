@@ -48,13 +48,7 @@ impl Terminal {
         if status.typed.is_empty() {
             // The output asked just before this prompt: the answer may
             // still be on its way to it.
-            let spec = WaitSpec {
-                after: status.mark,
-                settle_ms: Some(ANSWER_QUIET_MS),
-                timeout_ms: ANSWER_WAIT_MS,
-                ..WaitSpec::default()
-            };
-            status = logger.wait(spec).await?.1;
+            status = settled(logger, &status).await?;
         }
         let last = self.last_typed(s);
         let Some(text) = crate::tools::typing::holds::stray_answer(&status, last.as_ref()) else {
@@ -107,15 +101,9 @@ impl Terminal {
         // search's line as the prompt; zle may give up the line and draw a
         // new prompt. The look waits for it to settle, so that the command
         // is typed at the prompt shown last and its wait starts there.
-        let spec = WaitSpec {
-            after: status.mark,
-            settle_ms: Some(ANSWER_QUIET_MS),
-            timeout_ms: ANSWER_WAIT_MS,
-            ..WaitSpec::default()
-        };
-        let settled = logger.wait(spec).await?.1;
-        let now = match settled.typed.is_empty() {
-            true => settled,
+        let after = settled(logger, &status).await?;
+        let now = match after.typed.is_empty() {
+            true => after,
             false => until_shown(logger, |now| now.typed.is_empty()).await?,
         };
         let note = format!(
@@ -145,6 +133,18 @@ impl Terminal {
         })
         .await
     }
+}
+
+/// The logger's status once output after `status` has come and gone
+/// quiet for [`ANSWER_QUIET_MS`], or after [`ANSWER_WAIT_MS`] at most.
+async fn settled(logger: &mut LoggerClient, status: &Status) -> Result<Status, ToolError> {
+    let spec = WaitSpec {
+        after: status.mark,
+        settle_ms: Some(ANSWER_QUIET_MS),
+        timeout_ms: ANSWER_WAIT_MS,
+        ..WaitSpec::default()
+    };
+    Ok(logger.wait(spec).await?.1)
 }
 
 /// The logger's status once `shown` holds of it, or as it is after
