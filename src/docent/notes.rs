@@ -286,7 +286,9 @@ fn plain_shell(s: &Situation) -> Note {
     )
 }
 
-/// How to leave `program` and get the shell back.
+/// How to leave `program` and get the shell back. A pager's own note
+/// (`paging`) covers `git log` and its kin: a `git` without one waits at
+/// a question of its own (a credential prompt), which ctrl+c leaves.
 fn leave(program: &str) -> String {
     let keys = match program {
         "gdb" | "lldb" => "text=\"quit\" keys=[\"enter\"] (answer y if asked)",
@@ -294,7 +296,7 @@ fn leave(program: &str) -> String {
         "psql" => "text=\"\\\\q\" keys=[\"enter\"]",
         "sqlite3" => "text=\".quit\" keys=[\"enter\"]",
         "mysql" | "ssh" => "text=\"exit\" keys=[\"enter\"]",
-        "less" | "more" | "man" | "top" | "htop" | "btop" | "watch" | "git" => "keys=[\"q\"]",
+        "less" | "more" | "man" | "top" | "htop" | "btop" | "watch" => "keys=[\"q\"]",
         "cat" | "tee" | "sort" | "wc" | "bc" => "keys=[\"ctrl+d\"] (the end of its input)",
         "vim" | "vi" | "nvim" | "vim.basic" | "vim.tiny" => {
             "keys=[\"escape\"], then text=\":q!\" keys=[\"enter\"] (or :wq to save)"
@@ -469,6 +471,9 @@ mod tests {
         assert!(clipped[0].text.contains("read session=t1 region=4"), "{}", clipped[0].text);
         let password = notes(&Situation { program: Some("sudo"), waiting: true, password: true, ..base() });
         assert!(password[0].text.contains("Ask the person"), "{}", password[0].text);
+        // git with no pager waits at a question of its own: q would be typed into it.
+        let asks = notes(&Situation { program: Some("git"), waiting: true, prompt: Some("Username: "), ..base() });
+        assert!(asks[1].text.contains("ctrl+c") && !asks[1].text.contains("\"q\""), "{}", asks[1].text);
     }
 
     #[test]
