@@ -54,7 +54,9 @@ async fn gdb_breaks_runs_and_shows_the_crash() {
     assert_has!(r, "(a yes/no question: it takes y or n;");
     line(&s, "n").await;
     let r = line(&s, "break sum_to").await;
-    assert_has!(r, "answered; at the program's prompt `(gdb)`");
+    assert_has!(r, "answered; `gdb` waits at its prompt `(gdb)`");
+    // The headline names the program: no job line says it again.
+    assert!(!r.contains("`gdb` waits for input"), "{r}");
     // A line typed into a program on this host names no host.
     assert!(!r.contains(" · on "), "{r}");
     assert_has!(r, "Breakpoint 1 at");
@@ -106,7 +108,7 @@ async fn python_takes_a_multi_line_definition() {
     // A block ends with the empty line after it, kept at the end of a run.
     let r = line(&s, "for i in range(2):\n    print('round', i)\n\n").await;
     assert_has!(r, "round 0\nround 1");
-    assert_has!(r, "answered; at the program's prompt `>>>`");
+    assert_has!(r, "answered; `python3` waits at its prompt `>>>`");
     // A line left open says so, as data too, and an empty command ends it.
     let open = s.call("run", json!({"session": "t1", "command": "for i in range(2): print('loop', i)"})).await;
     assert_has!(
@@ -127,7 +129,7 @@ async fn python_takes_a_multi_line_definition() {
     assert_has!(r, "still running");
     let r = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
     assert_has!(r, "woke");
-    assert_has!(r, "answered; at the program's prompt `>>>`");
+    assert_has!(r, "answered; `python3` waits at its prompt `>>>`");
     assert_has!(line(&s, "exit()").await, "back at the shell's prompt");
 }
 
@@ -227,7 +229,7 @@ async fn a_session_made_with_a_program_treats_it_as_that_program_not_a_shell() {
     let made = s.ok("session_create", json!({"name": "py", "command": "python3 -q"})).await;
     assert!(!made.contains("no shell integration"), "{made}");
     let r = s.ok("run", json!({"session": "py", "command": "6*7"})).await;
-    assert_has!(r, "answered; at the program's prompt `>>>`");
+    assert_has!(r, "answered; `python3` waits at its prompt `>>>`");
     assert_has!(r, "42");
     assert!(!r.contains("shell's prompt") && !r.contains("shell integration"), "{r}");
     let list = s.ok("session_list", json!({})).await;

@@ -70,9 +70,15 @@ pub(crate) async fn describe(
     // shell's prompt.
     let shell = job.as_ref().is_some_and(|j| j.as_ref().is_ok_and(dtmcp_core::procs::Job::shell_for_a_person));
     let back = back_at_shell(s, waited, shell);
-    let mut out = note.map_or_else(|| headline(s, waited, back), |n| format!("{n}\n"));
+    // A program that answered and waits at its prompt again is named in
+    // the headline: a job line would only say again that it waits.
+    let asker = job.as_ref().and_then(|j| j.as_ref().ok()).filter(|j| plainly_waiting(j)).map(|j| j.comm.as_str());
+    let (mut out, folded) = match note {
+        Some(n) => (format!("{n}\n"), false),
+        None => headline(s, waited, back, asker),
+    };
     // Back at a shell's prompt, the headline says what the job does.
-    if let Some(job) = job.filter(|_| !back) {
+    if let Some(job) = job.filter(|_| !back && !folded) {
         let line = job.map_or_else(|e| format!("(could not tell what the job does: {e})"), |j| j.line());
         let _ = writeln!(out, "{line}");
     }
@@ -258,7 +264,30 @@ fn choices(prompt: &str) -> Vec<String> {
 
 /// The reply's first line; `back` says a typed line ended back at a
 /// shell's prompt (see [`back_at_shell`]).
-fn headline(s: &Session, waited: &Waited<'_>, back: bool) -> String {
+/// Whether `job` waits for input here, at no password prompt: all its
+/// job line would say.
+fn plainly_waiting(job: &dtmcp_core::procs::Job) -> bool {
+    job.activity == dtmcp_core::procs::Activity::WaitingForInput
+        && !job.password
+        && job.place.host.is_none()
+        && job.place.user.is_none()
+}
+
+/// The reply's first line, and whether it named `asker`, the program
+/// waiting at its prompt again after an answer (its job line is then left
+/// out).
+fn headline(s: &Session, waited: &Waited<'_>, back: bool, asker: Option<&str>) -> (String, bool) {
+    const ANSWERED: &str = "answered; at the program's prompt";
+    let line = first_line(s, waited, back);
+    match asker {
+        Some(program) if line.starts_with(ANSWERED) => {
+            (line.replacen(ANSWERED, &format!("answered; `{program}` waits at its prompt"), 1), true)
+        }
+        _ => (line, false),
+    }
+}
+
+fn first_line(s: &Session, waited: &Waited<'_>, back: bool) -> String {
     let Waited { status, reason, region, .. } = *waited;
     let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
     // A command run by a shell inside the session's own (over ssh, in a
