@@ -302,6 +302,8 @@ fn leave(program: &str) -> String {
             "keys=[\"escape\"], then text=\":q!\" keys=[\"enter\"] (or :wq to save)"
         }
         "nano" => "keys=[\"ctrl+x\"]",
+        // A tmux client inside the pane detaches; its server and sessions go on.
+        "tmux: client" | "tmux" => "keys=[\"ctrl+b\", \"d\"] (detaches: its sessions go on)",
         "emacs" => "keys=[\"ctrl+x\", \"ctrl+c\"]",
         _ => "its own quit command, or keys=[\"ctrl+c\"]",
     };
@@ -471,6 +473,8 @@ mod tests {
         assert!(clipped[0].text.contains("read session=t1 region=4"), "{}", clipped[0].text);
         let password = notes(&Situation { program: Some("sudo"), waiting: true, password: true, ..base() });
         assert!(password[0].text.contains("Ask the person"), "{}", password[0].text);
+        let tmux = notes(&Situation { program: Some("tmux: client"), fullscreen: true, waiting: true, ..base() });
+        assert!(tmux[0].text.contains("To leave tmux: client: send keys=[\"ctrl+b\", \"d\"]"), "{}", tmux[0].text);
         // git with no pager waits at a question of its own: q would be typed into it.
         let asks = notes(&Situation { program: Some("git"), waiting: true, prompt: Some("Username: "), ..base() });
         assert!(asks[1].text.contains("ctrl+c") && !asks[1].text.contains("\"q\""), "{}", asks[1].text);
