@@ -124,6 +124,16 @@ async fn the_raw_view_spells_out_escapes() {
     let r = s.ok("read", json!({"session": "t1", "view": "raw", "from_byte": 0, "bytes": 16})).await;
     assert_has!(r, "bytes 0-16 of");
     assert_has!(r, "later bytes");
+    // A region's bytes: its prompt, its command line and its output, not
+    // what later commands printed.
+    s.run("t1", "printf 'second\\033[0m\\n'").await;
+    s.run("t1", "echo third-command").await;
+    let r = s.ok("read", json!({"session": "t1", "view": "raw", "region": 2})).await;
+    assert_has!(r, r"second\e[0m\r\n");
+    assert!(!r.contains(r"\e[31mred") && !r.contains("third-command"), "{r}");
+    // An argument the view does not take is named, not ignored.
+    let r = s.err("read", json!({"session": "t1", "view": "screen", "region": 2})).await;
+    assert_has!(r, "`region` is not taken by view=\"screen\"");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

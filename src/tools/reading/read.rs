@@ -30,10 +30,10 @@ const DEFAULT_TAIL: u64 = 40;
 pub struct ReadParams {
     /// The session's name, as session_create or session_list gave it.
     pub session: String,
-    /// "cooked" (default): the log as readable numbered lines; "screen": the rows a person sees now, with size, cursor and alternate screen; "raw": the log's bytes with escape codes spelled out (the last 4096, or bytes from from_byte).
+    /// "cooked" (default): the log as readable numbered lines; "screen": the rows a person sees now, with size, cursor and alternate screen; "raw": the log's bytes with escape codes spelled out (the last 4096, bytes from from_byte, or a region's).
     #[serde(default)]
     pub view: Option<String>,
-    /// A region number (from run's reply or regions): read that command's output.
+    /// A region number (from run's reply or regions): read that command's output (view="raw": its bytes, from its prompt on).
     #[serde(default)]
     pub region: Option<u64>,
     /// First line to read (line numbers of the session log, from 1).
@@ -66,10 +66,11 @@ impl Terminal {
 
 impl Terminal {
     pub(crate) async fn read_body(&self, p: ReadParams) -> Result<String, ToolError> {
+        refuse_mixed(&p).map_err(ToolError::BadInput)?;
         match p.view.as_deref() {
             None | Some("cooked") => {}
             Some("screen") => return self.screen_view(&p.session).await,
-            Some("raw") => return self.raw_view(&p.session, p.from_byte, p.bytes).await,
+            Some("raw") => return self.raw_view(&p.session, p.region, p.from_byte, p.bytes).await,
             Some(v) => {
                 return Err(ToolError::BadInput(format!(
                     "view {v:?} is not available; use \"cooked\", \"screen\" or \"raw\""
@@ -218,6 +219,31 @@ fn closed_status(cache: &SearchCache, dir: &Path, reader: &LineReader) -> Result
     Ok(status)
 }
 
+/// Refuses arguments the chosen view does not take, naming them and the
+/// view that would: a silently ignored `region` would show other bytes
+/// than the ones asked for.
+fn refuse_mixed(p: &ReadParams) -> Result<(), String> {
+    let view = p.view.as_deref().unwrap_or("cooked");
+    let given = [
+        ("region", p.region.is_some(), ["cooked", "raw"].as_slice()),
+        ("from_line", p.from_line.is_some(), ["cooked"].as_slice()),
+        ("to_line", p.to_line.is_some(), ["cooked"].as_slice()),
+        ("from_byte", p.from_byte.is_some(), ["raw"].as_slice()),
+        ("bytes", p.bytes.is_some(), ["raw"].as_slice()),
+    ];
+    let stray: Vec<_> = given.iter().filter(|(_, set, views)| *set && !views.contains(&view)).collect();
+    if let Some((name, _, views)) = stray.first() {
+        let names: Vec<String> = stray.iter().map(|(n, ..)| format!("`{n}`")).collect();
+        let takes = views.iter().map(|v| format!("view=\"{v}\"")).collect::<Vec<_>>().join(" or ");
+        let verb = if names.len() == 1 { "is" } else { "are" };
+        return Err(format!("{} {verb} not taken by view=\"{view}\"; {name} goes with {takes}", names.join(" and ")));
+    }
+    if p.region.is_some() && p.from_byte.is_some() {
+        return Err("give region or from_byte, not both: region=N shows that command's bytes from its start".into());
+    }
+    Ok(())
+}
+
 fn line_range(
     from: Option<u64>,
     to: Option<u64>,
@@ -245,5 +271,32 @@ mod tests {
         assert_eq!((a, b), (LineNo(61), LineNo(100)));
         assert!(line_range(Some(0), None, LineNo(100)).is_err());
         assert!(line_range(Some(200), None, LineNo(100)).is_err());
+    }
+
+    fn params(view: Option<&str>) -> ReadParams {
+        ReadParams {
+            session: "t1".into(),
+            view: view.map(str::to_string),
+            region: None,
+            from_line: None,
+            to_line: None,
+            from_byte: None,
+            bytes: None,
+        }
+    }
+
+    #[test]
+    fn arguments_a_view_does_not_take_are_refused_by_name() {
+        assert!(refuse_mixed(&ReadParams { region: Some(3), ..params(Some("raw")) }).is_ok());
+        assert!(refuse_mixed(&ReadParams { bytes: Some(9), ..params(Some("raw")) }).is_ok());
+        assert!(refuse_mixed(&ReadParams { from_line: Some(3), ..params(None) }).is_ok());
+        let e = refuse_mixed(&ReadParams { region: Some(3), ..params(Some("screen")) }).unwrap_err();
+        assert_eq!(e, "`region` is not taken by view=\"screen\"; region goes with view=\"cooked\" or view=\"raw\"");
+        let e = refuse_mixed(&ReadParams { from_line: Some(1), to_line: Some(2), ..params(Some("raw")) }).unwrap_err();
+        assert!(e.starts_with("`from_line` and `to_line` are not taken by view=\"raw\""), "{e}");
+        let e = refuse_mixed(&ReadParams { from_byte: Some(1), ..params(Some("cooked")) }).unwrap_err();
+        assert!(e.contains("from_byte goes with view=\"raw\""), "{e}");
+        let e = refuse_mixed(&ReadParams { from_byte: Some(1), region: Some(2), ..params(Some("raw")) }).unwrap_err();
+        assert!(e.starts_with("give region or from_byte"), "{e}");
     }
 }

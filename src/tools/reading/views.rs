@@ -373,6 +373,20 @@ fn raw_context(
     (before + window + &after, shown, cut)
 }
 
+/// The bytes of `raw.log` in session directory `dir` that hold region
+/// `id`: from the end of what came before it (its prompt and command line
+/// are in them) to its end, or to the log's end while it runs.
+fn region_raw_span(dir: &Path, id: u64) -> Result<std::ops::Range<u64>, String> {
+    let index = std::fs::read(dir.join(files::TIMING)).unwrap_or_default();
+    let timeline = dtmcp_core::cast::timing::Timeline::from_records(&dtmcp_core::cast::timing::decode(&index));
+    let regions = dtmcp_core::store::read_regions(dir).map_err(|e| e.to_string())?;
+    let raw_len = std::fs::metadata(dir.join(files::RAW)).map_err(|e| e.to_string())?.len();
+    let span = dtmcp_core::cast::span(&timeline, &regions, raw_len, dtmcp_core::cast::Select::One(id))
+        .map_err(|e| e.replace("nothing to record", "read its bytes with from_byte"))
+        .map_err(|e| e.replace("record the whole session instead", "read its bytes with from_byte"))?;
+    Ok(span.from..span.to)
+}
+
 impl Terminal {
     /// `read view="screen"`: the whole screen of a live session.
     pub(crate) async fn screen_view(&self, session: &str) -> Result<String, ToolError> {
@@ -380,10 +394,12 @@ impl Terminal {
         self.screen(&s, ScreenMode::Full).await
     }
 
-    /// `read view="raw"`: bytes of a session's `raw.log`, open or closed.
+    /// `read view="raw"`: bytes of a session's `raw.log`, open or closed;
+    /// with `region`, from where that command's prompt began.
     pub(crate) async fn raw_view(
         &self,
         session: &str,
+        region: Option<u64>,
         from_byte: Option<u64>,
         count: Option<u64>,
     ) -> Result<String, ToolError> {
@@ -395,6 +411,20 @@ impl Terminal {
             )));
         }
         let dir = self.sessions().cfg.session_dir(session);
+        let (from_byte, count) = match region {
+            Some(id) => {
+                let span = {
+                    let dir = dir.clone();
+                    tokio::task::spawn_blocking(move || region_raw_span(&dir, id))
+                        .await
+                        .map_err(|e| ToolError::Failed(e.to_string()))?
+                        .map_err(ToolError::BadInput)?
+                };
+                let whole = (span.end - span.start).max(1);
+                (Some(span.start), Some(count.map_or(whole.min(RAW_DEFAULT_BYTES), |c| c.min(whole))))
+            }
+            None => (from_byte, count),
+        };
         let secrets = &self.inner.secrets;
         raw(session, &path, from_byte, count, |context, shown, cut| {
             let (text, counts) = secrets.redact_window(&dir, context, shown, cut);
