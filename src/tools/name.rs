@@ -228,6 +228,7 @@ impl ToolName {
                         "cwd": {"type": "string", "description": "Its directory."},
                         "last_command": {"type": "string", "description": "The last command, finished or not."},
                         "last_exit": {"type": "integer", "description": "Its exit status, once it finished."},
+                        "last_answered": {"type": "string", "description": "The line last typed into the program that command runs (a debugger's or a REPL's), when that is newer than the command."},
                         "attach": {"type": "string", "description": "The command a person runs to watch it."},
                         "listening": listeners("What its processes listen on."),
                         "jobs": jobs(),

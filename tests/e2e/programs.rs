@@ -100,6 +100,11 @@ async fn python_takes_a_multi_line_definition() {
     let took = started.elapsed();
     eprintln!("python line to its next prompt: {took:?}");
     assert!(took.as_millis() < 1_000, "{took:?}");
+    // The listing names the command that runs, and the line answered last.
+    let list = s.call("session_list", json!({})).await;
+    assert_has!(list.text, "running: `python3 -q` · answered last: `>>> 6 * 7`");
+    let row = &list.structured.expect("structuredContent")["sessions"][0];
+    assert_eq!((row["last_command"].as_str(), row["last_answered"].as_str()), (Some("python3 -q"), Some(">>> 6 * 7")));
     let r = line(&s, "def square(x):\n    y = x * x\n    return y\n\nprint(square(7), 'squared')").await;
     assert_has!(r, "49 squared");
     // The lines the definition continues with go in without a report each.

@@ -25,6 +25,7 @@ use std::time::Instant;
 use dtmcp_core::procs::current;
 use dtmcp_core::procs::sockets::Look;
 use dtmcp_core::protocol::Status;
+use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::store::{Meta, files};
 use serde_json::Value;
 
@@ -46,6 +47,9 @@ struct Gathered<'a> {
     status: Option<Arc<Status>>,
     /// What its processes listen on; `None` for a dead pane.
     look: Option<Look>,
+    /// The command still running when the newest region is a line typed
+    /// into it (a debugger's `(Pdb) b 4`).
+    running: Option<Region>,
 }
 
 impl Terminal {
@@ -70,7 +74,8 @@ impl Terminal {
         let mut rows = Vec::with_capacity(panes.len());
         let gathered = panes.iter().zip(metas).zip(statuses).zip(looks);
         for ((((pane, meta), status), look), dir) in gathered.zip(&dirs) {
-            let g = Gathered { pane, meta, status, look };
+            let running = self.running_under_input(dir, status.as_deref());
+            let g = Gathered { pane, meta, status, look, running };
             let (mut entry, row) = self.list_entry(&g).await;
             // Each session's lines and row with its own placeholders: the
             // pass over the whole reply knows the server's secrets only.
@@ -136,6 +141,18 @@ impl Terminal {
         (statuses, looks)
     }
 
+    /// The command a session's shell still runs, when the newest region
+    /// is a line typed into that command's program rather than a command:
+    /// the listing names what runs, not the last answer alone. Read from
+    /// the region index only then (a line answered at a REPL or debugger).
+    fn running_under_input(&self, dir: &Path, status: Option<&Status>) -> Option<Region> {
+        let status = status?;
+        let last = status.last_region.as_ref().filter(|r| r.kind == RegionKind::Input)?;
+        let open = *status.shell.open.last()?;
+        (open != last.id).then_some(())?;
+        self.inner.searches.with_regions(dir, |index| Ok(index.region(open)?)).ok().flatten()
+    }
+
     /// The lines of `session_list` about one session, and its row as data.
     async fn list_entry(&self, g: &Gathered<'_>) -> (String, serde_json::Map<String, Value>) {
         let pane = g.pane;
@@ -154,7 +171,11 @@ impl Terminal {
         }
         row.insert("program".into(), pane.pane_current_command.as_str().into());
         row.insert("cwd".into(), pane.pane_current_path.as_str().into());
-        if let Some(r) = g.status.as_ref().and_then(|s| s.last_region.as_ref()) {
+        if let (Some(cmd), Some(line)) = (&g.running, g.status.as_ref().and_then(|s| s.last_region.as_ref())) {
+            let _ = write!(out, " · running: `{}` · answered last: `{}`", cmd.command, line.command);
+            row.insert("last_command".into(), cmd.command.as_str().into());
+            row.insert("last_answered".into(), line.command.as_str().into());
+        } else if let Some(r) = g.status.as_ref().and_then(|s| s.last_region.as_ref()) {
             match (r.exit, r.end) {
                 (Some(code), _) => {
                     let _ = write!(out, " · last: `{}` {}", r.command, dtmcp_core::exit::short(code));
