@@ -623,6 +623,12 @@ impl Sessions {
         // The session's shell keeps its history with its logs, so the
         // commands agents type stay out of the person's ~/.bash_history.
         env.insert("__DTMCP_HISTFILE".into(), dir.join("history").display().to_string());
+        // No pager: a reply already clips long output and keeps all of it
+        // readable, while a pager would hold the terminal until sent `q`
+        // and log only the pages shown. The caller's env wins.
+        for pager in ["PAGER", "GIT_PAGER"] {
+            env.entry(pager.into()).or_insert_with(|| "cat".into());
+        }
         for (k, v) in &env {
             args.extend(["-e".to_string(), format!("{k}={v}")]);
         }

@@ -269,6 +269,30 @@ async fn an_editor_a_command_opens_is_named_and_keys_after_it_reach_the_shell_sa
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_start_without_a_pager_unless_asked_for_one() {
+    needs!("git");
+    needs!("less");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let repo = w.tmp.path().join("repo");
+    line(&s, &format!("git init -q {0} && cd {0}", repo.display())).await;
+    let commits = (1..=60).map(|i| format!("git -c user.name=t -c user.email=t@t commit -q --allow-empty -m c{i}"));
+    line(&s, &commits.collect::<Vec<_>>().join(" && ")).await;
+    // The whole log comes back at once, with its status: no pager waits.
+    let r = line(&s, "git log --oneline").await;
+    assert_has!(r, "exit 0");
+    assert_has!(r, " c60\n");
+    assert!(!r.contains("pager"), "{r}");
+    // A session asked for one has it.
+    let made = s.ok("session_create", json!({"name": "t2", "cwd": repo, "env": {"GIT_PAGER": "less"}})).await;
+    assert_has!(made, "ready");
+    let r = s.ok("run", json!({"session": "t2", "command": "git log --oneline", "timeout": 5})).await;
+    assert_has!(r, "`git` shows its output in the pager `less`");
+    s.ok("send", json!({"session": "t2", "keys": ["q"], "wait": 0.5})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pager_is_told_and_takes_no_command_line() {
     needs!("less");
     let w = World::new();
