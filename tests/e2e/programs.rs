@@ -293,6 +293,24 @@ async fn sessions_start_without_a_pager_unless_asked_for_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_on_the_alternate_screen_takes_no_command_line_even_unknown() {
+    needs!("python3");
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    let menu = "import curses; curses.wrapper(lambda w: (w.addstr(0, 0, 'pick-a-key'), w.refresh(), w.getch()))";
+    let r = s.ok("run", json!({"session": "t1", "command": format!("python3 -c \"{menu}\""), "timeout": 10})).await;
+    assert_has!(r, "pick-a-key");
+    let why = s.err("run", json!({"session": "t1", "command": "echo typed-into-the-menu"})).await;
+    assert_has!(why, "`python3` (under `python3 -c");
+    assert_has!(why, "draws on the whole screen of t1 and takes keys, not command lines, so nothing was typed");
+    s.ok("send", json!({"session": "t1", "keys": ["x"], "wait": 0.5})).await;
+    let r = line(&s, "echo after-the-menu").await;
+    assert_has!(r, "exit 0");
+    assert!(!r.contains("typed-into-the-menu"), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pager_is_told_and_takes_no_command_line() {
     needs!("less");
     let w = World::new();

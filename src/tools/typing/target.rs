@@ -175,10 +175,12 @@ fn target_now(s: &Session, status: &Status) -> Result<Target, Look> {
     if plain_shell && job.activity == Activity::Working {
         return Err(Look::Starting(Box::new(job)));
     }
-    // A pager or an editor waits for keys: a line would be taken key by key.
+    // A pager or an editor waits for keys: a line would be taken key by
+    // key. So would it by most programs drawing on the alternate screen
+    // (a curses menu, a TUI): send types what they take.
     if job.activity == Activity::WaitingForInput
         && !job.shell_holds()
-        && procs::KEYS_ONLY.contains(&job.reader.as_str())
+        && (procs::KEYS_ONLY.contains(&job.reader.as_str()) || status.shell.full_screen)
     {
         let last = status.last_region.as_ref().filter(|r| r.end.is_none());
         return Err(Look::Refused(Box::new(Refusal::KeysOnly {
