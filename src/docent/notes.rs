@@ -86,6 +86,8 @@ impl Note {
 static TAIL_HEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?-u)\|\s*(tail|head)\b").expect("regex"));
 static PAGER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?-u)\|\s*(less|more)\b").expect("regex"));
 static TEE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?-u)\|\s*tee\b").expect("regex"));
+static BACKGROUND_THEN_SLEEP: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?-u)[^&]&\s*(\w+=\S*\s+)*sleep\s").expect("regex"));
 static POLL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?-u)\bsleep\s+[\d.]+[smh]?\s*(;|&&)\s*(cat|tail|head|grep|ls|wc|jobs|ps|curl)\b|\bwhile\b.*\bsleep\b")
         .expect("regex")
@@ -342,13 +344,20 @@ fn habits(name: &str, command: &str) -> Vec<Note> {
         ));
     }
     if POLL.is_match(command.as_bytes()) {
-        out.push(Note::new(
-            "polling",
-            format!(
+        // `server & sleep 1; curl …`: the sleep waits for a port.
+        let text = match BACKGROUND_THEN_SLEEP.is_match(command.as_bytes()) {
+            true => format!(
+                "note: instead of sleeping until a server started with `&` is up, run it alone with \
+                 port=N (or listening=true): run returns the moment it listens, or at once with its exit \
+                 status if it fails; then run the client. In another session (session_create) it keeps \
+                 {name} free."
+            ),
+            false => format!(
                 "note: instead of sleeping and looking, wait session={name} until=\"regex\" returns the \
                  moment a line appears (or when the command ends), without a fixed delay."
             ),
-        ));
+        };
+        out.push(Note::new("polling", text));
     }
     out
 }
@@ -396,6 +405,10 @@ mod tests {
     #[case::less(Situation { command: Some("git log | less"), ..base() }, &["pipe-pager"])]
     #[case::tee(Situation { command: Some("make 2>&1 | tee build.log"), ..base() }, &["pipe-tee"])]
     #[case::polling(Situation { command: Some("sleep 5; cat out.txt"), ..base() }, &["polling"])]
+    #[case::server_then_sleep(
+        Situation { command: Some("python3 -m http.server 8000 & sleep 1; curl localhost:8000"), ..base() },
+        &["polling"]
+    )]
     #[case::polling_loop(Situation { command: Some("while ! test -f x; do sleep 1; done"), ..base() }, &["polling"])]
     #[case::tail_f_is_not_a_pipe(Situation { command: Some("tail -n 3 log"), ..base() }, &[])]
     #[case::prompt(
@@ -471,6 +484,10 @@ mod tests {
         assert!(tail[0].text.contains("`| tail`") && tail[0].text.contains("last_lines"), "{}", tail[0].text);
         let clipped = notes(&Situation { clipped: true, region: Some(4), ..base() });
         assert!(clipped[0].text.contains("read session=t1 region=4"), "{}", clipped[0].text);
+        let server = notes(&Situation { command: Some("./serve & sleep 2 && curl -s :80/"), ..base() });
+        assert!(server[0].text.contains("port=N"), "{}", server[0].text);
+        let and = notes(&Situation { command: Some("make && sleep 2; cat out"), ..base() });
+        assert!(and[0].text.contains("until=\"regex\""), "{}", and[0].text);
         let password = notes(&Situation { program: Some("sudo"), waiting: true, password: true, ..base() });
         assert!(password[0].text.contains("Ask the person"), "{}", password[0].text);
         let tmux = notes(&Situation { program: Some("tmux: client"), fullscreen: true, waiting: true, ..base() });
