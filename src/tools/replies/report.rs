@@ -262,8 +262,6 @@ fn choices(prompt: &str) -> Vec<String> {
         .collect()
 }
 
-/// The reply's first line; `back` says a typed line ended back at a
-/// shell's prompt (see [`back_at_shell`]).
 /// Whether `job` waits for input here, at no password prompt: all its
 /// job line would say.
 fn plainly_waiting(job: &dtmcp_core::procs::Job) -> bool {
@@ -287,6 +285,8 @@ fn headline(s: &Session, waited: &Waited<'_>, back: bool, asker: Option<&str>) -
     }
 }
 
+/// The reply's first line as the wait tells it; `back` says a typed line
+/// ended back at a shell's prompt (see [`back_at_shell`]).
 fn first_line(s: &Session, waited: &Waited<'_>, back: bool) -> String {
     let Waited { status, reason, region, .. } = *waited;
     let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
