@@ -190,8 +190,9 @@ async fn ssh_with_the_bootstrap_gives_statuses_and_tags_regions_and_leaves_nothi
     let r = s.run("t1", "false").await;
     assert_has!(r, "exit 1 · ");
     assert_has!(r, &format!(" · on {host}"));
-    let r = s.run("t1", "echo \"$HOME|$ADJUTANT_EDITOR|$DOCENT_TERMINAL_MCP_SSH_ENV\"; (exit 3) | true").await;
-    assert_has!(r, &format!("{}|zed it's|ADJUTANT_EDITOR", sshd.home().display()));
+    let r = s.run("t1", "echo \"$HOME|$ADJUTANT_EDITOR|$DOCENT_TERMINAL_MCP_SSH_ENV|$PAGER\"; (exit 3) | true").await;
+    // The session's PAGER=cat goes along: no pager holds the far side either.
+    assert_has!(r, &format!("{}|zed it's|ADJUTANT_EDITOR|cat", sshd.home().display()));
     assert_has!(r, "exit 0 (pipeline: 3 0)");
     // The unpacked files stay while the shell runs (a zsh started inside
     // reads them); the decoded script removed itself.
