@@ -382,8 +382,11 @@ fn region_raw_span(dir: &Path, id: u64) -> Result<std::ops::Range<u64>, String> 
     let regions = dtmcp_core::store::read_regions(dir).map_err(|e| e.to_string())?;
     let raw_len = std::fs::metadata(dir.join(files::RAW)).map_err(|e| e.to_string())?.len();
     let span = dtmcp_core::cast::span(&timeline, &regions, raw_len, dtmcp_core::cast::Select::One(id))
-        .map_err(|e| e.replace("nothing to record", "read its bytes with from_byte"))
-        .map_err(|e| e.replace("record the whole session instead", "read its bytes with from_byte"))?;
+        // Its words are a recording's; a read goes by byte instead.
+        .map_err(|e| {
+            let by_byte = "read its bytes with from_byte";
+            e.replace("nothing to record", by_byte).replace("record the whole session instead", by_byte)
+        })?;
     Ok(span.from..span.to)
 }
 

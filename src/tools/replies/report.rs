@@ -271,24 +271,13 @@ fn plainly_waiting(job: &dtmcp_core::procs::Job) -> bool {
         && job.place.user.is_none()
 }
 
-/// The reply's first line, and whether it named `asker`, the program
-/// waiting at its prompt again after an answer (its job line is then left
-/// out).
+/// The reply's first line; `back` says a typed line ended back at a
+/// shell's prompt (see [`back_at_shell`]). `asker` is the program waiting
+/// at its prompt, named where a line it answered brought that prompt back;
+/// the flag says it was (its job line is then left out).
 fn headline(s: &Session, waited: &Waited<'_>, back: bool, asker: Option<&str>) -> (String, bool) {
-    const ANSWERED: &str = "answered; at the program's prompt";
-    let line = first_line(s, waited, back);
-    match asker {
-        Some(program) if line.starts_with(ANSWERED) => {
-            (line.replacen(ANSWERED, &format!("answered; `{program}` waits at its prompt"), 1), true)
-        }
-        _ => (line, false),
-    }
-}
-
-/// The reply's first line as the wait tells it; `back` says a typed line
-/// ended back at a shell's prompt (see [`back_at_shell`]).
-fn first_line(s: &Session, waited: &Waited<'_>, back: bool) -> String {
     let Waited { status, reason, region, .. } = *waited;
+    let mut named = false;
     let mut id = region.map(|r| format!(" · region {}", r.id)).unwrap_or_default();
     // A command run by a shell inside the session's own (over ssh, in a
     // container) says where, as region lists do.
@@ -296,7 +285,7 @@ fn first_line(s: &Session, waited: &Waited<'_>, back: bool) -> String {
         let _ = write!(id, " · on {}", r.host);
     }
     let prompt = status.current_text.trim_end();
-    match (reason, region) {
+    let line = match (reason, region) {
         (WaitReason::RegionEnded(_), Some(r)) if r.kind == RegionKind::Input => {
             let ms = r.ended_ms.unwrap_or(r.started_ms).saturating_sub(r.started_ms);
             match prompt.is_empty() {
@@ -313,7 +302,12 @@ fn first_line(s: &Session, waited: &Waited<'_>, back: bool) -> String {
                     ends_a_statement(prompt),
                     duration(ms)
                 ),
-                false => format!("answered; at the program's prompt `{prompt}` · {}{id}\n", duration(ms)),
+                false => {
+                    named = asker.is_some();
+                    let waits =
+                        asker.map_or("at the program's prompt".to_string(), |p| format!("`{p}` waits at its prompt"));
+                    format!("answered; {waits} `{prompt}` · {}{id}\n", duration(ms))
+                }
             }
         }
         (WaitReason::RegionEnded(_), Some(r)) => {
@@ -353,7 +347,8 @@ fn first_line(s: &Session, waited: &Waited<'_>, back: bool) -> String {
         }
         (WaitReason::Matched(line), _) => format!("`until` matched on line {line}{id}\n"),
         _ => format!("done{id}\n"),
-    }
+    };
+    (line, named)
 }
 
 fn duration(ms: u64) -> String {
