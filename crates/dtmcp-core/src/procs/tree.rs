@@ -295,9 +295,14 @@ mod tests {
         let mut alone = spawn("read -r x");
         let mut parent = spawn("sleep 30 & read -r x; kill %1");
         let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
-        // Until each is what it will be: bash has forked its sleep.
+        // Until each is what it will be: bash has forked its sleep, and the
+        // lone bash carries its name. A vfork'd child lets its parent go on
+        // before the kernel renames it, so `spawn` may return while its
+        // comm is still this test thread's.
+        let named = |pid: u32| read_stat(pid as i32).is_ok_and(|s| s.comm == "bash");
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while children_of(&read_stat(parent.id() as i32).expect("stat")).is_none_or(|k| k.is_empty())
+        while (children_of(&read_stat(parent.id() as i32).expect("stat")).is_none_or(|k| k.is_empty())
+            || !named(alone.id()))
             && std::time::Instant::now() < until
         {
             std::thread::sleep(std::time::Duration::from_millis(10));
