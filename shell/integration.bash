@@ -23,7 +23,8 @@
 # Per process, not exported (a child starts its own sequence):
 #   __DTMCP_PID, __DTMCP_SEQ, __DTMCP_KIND, __DTMCP_RAN, __DTMCP_PF,
 #   __DTMCP_HOST, __DTMCP_USER, __DTMCP_ON, __DTMCP_NONCE_SEEN,
-#   __DTMCP_USER_PC, __DTMCP_WRAPPED, __DTMCP_PS1, __DTMCP_PS2, __DTMCP_PS0
+#   __DTMCP_USER_PC, __DTMCP_WRAPPED, __DTMCP_PS1, __DTMCP_PS2, __DTMCP_PS0,
+#   __DTMCP_NIL (always empty), __DTMCP_YES
 
 # Returns its argument as a status, so the user's prompt commands see the
 # `$?` they would have seen without us.
@@ -72,7 +73,8 @@ __dtmcp_start() {
         printf -v __DTMCP_SEQ '%(%s)T' -1
         __DTMCP_SEQ=$((__DTMCP_SEQ * 1000000))
     fi
-    __DTMCP_RAN=0 __DTMCP_KIND=0 __dtmcp_x=0
+    __DTMCP_RAN=0 __DTMCP_KIND=0 __dtmcp_x=0 __DTMCP_YES=('' 1)
+    declare -gA __DTMCP_NIL=()
     # The proof of (__DTMCP_KIND, __DTMCP_PID, __DTMCP_SEQ).  Bash evaluates
     # a variable holding an expression when arithmetic names it, so the
     # prompts say only $((__DTMCP_PF)).  Every product has both factors
@@ -137,7 +139,17 @@ __dtmcp_wrap() {
     local a="\[\e]133;A;${m}1,$p;host=\${__DTMCP_HOST};user=\${__DTMCP_USER}\a\]"
     local s="\[\e]133;A;k=s;${m}5,$p\a\]"
     local b="\[\e]133;B;${m}2,$p;cols=\${COLUMNS-}\a\]"
-    local c="\e]133;C;${m}3,__DTMCP_RAN=1,$p\a"
+    # Before the C marker, while __DTMCP_RAN still says whether the hook
+    # ran since the last command: when it did not (a command emptied or
+    # replaced PROMPT_COMMAND, as sourcing a bashrc can), the rescue is
+    # put back as a prompt command, alone when the variable is empty, and
+    # otherwise after the new ones (bash 5.1 runs every element of an
+    # array PROMPT_COMMAND).  Only a taken `:+` expands its word, so the
+    # variable stays a plain exported string on every other prompt; the
+    # lookup of an empty associative array shows nothing of it.
+    # shellcheck disable=SC2016
+    local r='${__DTMCP_NIL[${__DTMCP_YES[__DTMCP_RAN&&0${PROMPT_COMMAND:+1}]:+${PROMPT_COMMAND[99]:=__dtmcp_rescue}}${PROMPT_COMMAND:=__dtmcp_rescue}]-}'
+    local c="$r\e]133;C;${m}3,__DTMCP_RAN=1,$p\a"
     local p1=${PS1-} p2=${PS2-} p0=${PS0-}
     p1=${p1//"$a"/} p1=${p1//"$b"/} p2=${p2//"$s"/} p2=${p2//"$b"/} p0=${p0//"$c"/}
     if [[ $1 == 1 ]]; then
@@ -146,6 +158,33 @@ __dtmcp_wrap() {
         PS1=$p1 PS2=$p2 PS0=$p0
     fi
     __DTMCP_WRAPPED=$1 __DTMCP_PS1=$PS1 __DTMCP_PS2=$PS2 __DTMCP_PS0=$PS0
+}
+
+# Brought back by PS0 (see __dtmcp_wrap) when the hook stopped running:
+# takes PROMPT_COMMAND over again, with what it holds now as the user's
+# part, and runs the hook for this prompt.  Alone in PROMPT_COMMAND it
+# ran first and `$?` is the command's; after the user's new prompt
+# commands it is theirs, so this command's status goes unreported (its
+# region still ends at the marked prompt).  The user's part already ran
+# this prompt, or was removed on purpose: the hook does not run it now.
+__dtmcp_rescue() {
+    local __dtmcp_s=$? -
+    set +eux
+    if [[ ${PROMPT_COMMAND-} == __dtmcp_rescue ]]; then
+        unset PROMPT_COMMAND
+        __DTMCP_USER_PC=
+        export PROMPT_COMMAND=__dtmcp_hook
+    else
+        unset 'PROMPT_COMMAND[99]'
+        if [[ ${PROMPT_COMMAND[*]} != *__dtmcp_hook* ]]; then __DTMCP_RAN=0 __DTMCP_USER_PC=; fi
+        __dtmcp_adopt
+    fi
+    local __dtmcp_pc=$__DTMCP_USER_PC
+    __DTMCP_USER_PC=
+    __dtmcp_ret "$__dtmcp_s"
+    __dtmcp_hook
+    __DTMCP_USER_PC=$__dtmcp_pc
+    return 0
 }
 
 # The prompt hook: reports how the last command ended, runs the user's
@@ -208,4 +247,4 @@ if [[ $- == *i* ]]; then
 fi
 __dtmcp_keys
 __dtmcp_adopt
-export -f __dtmcp_ret __dtmcp_keys __dtmcp_pct __dtmcp_start __dtmcp_done __dtmcp_adopt __dtmcp_wrap __dtmcp_hook
+export -f __dtmcp_ret __dtmcp_keys __dtmcp_pct __dtmcp_start __dtmcp_done __dtmcp_adopt __dtmcp_wrap __dtmcp_rescue __dtmcp_hook

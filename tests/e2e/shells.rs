@@ -484,3 +484,41 @@ async fn a_line_typed_past_the_right_margin_is_logged_and_labelled_whole() {
         assert_has!(log, theirs);
     }
 }
+
+/// A command that replaces bash's prompt hook -- sourcing an rc file that
+/// sets PROMPT_COMMAND and PS1 afresh, or unsetting PROMPT_COMMAND --
+/// loses that command's end, and at most the next one's status: the next
+/// command's PS0 puts the hook back, and no output goes missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_replaces_the_prompt_hook_costs_at_most_the_next_status() {
+    let w = World::new();
+    let s = w.server().await;
+    let rc = w.tmp.path().join("rc");
+    std::fs::write(&rc, "PROMPT_COMMAND='history -a'\nPS1='rc> '\n").expect("rc");
+    s.ok("session_create", json!({ "name": "b" })).await;
+    let r = s.run("b", &format!("source {}", rc.display())).await;
+    assert_has!(r, "back at the shell's prompt `rc>` · exit status unknown");
+    assert_has!(r, "the next command puts it back");
+    // Its output is shown, though the user's new prompt command ran before
+    // the hook could see the status.
+    let r = s.run("b", "echo one; (exit 3)").await;
+    assert_has!(r, "finished (exit status unknown)");
+    assert_has!(r, "one");
+    let r = s.run("b", "echo two; (exit 4)").await;
+    assert_has!(r, "exit 4");
+    assert_has!(r, "two");
+    // The new prompt command is the user's part, run at every prompt.
+    assert_has!(s.run("b", "echo \"[$__DTMCP_USER_PC]\"").await, "[history -a]");
+    // Unset, the hook comes back first, in time for the next status.
+    s.run("b", "unset PROMPT_COMMAND").await;
+    let r = s.run("b", "echo three; (exit 5)").await;
+    assert_has!(r, "exit 5");
+    assert_has!(r, "three");
+    assert_has!(s.run("b", "echo four; (exit 6)").await, "exit 6");
+    // The prompt command is a plain exported string again: a bash started
+    // inside inherits the hook and reports its own statuses.
+    let r = s.run("b", "declare -p PROMPT_COMMAND").await;
+    assert_has!(r, "declare -x PROMPT_COMMAND=\"__dtmcp_hook\"");
+    s.run("b", "bash --norc").await;
+    assert_has!(s.run("b", "(exit 7)").await, "exit 7");
+}

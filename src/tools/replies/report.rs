@@ -73,9 +73,14 @@ pub(crate) async fn describe(
     // A program that answered and waits at its prompt again is named in
     // the headline: a job line would only say again that it waits.
     let asker = job.as_ref().and_then(|j| j.as_ref().ok()).filter(|j| plainly_waiting(j)).map(|j| j.comm.as_str());
-    let (mut out, folded) = match note {
-        Some(n) => (format!("{n}\n"), false),
-        None => headline(s, waited, back, asker),
+    let unmarked = job.as_ref().and_then(|j| j.as_ref().ok()).and_then(|j| unmarked_prompt(s, waited, j));
+    let (mut out, folded) = match (note, unmarked) {
+        (Some(n), _) => (format!("{n}\n"), false),
+        (None, Some(line)) => {
+            facts.outcome = Outcome::Ended { exit: None };
+            (line, true)
+        }
+        (None, None) => headline(s, waited, back, asker),
     };
     // Back at a shell's prompt, the headline says what the job does.
     if let Some(job) = job.filter(|_| !back && !folded) {
@@ -192,6 +197,32 @@ fn back_at_shell(s: &Session, waited: &Waited<'_>, shell: bool) -> bool {
     let Waited { status, reason, region, .. } = *waited;
     let integrated = s.meta.integrated && status.shell.at_prompt;
     typed_line_ended(reason, region) && (integrated || (shell && !status.current_text.trim_end().is_empty()))
+}
+
+/// The headline for a command whose own shell is back at a prompt that
+/// came without its marker: the command replaced the prompt hook (set
+/// PROMPT_COMMAND or the prompt afresh, as sourcing a bashrc does), so
+/// its end and status were never told. bash puts the hook back itself
+/// before the next command's prompt.
+fn unmarked_prompt(s: &Session, waited: &Waited<'_>, job: &dtmcp_core::procs::Job) -> Option<String> {
+    let Waited { status, reason, region, .. } = *waited;
+    let r = region.filter(|r| r.kind != RegionKind::Input && r.end.is_none())?;
+    let prompt = status.current_text.trim_end();
+    let own = u32::try_from(job.pgid).is_ok_and(|pgid| pgid == r.pid);
+    // bash reads its command line with the line editor, and a question
+    // of its own (`read`) without, so the two are told apart; zsh asks its
+    // questions (`rm *`) in the line editor too.
+    let at_prompt = job.activity == dtmcp_core::procs::Activity::WaitingForInput
+        && job.comm == "bash"
+        && job.shell_for_a_person()
+        && dtmcp_core::procs::line_editing(&s.pane.pane_tty) == Some(true);
+    if !(s.meta.integrated && matches!(reason, WaitReason::Prompt) && own && at_prompt && !prompt.is_empty()) {
+        return None;
+    }
+    Some(format!(
+        "back at the shell's prompt `{prompt}` · exit status unknown: the prompt came without its marker, as when a command sets PROMPT_COMMAND or the prompt afresh (sourcing a bashrc does); the next command puts it back · region {}\n",
+        r.id
+    ))
 }
 
 /// Whether a line typed into a program ended at its continuation prompt

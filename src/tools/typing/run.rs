@@ -24,7 +24,7 @@ use crate::tools::typing::progress::Progress;
 use crate::tools::typing::target::{self, Target};
 use crate::tools::{Party, Refusal, ToolError};
 use dtmcp_core::protocol::{Mark, Status, WaitReason, WaitSpec};
-use dtmcp_core::region::Region;
+use dtmcp_core::region::{Region, RegionKind};
 use dtmcp_core::types::{LineNo, RegionId};
 
 /// Output quiet this long is when `run` looks whether a program waits at
@@ -475,6 +475,24 @@ impl Terminal {
                 true => logger.region(RegionId(before.mark.regions + 1)).await?,
                 false => None,
             };
+        }
+        // The program was the command's own shell, at a prompt that came
+        // without its marker (the command replaced the prompt hook): the
+        // line began a command of its own, whose region opened as the
+        // input's closed. The reply follows that command, as a run at a
+        // marked prompt would.
+        if let (Target::Program(job), WaitReason::RegionEnded(input)) = (&target, &reason)
+            && job.own_shell
+            && status.mark.regions > input.0
+            && let Some(next) = logger.region(RegionId(input.0 + 1)).await?
+            && next.kind == RegionKind::Command
+            && u32::try_from(job.pgid).is_ok_and(|pgid| pgid == next.pid)
+        {
+            let after = Mark { regions: input.0, ..before.mark };
+            let left = call.deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+            let follow = Follow { progress: call.progress, from: before.mark.line.next() };
+            (reason, status, region) =
+                self.wait_line(s, logger, call.opts.spec(after, left.max(1)), follow, None).await.map_err(typed)?;
         }
         let waited = Waited {
             status: &status,

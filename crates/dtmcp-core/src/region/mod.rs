@@ -180,6 +180,10 @@ pub struct RegionTracker {
     /// Continuation prompts shown so far (not on the wire: the logger uses
     /// it to tell a new one from the one a wait began at).
     continuations: u64,
+    /// The last line committed, kept for a command that starts with no
+    /// prompt end seen (its prompt came without markers): its line is
+    /// the best label there is. One buffer, reused.
+    last_line: (LineNo, String),
 }
 
 impl RegionTracker {
@@ -195,13 +199,19 @@ impl RegionTracker {
             input: None,
             orphan_input: None,
             continuations: 0,
+            last_line: (LineNo(0), String::new()),
         }
     }
 
     /// Takes the next cooker event, taken at `now_ms`.
     pub fn on_event(&mut self, ev: &CookEvent, now_ms: u64, out: &mut Vec<RegionChange>) {
         match ev {
-            CookEvent::Line { line, text } => self.typing.on_line(*line, text),
+            CookEvent::Line { line, text } => {
+                self.typing.on_line(*line, text);
+                self.last_line.0 = *line;
+                self.last_line.1.clear();
+                self.last_line.1.push_str(text);
+            }
             CookEvent::Osc133 { params, at } => {
                 if let Some(marker) = self.believe(params) {
                     self.on_marker(&marker, *at, now_ms, out);
@@ -417,10 +427,23 @@ impl RegionTracker {
             self.close_from(idx, at, now, out);
         }
         let same_shell = self.state.pid == m.pid;
+        // No prompt end seen: the whole line typed on, its prompt too.
+        let command = match self.typing.starts.is_empty() && self.last_line.0.next() == at.line {
+            true => {
+                self.typing = Typing::default();
+                let line = self.last_line.1.trim();
+                let mut end = line.len().min(MAX_COMMAND_BYTES);
+                while !line.is_char_boundary(end) {
+                    end -= 1;
+                }
+                line[..end].to_string()
+            }
+            false => self.typing.take_command(at.line),
+        };
         let region = Region {
             id: self.next_id,
             kind: RegionKind::Command,
-            command: self.typing.take_command(at.line),
+            command,
             pid: m.pid,
             host: if same_shell { self.state.host.clone() } else { String::new() },
             user: if same_shell { self.state.user.clone() } else { String::new() },

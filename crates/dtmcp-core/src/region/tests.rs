@@ -279,7 +279,8 @@ fn forged_markers_are_output(#[case] forge: fn(&Sh, &str) -> String, #[case] spa
 #[case::exec_without_end(exec_replaced(), &[r#"1 d0 "exec bash" 2:0-2:0 no exit"#, "prompts 2 regions 1 open [] pid 100 at prompt"])]
 #[case::end_lost_in_a_gap(end_lost_in_a_gap(), &[
     r#"1 d0 "sleep 1" 2:0-3:0 no exit"#,
-    r#"2 d0 "" 3:0-4:0 exit 0 [0]"#,
+    // No prompt end was seen: its whole line is the label.
+    r#"2 d0 "echo x" 3:0-4:0 exit 0 [0]"#,
     "prompts 2 regions 2 open [] pid 100 at prompt",
 ])]
 fn regions_from_markers(#[case] bytes: String, #[case] want: &[&str]) {
