@@ -298,7 +298,9 @@ fn leave(program: &str) -> String {
         "psql" => "text=\"\\\\q\" keys=[\"enter\"]",
         "sqlite3" => "text=\".quit\" keys=[\"enter\"]",
         "mysql" | "ssh" => "text=\"exit\" keys=[\"enter\"]",
-        "less" | "more" | "man" | "top" | "htop" | "btop" | "watch" => "keys=[\"q\"]",
+        "less" | "more" | "man" | "top" | "htop" | "btop" => "keys=[\"q\"]",
+        // procps' watch (Debian 12's 4.0.2) ignores q: only a signal ends it.
+        "watch" => "keys=[\"ctrl+c\"]",
         "cat" | "tee" | "sort" | "wc" | "bc" => "keys=[\"ctrl+d\"] (the end of its input)",
         "vim" | "vi" | "nvim" | "vim.basic" | "vim.tiny" => {
             "keys=[\"escape\"], then text=\":q!\" keys=[\"enter\"] (or :wq to save)"
@@ -495,6 +497,8 @@ mod tests {
         // git with no pager waits at a question of its own: q would be typed into it.
         let asks = notes(&Situation { program: Some("git"), waiting: true, prompt: Some("Username: "), ..base() });
         assert!(asks[1].text.contains("ctrl+c") && !asks[1].text.contains("\"q\""), "{}", asks[1].text);
+        // watch takes no q.
+        assert_eq!(leave("watch"), "To leave watch: send keys=[\"ctrl+c\"].");
     }
 
     #[test]
