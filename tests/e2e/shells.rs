@@ -522,3 +522,32 @@ async fn a_command_that_replaces_the_prompt_hook_costs_at_most_the_next_status()
     s.run("b", "bash --norc").await;
     assert_has!(s.run("b", "(exit 7)").await, "exit 7");
 }
+
+/// A tab in a command line, in a heredoc's text, or in a line typed into
+/// python arrives as a tab: the line editors would take it for a
+/// completion (bash completed `'a<tab>b'` into a file name of the
+/// directory) or drop it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tabs_in_a_command_are_typed_as_tabs_not_completions() {
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    // Files a completion of `a` or `b` would find.
+    for f in ["apple.txt", "banana.txt"] {
+        std::fs::write(home.join(f), "").expect("file");
+    }
+    for (i, shell) in bash_and_zsh().into_iter().enumerate() {
+        let name = format!("t{i}");
+        create_in(&s, &name, shell, &home).await;
+        s.run(&name, &format!("cd {}", home.display())).await;
+        let r = s.run(&name, "printf '%s' 'a\tb' | od -An -c").await;
+        assert_has!(r, "a  \\t   b");
+        let r = s.run(&name, &format!("cat > t{i}.tsv <<'EOF'\nk\tv\nEOF")).await;
+        assert_has!(r, "exit 0");
+        let tsv = std::fs::read_to_string(home.join(format!("t{i}.tsv"))).expect("tsv");
+        assert_eq!(tsv, "k\tv\n", "{shell}");
+    }
+    s.run("t0", "python3").await;
+    let r = s.run("t0", "print(repr('a\tb'))").await;
+    assert_has!(r, "'a\\tb'");
+}

@@ -390,6 +390,7 @@ impl Terminal {
         call: &Call<'_>,
     ) -> Result<Reply, ToolError> {
         let Line { text: line, before, target, hold, held } = line;
+        let quoted = quote_tabs(line, &target);
         let tmux = &self.sessions().tmux;
         let pane = s.pane.pane_id.as_str();
         if let Target::Program(job) = &target {
@@ -417,7 +418,7 @@ impl Terminal {
             // command has often ended by then. (A wait that starts before
             // the line is typed looks again until the shell answers it.)
             let send = async {
-                tmux.send_line(pane, line).await?;
+                tmux.send_line(pane, &quoted).await?;
                 pressed(hold);
                 Ok(())
             };
@@ -426,7 +427,7 @@ impl Terminal {
                 async { self.wait_or_listen(s, call.want.as_ref(), call.progress, left, wait).await.map_err(typed) };
             tokio::try_join!(send, wait)?.1
         } else {
-            target::type_text(tmux, pane, line, call.typing).await?;
+            target::type_text(tmux, pane, &quoted, call.typing).await?;
             // Typed slowly, a person attached may have typed at the same
             // time: the line must read as typed before Enter submits it.
             if matches!(target, Target::Shell)
@@ -740,6 +741,26 @@ impl Terminal {
                 _ => return Ok((reason, status, region)),
             }
         }
+    }
+}
+
+/// Programs that read their lines with readline, where a tab asks for a
+/// completion as it does at a shell's prompt.
+const READLINE: &[&str] = &["python", "python3", "gdb", "psql", "sqlite3", "bc"];
+
+/// `line` as typed into `target`: each tab goes after a ctrl+v (the line
+/// editors' quoted insert) where a line editor would take it for a
+/// completion -- at a shell's prompt, in its heredocs, in readline's
+/// programs -- so a tab in a command or a file's text arrives as a tab
+/// instead of completing a file name into the line.
+fn quote_tabs<'a>(line: &'a str, target: &Target) -> std::borrow::Cow<'a, str> {
+    let edits = match target {
+        Target::Shell => true,
+        Target::Program(job) => job.shell_holds() || READLINE.contains(&job.comm.as_str()),
+    };
+    match edits && line.contains('\t') {
+        true => line.replace('\t', "\u{16}\t").into(),
+        false => line.into(),
     }
 }
 
