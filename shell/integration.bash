@@ -244,6 +244,10 @@ fi
 # an agent's Escape, so that its command is typed as text in either mode.
 if [[ $- == *i* ]]; then
     bind -m vi-command '"\C-g": vi-insertion-mode' 2>/dev/null
+    # No history expansion: agents write their commands for a shell
+    # without it, and `git commit -m "done!!"` would take in the last
+    # command (or fail on "event not found").  `set -H` brings it back.
+    set +H
 fi
 __dtmcp_keys
 __dtmcp_adopt

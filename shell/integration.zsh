@@ -229,6 +229,10 @@ __dtmcp_order
 __dtmcp_take_sp
 if [[ -z ${__DTMCP_LOADED-} ]]; then
     typeset -g __DTMCP_LOADED=1
+    # No history expansion: agents write their commands for a shell
+    # without it (`git commit -m "done!!"`). `setopt bang_hist` brings it
+    # back.
+    if [[ -o interactive ]]; then unsetopt bang_hist; fi
     if autoload -Uz add-zle-hook-widget 2>/dev/null; then
         add-zle-hook-widget line-finish __dtmcp_line_finish 2>/dev/null
     fi

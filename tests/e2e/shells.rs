@@ -551,3 +551,24 @@ async fn tabs_in_a_command_are_typed_as_tabs_not_completions() {
     let r = s.run("t0", "print(repr('a\tb'))").await;
     assert_has!(r, "'a\\tb'");
 }
+
+/// `!` is text in a command line: the sessions' shells do no history
+/// expansion, which would take in the last command for `!!` or refuse
+/// the line on "event not found".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exclamation_mark_is_text_not_history() {
+    let w = World::new();
+    let s = w.server().await;
+    let home = fake_home(&w);
+    for (i, shell) in bash_and_zsh().into_iter().enumerate() {
+        let name = format!("h{i}");
+        create_in(&s, &name, shell, &home).await;
+        s.run(&name, "echo earlier-command").await;
+        let r = s.run(&name, "echo \"done!!\" a!b").await;
+        assert_has!(r, "exit 0");
+        assert_has!(r, "done!! a!b");
+    }
+    // A person who wants it back turns it on.
+    s.run("h0", "set -H").await;
+    assert_has!(s.run("h0", "echo a!zzz-no-such-event").await, "event not found");
+}
