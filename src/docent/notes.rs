@@ -292,7 +292,9 @@ fn plain_shell(s: &Situation) -> Note {
 /// (`paging`) covers `git log` and its kin: a `git` without one waits at
 /// a question of its own (a credential prompt), which ctrl+c leaves.
 fn leave(program: &str) -> String {
-    let keys = match program {
+    // python3.13 and its kin are python.
+    let versioned = program.strip_prefix("python").is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'));
+    let keys = match if versioned { "python" } else { program } {
         "gdb" | "lldb" => "text=\"quit\" keys=[\"enter\"] (answer y if asked)",
         "python" | "python3" | "ipython" | "node" | "irb" | "bash" | "sh" | "zsh" => "keys=[\"ctrl+d\"]",
         "psql" => "text=\"\\\\q\" keys=[\"enter\"]",
@@ -499,6 +501,7 @@ mod tests {
         assert!(asks[1].text.contains("ctrl+c") && !asks[1].text.contains("\"q\""), "{}", asks[1].text);
         // watch takes no q.
         assert_eq!(leave("watch"), "To leave watch: send keys=[\"ctrl+c\"].");
+        assert_eq!(leave("python3.13"), "To leave python3.13: send keys=[\"ctrl+d\"].");
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //!
 //! The session's secret (`__DTMCP_NONCE`) goes along, so the far shell's
 //! markers prove themselves to the local logger like the local shell's;
-//! so do `PAGER` and `GIT_PAGER` (a session sets both to `cat`), the
+//! so do `PAGER` and `GIT_PAGER` (a session sets both to `cat`) and
+//! `PYTHON_BASIC_REPL` (set to 1), the
 //! variables `DOCENT_TERMINAL_MCP_SSH_ENV` names, and the list.
 //! `into` hands the secret over in the environment where the carrier is
 //! known to pass it on, so it is on no command line; over ssh (and through

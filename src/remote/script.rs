@@ -43,15 +43,16 @@ pub const ENV_SSH_ENV: &str = "DOCENT_TERMINAL_MCP_SSH_ENV";
 /// The variables set on the far side: the session's secret (markers from
 /// there must still prove it), the session's name, the pagers a session
 /// sets (`PAGER=cat`: a far shell's pager would hold the pane as a near
-/// one would), the list `DOCENT_TERMINAL_MCP_SSH_ENV` names and the list
+/// one would) and `PYTHON_BASIC_REPL`, the list `DOCENT_TERMINAL_MCP_SSH_ENV` names and the list
 /// itself, then `extra`.
 /// `get` reads a variable; unset ones are left out. Names the list gives
 /// that are not variable names, or that describe the far side (`HOME`,
 /// `PATH`...), are returned apart, to be warned about.
 pub fn carried(get: impl Fn(&str) -> Option<String>, extra: &[&str]) -> (Vec<(String, String)>, Vec<String>) {
-    let mut names: Vec<String> = ["__DTMCP_NONCE", "DOCENT_TERMINAL_MCP_SESSION", "PAGER", "GIT_PAGER", ENV_SSH_ENV]
-        .map(str::to_string)
-        .to_vec();
+    let mut names: Vec<String> =
+        ["__DTMCP_NONCE", "DOCENT_TERMINAL_MCP_SESSION", "PAGER", "GIT_PAGER", "PYTHON_BASIC_REPL", ENV_SSH_ENV]
+            .map(str::to_string)
+            .to_vec();
     let mut skipped = Vec::new();
     let listed = get(ENV_SSH_ENV).unwrap_or_default();
     for name in listed.split(|c: char| c.is_whitespace() || c == ',' || c == ':').filter(|n| !n.is_empty()) {

@@ -629,6 +629,10 @@ impl Sessions {
         for pager in ["PAGER", "GIT_PAGER"] {
             env.entry(pager.into()).or_insert_with(|| "cat".into());
         }
+        // Python 3.13's own REPL indents a line after a `:` by itself, so
+        // a block typed line by line would be indented twice; the basic
+        // one takes each line as typed. The caller's env wins here too.
+        env.entry("PYTHON_BASIC_REPL".into()).or_insert_with(|| "1".into());
         for (k, v) in &env {
             args.extend(["-e".to_string(), format!("{k}={v}")]);
         }

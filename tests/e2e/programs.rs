@@ -135,6 +135,38 @@ async fn python_takes_a_multi_line_definition() {
     let r = s.ok("wait", json!({"session": "t1", "timeout": 10})).await;
     assert_has!(r, "woke");
     assert_has!(r, "answered; `python3` waits at its prompt `>>>`");
+    // A blank line between two methods would end the class at python's
+    // prompt: it is left out, and the class keeps both.
+    let r = line(
+        &s,
+        "class A:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n\nprint(A().b())",
+    )
+    .await;
+    assert_has!(r, "return 1\n$     def b(self):");
+    assert_has!(r, "(1 blank line inside an indented block left out");
+    assert!(!r.contains("IndentationError"), "{r}");
+    assert_has!(r, "\n2\n");
+    assert_has!(line(&s, "exit()").await, "back at the shell's prompt");
+}
+
+/// Python 3.13's own REPL indents after a `:` by itself: sessions ask for
+/// the basic one, so a block typed line by line is indented once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_3_13_takes_a_block_typed_line_by_line() {
+    let w = World::new();
+    let s = w.server().await;
+    s.create("t1").await;
+    assert_has!(line(&s, "echo basic=$PYTHON_BASIC_REPL").await, "basic=1");
+    // One that runs: a pyenv shim answers for versions it does not have.
+    let pyenv = std::env::var("HOME").map(|h| format!("{h}/.pyenv/versions/3.13.0/bin/python3.13")).unwrap_or_default();
+    let runs = |p: &str| std::process::Command::new(p).args(["-c", "pass"]).output().is_ok_and(|o| o.status.success());
+    let Some(python) = [pyenv.as_str(), "python3.13"].into_iter().find(|p| runs(p)) else {
+        return eprintln!("skipped: no python 3.13 here");
+    };
+    assert_has!(line(&s, python).await, "waiting for input at `>>>`");
+    let r = line(&s, "def f():\n    x = 20\n    return x + 22\n\nprint(f())").await;
+    assert!(!r.contains("IndentationError"), "{r}");
+    assert_has!(r, "42");
     assert_has!(line(&s, "exit()").await, "back at the shell's prompt");
 }
 

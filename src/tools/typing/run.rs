@@ -231,6 +231,8 @@ impl Terminal {
         let actor = self.actor();
         // Who allowed the line being typed, when the policy asked a person.
         let mut approved: Option<String> = None;
+        // Blank lines left out of a python block (see below).
+        let mut dropped = 0;
         let mut i = 0;
         while let Some(line) = lines.get(i) {
             if progress.cancelled() {
@@ -280,6 +282,16 @@ impl Terminal {
                 if lines.iter().all(|l| l.trim().is_empty()) {
                     return Err(ToolError::BadInput(EMPTY.into()));
                 }
+                i += 1;
+                continue;
+            }
+            // python's prompt ends a block at a blank line, so one inside
+            // a block (between two methods of a class) would end it early
+            // and fail the rest on their indentation. It is left out.
+            if matches!(&target, Target::Program(job) if job.comm.starts_with("python"))
+                && blank_inside_a_block(&lines, i)
+            {
+                dropped += 1;
                 i += 1;
                 continue;
             }
@@ -378,6 +390,13 @@ impl Terminal {
                 break;
             }
             i += 1;
+        }
+        if dropped > 0 {
+            let _ = writeln!(
+                out,
+                "({dropped} blank line{} inside an indented block left out: python's prompt ends a block at a blank line)",
+                if dropped == 1 { "" } else { "s" }
+            );
         }
         Ok(out)
     }
@@ -744,6 +763,20 @@ impl Terminal {
     }
 }
 
+/// Whether line `i` of `lines` is blank and inside an indented block: the
+/// next line that is not blank is indented, and no triple-quoted string
+/// is open (where a blank line is part of the text).
+fn blank_inside_a_block(lines: &[String], i: usize) -> bool {
+    if !lines[i].trim().is_empty() {
+        return false;
+    }
+    let next = lines[i + 1..].iter().find(|l| !l.trim().is_empty());
+    let indented = next.is_some_and(|l| l.starts_with([' ', '\t']));
+    let before = &lines[..i];
+    let open = |quotes: &str| before.iter().map(|l| l.matches(quotes).count()).sum::<usize>() % 2 == 1;
+    indented && !open("\"\"\"") && !open("'''")
+}
+
 /// Programs that read their lines with readline, where a tab asks for a
 /// completion as it does at a shell's prompt.
 const READLINE: &[&str] = &["python", "python3", "gdb", "psql", "sqlite3", "bc"];
@@ -768,4 +801,29 @@ fn quote_tabs<'a>(line: &'a str, target: &Target) -> std::borrow::Cow<'a, str> {
 /// [`Terminal::wait_line`]).
 fn slice_ms(left_ms: u64) -> u64 {
     Progress::slice(left_ms).min(RECHECK_MS.max(QUIET_MS * 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blank_inside_a_block;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.split('\n').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn blank_lines_inside_a_python_block_are_told_from_its_end() {
+        let class =
+            lines("class A:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n\nA().b()");
+        // Between the methods: inside; after the class: its end.
+        assert!(blank_inside_a_block(&class, 3));
+        assert!(!blank_inside_a_block(&class, 6));
+        assert!(!blank_inside_a_block(&class, 0), "not blank");
+        // A blank line of a docstring is its text.
+        let doc = lines("def f():\n    \"\"\"One.\n\n    Two.\"\"\"\n\n    return 1\n");
+        assert!(!blank_inside_a_block(&doc, 2));
+        assert!(blank_inside_a_block(&doc, 4));
+        // The last line has nothing after it.
+        assert!(!blank_inside_a_block(&lines("if x:\n    y\n"), 2));
+    }
 }
