@@ -46,12 +46,14 @@ pub enum SessionError {
     #[error("{0}")]
     BadName(String),
     /// No live session has that name.
-    #[error("no session named {name:?} is open{}; session_create makes one", known_list(.known))]
+    #[error("{}", not_open(.name, .known, *.closed))]
     NotFound {
         /// The name asked for.
         name: String,
         /// The sessions that do exist.
         known: Vec<String>,
+        /// Whether a closed session of that name has its logs here.
+        closed: bool,
     },
     /// No session of that name, open or closed, has logs here.
     #[error("no session named {name:?}, open or closed, has logs here{}; session_list names the open ones", logs_list(.known))]
@@ -97,6 +99,18 @@ pub enum SessionError {
         /// Why it failed.
         source: std::io::Error,
     },
+}
+
+/// Why no session is named `name`: none ever was, or it is closed (its
+/// logs still read).
+fn not_open(name: &str, known: &[String], closed: bool) -> String {
+    match closed {
+        true => format!(
+            "session {name:?} is closed (its program ended, or it was closed){}; read session={name} and search session={name} still read its logs, and session_create makes a new one",
+            known_list(known)
+        ),
+        false => format!("no session named {name:?} is open{}; session_create makes one", known_list(known)),
+    }
 }
 
 fn known_list(known: &[String]) -> String {
@@ -321,7 +335,8 @@ impl Sessions {
         let Some(pane) = panes.iter().find(|p| p.session_name == name).cloned() else {
             let mut known: Vec<String> = panes.into_iter().map(|p| p.session_name).collect();
             known.dedup();
-            return Err(SessionError::NotFound { name: name.to_string(), known });
+            let closed = self.cfg.session_dir(name).join(files::META).exists();
+            return Err(SessionError::NotFound { name: name.to_string(), known, closed });
         };
         let dir = self.cfg.session_dir(name);
         let meta = match store::read_meta(&dir) {

@@ -535,7 +535,7 @@ mod tests {
     #[test]
     fn errors_read_as_their_messages() {
         assert_eq!(ToolError::BadInput("give a command".into()).to_string(), "give a command");
-        let missing = SessionError::NotFound { name: "t9".into(), known: vec![] };
+        let missing = SessionError::NotFound { name: "t9".into(), known: vec![], closed: false };
         let text = missing.to_string();
         let e = ToolError::from(missing);
         assert_eq!(e.to_string(), text);

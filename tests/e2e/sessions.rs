@@ -42,7 +42,8 @@ async fn sessions_killed_or_renamed_with_tmux_are_seen_at_the_next_call() {
     assert_has!(list, format!("tmux -L {} attach -t renamed", w.socket));
     assert!(w.tmux(&["kill-session", "-t", "=r2"]).status.success());
     let gone = s.err("run", json!({"session": "r2", "command": "true"})).await;
-    assert_has!(gone, "no session named \"r2\" is open (open: r1)");
+    // Its logs are still here: it is named as closed, with how to read them.
+    assert_has!(gone, "session \"r2\" is closed (its program ended, or it was closed) (open: r1); read session=r2");
     assert!(!s.ok("session_list", json!({})).await.contains("r2:"));
     // The logs of the killed one stay, and say it is closed.
     assert!(w.session_dir("r2").join("raw.log").exists());
