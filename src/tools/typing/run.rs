@@ -289,6 +289,7 @@ impl Terminal {
             // a block (between two methods of a class) would end it early
             // and fail the rest on their indentation. It is left out.
             if matches!(&target, Target::Program(job) if job.comm.starts_with("python"))
+                && matches!(status.current_text.trim(), ">>>" | "...")
                 && blank_inside_a_block(&lines, i)
             {
                 dropped += 1;
@@ -779,7 +780,8 @@ fn blank_inside_a_block(lines: &[String], i: usize) -> bool {
 
 /// Programs that read their lines with readline, where a tab asks for a
 /// completion as it does at a shell's prompt.
-const READLINE: &[&str] = &["python", "python3", "gdb", "psql", "sqlite3", "bc"];
+/// (`python3.13` and its kin by their prefix.)
+const READLINE: &[&str] = &["python", "gdb", "psql", "sqlite3", "bc"];
 
 /// `line` as typed into `target`: each tab goes after a ctrl+v (the line
 /// editors' quoted insert) where a line editor would take it for a
@@ -789,7 +791,7 @@ const READLINE: &[&str] = &["python", "python3", "gdb", "psql", "sqlite3", "bc"]
 fn quote_tabs<'a>(line: &'a str, target: &Target) -> std::borrow::Cow<'a, str> {
     let edits = match target {
         Target::Shell => true,
-        Target::Program(job) => job.shell_holds() || READLINE.contains(&job.comm.as_str()),
+        Target::Program(job) => job.shell_holds() || READLINE.iter().any(|p| job.comm.starts_with(p)),
     };
     match edits && line.contains('\t') {
         true => line.replace('\t', "\u{16}\t").into(),
