@@ -167,7 +167,7 @@ async fn a_session_killed_in_tmux_is_gone_at_the_next_call_and_a_renamed_one_sta
     w.sessions.resolve_quiet("k1").await.expect("resolves");
     w.tmux(&["kill-session", "-t", "=k1"]);
     let err = w.sessions.resolve_quiet("k1").await.expect_err("k1 is gone").to_string();
-    assert!(err.contains("no session named \"k1\" is open (open: k2, k3)"), "{err}");
+    assert!(err.contains("session \"k1\" is closed (its program ended, or it was closed) (open: k2, k3)"), "{err}");
     w.tmux(&["rename-session", "-t", "=k2", "elsewhere"]);
     let s = w.sessions.resolve_quiet("k2").await.expect("the pane still carries its name");
     assert_eq!(s.pane.tmux_session, "elsewhere", "a person attaches to the new name");
@@ -176,7 +176,7 @@ async fn a_session_killed_in_tmux_is_gone_at_the_next_call_and_a_renamed_one_sta
     let k3 = w.sessions.resolve_quiet("k3").await.expect("resolves");
     w.meta("k4", k3.pane.pane_id.as_str());
     let err = w.sessions.resolve_quiet("k4").await.expect_err("k4 has no pane").to_string();
-    assert!(err.contains("no session named \"k4\""), "{err}");
+    assert!(err.contains("session \"k4\" is closed"), "{err}");
     // Nor is a dead pane's id once tmux forgot it (k3 was described just
     // now: it is forgotten as soon as tmux's notice of the kill is heard).
     let heard = w.sessions.tmux.changes();
