@@ -26,6 +26,10 @@ use dtmcp_core::procs::sockets::{self, Job, Listener, Look};
 /// The most (agent, session) pairs whose last look is kept.
 pub const REMEMBERED: usize = 1024;
 
+/// How long after a look that shows a new background job it is looked at
+/// again, to be told only if it is still there.
+const CONFIRM_MS: u64 = 30;
+
 /// What one agent was last told of one session.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Told {
@@ -230,7 +234,18 @@ impl Terminal {
         if dtmcp_core::procs::tree::lone_shell(s.pane.pane_pid) && self.told_nothing(name) {
             return;
         }
-        let Some(now) = look(s.pane.pane_pid).await else { return };
+        let Some(mut now) = look(s.pane.pane_pid).await else { return };
+        // A job this agent was not told of is looked at again a moment
+        // later, and told only if still there: under load, a process the
+        // shell's prompt commands run for an instant (pyenv's hook runs
+        // `stat`) was once caught looking like a job of its own, told as
+        // started, and in the next reply as ended.
+        if self.any_new_job(name, &now) {
+            tokio::time::sleep(std::time::Duration::from_millis(CONFIRM_MS)).await;
+            if let Some(again) = look(s.pane.pane_pid).await {
+                now.jobs.retain(|j| again.jobs.iter().any(|a| a.pid == j.pid));
+            }
+        }
         let change = self.told_ports(name, &now);
         let lines = change.lines();
         if !lines.is_empty() {
@@ -243,6 +258,17 @@ impl Terminal {
         if !quiet || !change.closed.is_empty() {
             reply.facts.details.extend(details(&now, Some(&change)));
         }
+    }
+
+    /// Whether `now` holds a background job this agent was not told of in
+    /// session `name`.
+    fn any_new_job(&self, name: &str, now: &Look) -> bool {
+        if now.jobs.is_empty() {
+            return false;
+        }
+        let told = self.inner.ports.0.get(&(self.actor(), name.to_string()), Told::default);
+        let told = told.lock().unwrap_or_else(|e| e.into_inner());
+        now.jobs.iter().any(|j| !told.jobs.iter().any(|t| t.pid == j.pid))
     }
 
     /// Whether this agent was told of nothing listening or running in the
