@@ -212,11 +212,14 @@ fn unmarked_prompt(s: &Session, waited: &Waited<'_>, job: &dtmcp_core::procs::Jo
     // bash reads its command line with the line editor, and a question
     // of its own (`read`) without, so the two are told apart; zsh asks its
     // questions (`rm *`) in the line editor too.
-    let at_prompt = job.activity == dtmcp_core::procs::Activity::WaitingForInput
-        && job.comm == "bash"
-        && job.shell_for_a_person()
-        && dtmcp_core::procs::line_editing(&s.pane.pane_tty) == Some(true);
-    if !(s.meta.integrated && matches!(reason, WaitReason::Prompt) && own && at_prompt && !prompt.is_empty()) {
+    // The reads of /proc and the terminal come last, when the rest holds.
+    let at_prompt = || {
+        job.activity == dtmcp_core::procs::Activity::WaitingForInput
+            && job.comm == "bash"
+            && job.shell_for_a_person()
+            && dtmcp_core::procs::line_editing(&s.pane.pane_tty) == Some(true)
+    };
+    if !(s.meta.integrated && matches!(reason, WaitReason::Prompt) && own && !prompt.is_empty() && at_prompt()) {
         return None;
     }
     Some(format!(
